@@ -1,0 +1,112 @@
+"""The `aka` command: run, list tasks, check the machine."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from aka.agents.registry import agent_names
+from aka.device import detect_device
+from aka.errors import AkaError
+from aka.runner import package_versions, run_experiment
+from aka.tasks import default_tasks_root, gate_tasks, select_tasks
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+tasks_app = typer.Typer(no_args_is_help=True, help="Inspect the task suite.")
+app.add_typer(tasks_app, name="tasks")
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(error: AkaError) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+@app.command()
+def run(
+    config: Annotated[Path, typer.Argument(help="Run config YAML.")],
+    run_suffix: Annotated[Optional[str], typer.Option("--run-suffix", help="Label appended to the run dir.")] = None,
+    resume_run: Annotated[Optional[Path], typer.Option("--resume-run", help="Resume this run directory.")] = None,
+    resume_latest: Annotated[bool, typer.Option("--resume-latest", help="Resume the newest run.")] = False,
+) -> None:
+    """Run every selected task with the configured agent, then write the reports."""
+    if resume_run is not None and resume_latest:
+        raise fail(AkaError("use either --resume-run or --resume-latest, not both"))
+    try:
+        outcome = run_experiment(config, run_suffix, resume_run, resume_latest, err_console)
+    except AkaError as exc:
+        raise fail(exc) from None
+    console.print(str(outcome.reports_dir))
+
+
+@tasks_app.command("list")
+def list_tasks(
+    selectors: Annotated[Optional[list[str]], typer.Argument(help="Selectors (default: all).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root", help="Folder of tasks.")] = None,
+) -> None:
+    """List tasks with their family and editable files."""
+    root = (tasks_root or default_tasks_root()).resolve()
+    try:
+        tasks = select_tasks(root, selectors or ["all"], "aka tasks list")
+    except AkaError as exc:
+        raise fail(exc) from None
+    rows = [{"name": t.name, "task_type": t.family, "source_file_path": t.config.source_file_path,
+             "target_kernel_functions": t.config.target_kernel_functions,
+             "baseline": t.config.baseline_source.value, "platform_status": t.config.platform_support.status}
+            for t in tasks]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("task", "type", "editable files", "baseline")
+    for task in tasks:
+        table.add_row(task.name, task.family, ", ".join(task.config.source_file_path),
+                      task.config.baseline_source.value)
+    console.print(table)
+
+
+def _tool_version(command: list[str]) -> str:
+    if not shutil.which(command[0]):
+        return "not found"
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"error: {exc}"
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else f"exit {out.returncode}"
+
+
+@app.command()
+def doctor(tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root")] = None) -> None:
+    """Show the device, architecture, toolchain versions, usable agents and runnable tasks."""
+    device = detect_device()
+    table = Table("check", "value", show_header=False)
+    table.add_row("device", f"{device.name} ({device.kind}, model {device.model})")
+    table.add_row("architecture", device.arch or "cpu: Triton kernels run under TRITON_INTERPRET=1")
+    table.add_row("gpu count", str(device.count))
+    table.add_row("driver", device.driver or "-")
+    for name, value in package_versions().items():
+        table.add_row(name, value)
+    table.add_row("python executable", sys.executable)
+    table.add_row("nvcc", _tool_version(["nvcc", "--version"]))
+    table.add_row("agents", ", ".join(agent_names()))
+    root = (tasks_root or default_tasks_root()).resolve()
+    try:
+        runnable, dropped = gate_tasks(select_tasks(root, ["all"], "aka doctor"), device.arch)
+        table.add_row("tasks", f"{len(runnable)} runnable, {len(dropped)} dropped here ({root})")
+    except AkaError as exc:
+        table.add_row("tasks", f"problem: {exc}")
+    console.print(table)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,191 @@
+"""Independent evaluation: a fresh directory from the pristine task, the declared sources only,
+each step in its own process with a timeout, results read from the documented step report.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from aka.device import DeviceInfo
+from aka.process import CommandOutcome, run_command
+from aka.result import FailureKind
+from aka.step_report import RESULT_FILE_ENV, CaseReport, StepReport, StepReportError, StepStatus, read_step_report
+from aka.tasks import IGNORED_NAMES, Task
+
+SRC_ROOT = Path(__file__).resolve().parents[1]
+
+
+class Step(str, Enum):
+    COMPILE = "compile"
+    CORRECTNESS = "correctness"
+    PERFORMANCE = "performance"
+    EXPORT = "export"
+
+
+class Target(str, Enum):
+    """What a step exercises: the sources in the evaluation directory, or the PyTorch reference."""
+
+    CANDIDATE = "candidate"
+    REFERENCE = "reference"
+
+
+_STEP_FAILURE = {
+    Step.COMPILE: FailureKind.COMPILE_ERROR,
+    Step.CORRECTNESS: FailureKind.INCORRECT,
+    Step.PERFORMANCE: FailureKind.INCORRECT,
+    Step.EXPORT: FailureKind.NONE,
+}
+
+
+@dataclass
+class StepOutcome:
+    """A step's verdict. `failure` is NONE when it passed, SKIPPED when it could not run here."""
+
+    step: Step
+    failure: FailureKind = FailureKind.NONE
+    message: str | None = None
+    cases: list[CaseReport] = field(default_factory=list)
+    commands: list[CommandOutcome] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is FailureKind.NONE
+
+    @property
+    def skipped(self) -> bool:
+        return self.failure is FailureKind.SKIPPED
+
+
+def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[str]:
+    """Copy the pristine task to `dest`, then only the declared sources from `candidate_dir`.
+
+    Returns the editable files the candidate no longer has (deleted by the agent); those keep
+    no copy at all, so a deleted kernel fails instead of silently falling back to the original.
+    """
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(task.directory, dest, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"))
+    missing: list[str] = []
+    if candidate_dir is not None:
+        for rel in task.config.source_file_path:
+            source, target = candidate_dir / rel, dest / rel
+            if source.is_file() and not source.is_symlink():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+            else:
+                target.unlink(missing_ok=True)
+                missing.append(rel)
+    return missing
+
+
+def _defined_names(path: Path) -> set[str] | None:
+    """Function names a source defines; None when it does not parse (the compile step reports that)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix == ".py":
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return None
+        return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    pattern = re.compile(r"__global__[^;{}]*?\b([A-Za-z_]\w*)\s*\(")
+    return set(pattern.findall(text))
+
+
+def missing_kernels(task: Task, eval_dir: Path) -> list[str]:
+    """Target kernel functions that no editable source defines (Python by AST, CUDA by `__global__`)."""
+    defined: set[str] = set()
+    for rel in task.config.source_file_path:
+        names = _defined_names(eval_dir / rel) if (eval_dir / rel).is_file() else set()
+        if names is None:
+            return []
+        defined |= names
+    return [name for name in task.config.target_kernel_functions if name not in defined]
+
+
+def step_environment(device: DeviceInfo, step: Step, target: Target, result_file: Path,
+                     extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The contract of docs/result-format.md: who runs, on what, and where the report goes."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AKA_") and k != "TRITON_INTERPRET"}
+    python_dir = str(Path(sys.executable).parent)
+    env["PATH"] = python_dir + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update({"AKA_STEP": step.value, RESULT_FILE_ENV: str(result_file), "AKA_DEVICE": device.kind,
+                "AKA_TARGET": target.value, "AKA_CASE_PROFILE": "full" if device.is_gpu else "ci"})
+    if device.is_gpu and device.arch:
+        env["AKA_CUDA_ARCH"] = device.arch
+    else:
+        env["TRITON_INTERPRET"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def _timeout(task: Task, step: Step) -> float:
+    return float(getattr(task.config, f"{step.value}_timeout"))
+
+
+def _commands(task: Task, step: Step) -> list[str]:
+    return list(getattr(task.config, f"{step.value}_command"))
+
+
+def run_step(task: Task, step: Step, eval_dir: Path, reports_dir: Path, device: DeviceInfo,
+             target: Target, log_path: Path, extra_env: dict[str, str] | None = None) -> StepOutcome:
+    """Run every command of `step`; the first failing command decides the step's verdict.
+
+    The exit status is cross-checked with the report: a non-zero exit is a failure even when a
+    report says `ok`, and an exit of 0 without a valid report is a failure too.
+    """
+    outcome = StepOutcome(step)
+    for index, command in enumerate(_commands(task, step)):
+        result_file = reports_dir / f"{target.value}_{step.value}_{index}.json"
+        result_file.parent.mkdir(parents=True, exist_ok=True)
+        result_file.unlink(missing_ok=True)
+        env = step_environment(device, step, target, result_file, extra_env)
+        ran = run_command(command, eval_dir, env, _timeout(task, step), log_path)
+        outcome.commands.append(ran)
+        if ran.timed_out:
+            outcome.failure, outcome.message = FailureKind.TIMEOUT, ran.describe()
+            return outcome
+        try:
+            report: StepReport | None = read_step_report(result_file)
+        except StepReportError as exc:
+            report = None
+            report_problem = str(exc)
+        if not ran.ok:
+            crash = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
+            outcome.failure, outcome.message = crash, ran.describe()
+            return outcome
+        if report is None:
+            outcome.failure = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
+            outcome.message = f"`{command}` exited 0 but {report_problem}"
+            return outcome
+        outcome.cases.extend(report.cases)
+        if report.status is StepStatus.SKIPPED:
+            outcome.failure, outcome.message = FailureKind.SKIPPED, report.message or "step skipped"
+            return outcome
+        if report.status is StepStatus.FAILED:
+            outcome.failure = _STEP_FAILURE[step]
+            outcome.message = report.message or f"`{command}` reported failure"
+            return outcome
+    return _check_cases(outcome)
+
+
+def _check_cases(outcome: StepOutcome) -> StepOutcome:
+    if outcome.step is Step.CORRECTNESS:
+        wrong = [c for c in outcome.cases if c.correct is not True]
+        if not outcome.cases:
+            outcome.failure, outcome.message = FailureKind.INCORRECT, "correctness step reported no cases"
+        elif wrong:
+            first = wrong[0]
+            outcome.failure = FailureKind.INCORRECT
+            outcome.message = f"{len(wrong)}/{len(outcome.cases)} cases wrong; first: {first.id}: {first.message or ''}"
+    elif outcome.step is Step.PERFORMANCE and not any(c.time_ms for c in outcome.cases):
+        outcome.failure, outcome.message = FailureKind.PERFORMANCE_ERROR, "performance step reported no timed case"
+    return outcome

@@ -1,0 +1,84 @@
+"""Running one shell command in its own process group, with a timeout that kills the whole group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+KILL_GRACE_SECONDS = 5.0
+TAIL_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    command: str
+    exit_code: int | None
+    timed_out: bool
+    seconds: float
+    output_tail: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def describe(self) -> str:
+        """One line for error messages: how it ended, plus the last meaningful output line."""
+        if self.timed_out:
+            head = f"`{self.command}` timed out after {self.seconds:.0f} s and was killed"
+        elif self.exit_code is not None and self.exit_code < 0:
+            head = f"`{self.command}` was killed by signal {-self.exit_code}"
+        else:
+            head = f"`{self.command}` exited with status {self.exit_code}"
+        lines = [line.strip() for line in self.output_tail.splitlines() if line.strip()]
+        return f"{head}: {lines[-1]}" if lines else head
+
+
+def _kill_group(pgid: int) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        if sig == signal.SIGTERM:
+            time.sleep(0.2)
+
+
+def run_command(command: str, cwd: Path, env: dict[str, str], timeout: float, log_path: Path) -> CommandOutcome:
+    """Run `command` with bash in `cwd`; stdout and stderr go to `log_path` (appended).
+
+    The command gets a new session, so on timeout, and after it exits, any process it left behind
+    in its group is killed: a step can never outlive its budget.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with log_path.open("ab") as log:
+        log.write(f"$ {command}\n".encode())
+        log.flush()
+        offset = log.tell()
+        proc = subprocess.Popen(
+            ["/bin/bash", "-c", command],
+            cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid)
+            try:
+                proc.wait(timeout=KILL_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        else:
+            _kill_group(proc.pid)
+    seconds = time.monotonic() - start
+    with log_path.open("rb") as log:
+        log.seek(offset)
+        tail = log.read()[-TAIL_CHARS:].decode("utf-8", errors="replace")
+    return CommandOutcome(command, None if timed_out else proc.returncode, timed_out, seconds, tail)

@@ -1,0 +1,151 @@
+"""`task_result.yaml`: the one typed, versioned record of a task's outcome, written atomically.
+
+The seed's fields are kept verbatim (SEED_SPEC 6); we add `schema_version`, `status`,
+`failure_kind`, per-case tables and the agent's outcome. Reports, resume and export only read it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from enum import Enum
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+RESULT_FILE_NAME = "task_result.yaml"
+RESULT_SCHEMA_VERSION = 1
+
+
+class FailureKind(str, Enum):
+    """Why a task did not fully succeed; the first failure in pipeline order wins.
+
+    `infra_error` and `skipped` are never the agent's fault: they do not mark the task as
+    completed for resume, so a resumed run tries them again.
+    """
+
+    NONE = "none"
+    AGENT_ERROR = "agent_error"
+    AGENT_TIMEOUT = "agent_timeout"
+    MISSING_KERNEL = "missing_kernel"
+    COMPILE_ERROR = "compile_error"
+    INCORRECT = "incorrect"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    PERFORMANCE_ERROR = "performance_error"
+    SKIPPED = "skipped"
+    INFRA_ERROR = "infra_error"
+
+
+class TaskStatus(str, Enum):
+    """The one-word verdict shown in reports."""
+
+    PASS = "PASS"
+    PARTIAL = "PARTIAL"
+    FAIL = "FAIL"
+    SKIP = "SKIP"
+    INFRA = "INFRA"
+
+
+class CaseTiming(BaseModel):
+    """Per-case timing of baseline and candidate, matched by case id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    params: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    correct: bool | None = None
+    base_ms: float | None = None
+    optimized_ms: float | None = None
+    speedup: float | None = None
+    base_method: str | None = None
+    optimized_method: str | None = None
+    message: str | None = None
+
+
+class AgentOutcome(BaseModel):
+    """What the agent run itself reported (independent of how its files evaluate)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str
+    ok: bool = True
+    exit_reason: str = "finished"
+    message: str | None = None
+    wall_seconds: float = 0.0
+    files_changed: list[str] = Field(default_factory=list)
+
+
+class TaskResult(BaseModel):
+    """The content of `task_result.yaml`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = RESULT_SCHEMA_VERSION
+    task_name: str
+    task_type: str
+    pass_compilation: bool = False
+    compilation_error_message: str | None = None
+    pass_correctness: bool = False
+    correctness_error_message: str | None = None
+    base_execution_time: float | None = None
+    best_optimized_execution_time: float | None = None
+    speedup_ratio: float | None = None
+    baseline_benchmark_methods: list[str] = Field(default_factory=list)
+    optimized_benchmark_methods: list[str] = Field(default_factory=list)
+    benchmark_method_consistent: bool = False
+    valid_baseline_cases: int = 0
+    valid_optimized_cases: int = 0
+    speedup_calculation_error_message: str | None = None
+    optimization_summary: str = ""
+    score: float = 0.0
+    status: TaskStatus = TaskStatus.FAIL
+    failure_kind: FailureKind = FailureKind.NONE
+    failure_message: str | None = None
+    scorer: str = "default"
+    device: str = ""
+    cases: list[CaseTiming] = Field(default_factory=list)
+    agent: AgentOutcome | None = None
+    exports: dict[str, bool] = Field(default_factory=dict)
+
+
+def write_yaml_atomic(path: Path, data: object) -> None:
+    """Write YAML through a temp file, fsync and rename, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yaml.safe_dump(data, handle, sort_keys=False, allow_unicode=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Atomic counterpart of `Path.write_text` for reports and records."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+def write_task_result(workspace: Path, result: TaskResult) -> Path:
+    path = workspace / RESULT_FILE_NAME
+    write_yaml_atomic(path, result.model_dump(mode="json"))
+    return path
+
+
+def read_task_result(path: Path) -> TaskResult:
+    with path.open(encoding="utf-8") as handle:
+        return TaskResult.model_validate(yaml.safe_load(handle))

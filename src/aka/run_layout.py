@@ -1,0 +1,72 @@
+"""Where a run's files live: `<prefix>_<GPU>_<agent>/run_<ts>[_<suffix>]/<task slug>_<ts>/`.
+
+A task workspace holds `work/` (the agent's copy of the task), `evaluation/` (the fresh
+directory the candidate was judged in), logs, `task_result.yaml` and `completion.json`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+
+from aka.errors import ConfigError
+from aka.tasks import Task
+
+TIMESTAMP_FORMAT = "%Y%m%d_%H%M%S"
+RUN_DIR_PATTERN = re.compile(r"^run_\d{8}_\d{6}(_[A-Za-z0-9._-]+)?$")
+WORKSPACE_SUFFIX = re.compile(r"_(\d{8}_\d{6})(?:_(\d+))?$")
+REPORTS_DIR = "reports"
+AGENT_WORK_DIR = "work"
+EVALUATION_DIR = "evaluation"
+MANIFEST_NAME = "run_manifest.json"
+EVENTS_NAME = "events.jsonl"
+
+
+def timestamp(now: datetime | None = None) -> str:
+    return (now or datetime.now()).strftime(TIMESTAMP_FORMAT)
+
+
+def experiment_dir(prefix: str, gpu_model: str, agent: str) -> Path:
+    return Path(f"{prefix}_{gpu_model}_{agent}").expanduser().resolve()
+
+
+def new_run_dir(experiment: Path, suffix: str | None) -> Path:
+    """A fresh `run_<timestamp>[_<suffix>]`; never reuses an existing folder."""
+    base = f"run_{timestamp()}" + (f"_{suffix}" if suffix else "")
+    candidate, counter = experiment / base, 1
+    while candidate.exists():
+        counter += 1
+        candidate = experiment / f"{base}.{counter}"
+    candidate.mkdir(parents=True)
+    return candidate
+
+
+def latest_run_dir(experiment: Path) -> Path:
+    runs = sorted(
+        (p for p in experiment.glob("run_*") if p.is_dir() and (p / MANIFEST_NAME).is_file()),
+        key=lambda p: p.stat().st_mtime,
+    )
+    if not runs:
+        raise ConfigError(f"--resume-latest: no run with a {MANIFEST_NAME} under {experiment}")
+    return runs[-1]
+
+
+def new_task_workspace(run_dir: Path, task: Task) -> Path:
+    base = f"{task.slug}_{timestamp()}"
+    candidate, counter = run_dir / base, 1
+    while candidate.exists():
+        counter += 1
+        candidate = run_dir / f"{base}_{counter}"
+    candidate.mkdir()
+    return candidate
+
+
+def task_workspaces(run_dir: Path, task: Task) -> list[Path]:
+    """This task's workspaces in the run, oldest first (exact slug match, not a prefix match)."""
+    found: list[tuple[str, int, Path]] = []
+    for path in run_dir.iterdir():
+        match = WORKSPACE_SUFFIX.search(path.name)
+        if path.is_dir() and match and path.name[: match.start()] == task.slug:
+            found.append((match.group(1), int(match.group(2) or 1), path))
+    return [p for _, _, p in sorted(found)]

@@ -1,0 +1,215 @@
+"""One task, start to finish: workspace, baseline, prompt, agent, independent evaluation, result."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import statistics
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from aka import __version__
+from aka.agents.registry import AgentContext
+from aka.baseline import BaselineRecord, load_frozen_baseline, measure_baseline
+from aka.completion import source_hashes, write_completion
+from aka.device import DeviceInfo
+from aka.evaluator import Step, StepOutcome, Target, build_eval_dir, missing_kernels, run_step
+from aka.prompt import build_prompt
+from aka.result import AgentOutcome, CaseTiming, FailureKind, TaskResult, TaskStatus, write_task_result
+from aka.run_config import LoadedRunConfig
+from aka.run_layout import AGENT_WORK_DIR, EVALUATION_DIR, new_task_workspace
+from aka.scoring import Scorer
+from aka.tasks import IGNORED_NAMES, Task, task_identity
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    run_dir: Path
+    config: LoadedRunConfig
+    device: DeviceInfo
+    scorer: Scorer
+
+
+def _run_agent(ctx: RunContext, task: Task, workspace: Path, prompt: str) -> AgentOutcome:
+    work = workspace / AGENT_WORK_DIR
+    before = source_hashes(workspace, task)
+    context = AgentContext(
+        agent_name=ctx.config.agent_name, settings=ctx.config.agent_settings, options=ctx.config.agent_options,
+        task_name=task.name, prompt=prompt, editable_files=tuple(task.config.source_file_path),
+        log_path=workspace / "agent.log",
+    )
+    start = time.monotonic()
+    try:
+        outcome = ctx.config.agent.launch(context, task.directory, work)
+    except Exception as exc:
+        logger.exception("agent %s raised on %s", ctx.config.agent_name, task.name)
+        outcome = AgentOutcome(agent=ctx.config.agent_name, ok=False, exit_reason="exception",
+                               message=f"{type(exc).__name__}: {exc}")
+    after = source_hashes(workspace, task)
+    return outcome.model_copy(update={
+        "wall_seconds": round(time.monotonic() - start, 3),
+        "files_changed": [rel for rel in task.config.source_file_path if before[rel] != after[rel]],
+    })
+
+
+def _evaluate(task: Task, workspace: Path, device: DeviceInfo) -> list[StepOutcome]:
+    """Compile, correctness, performance of the candidate, stopping at the first failing step."""
+    eval_dir, reports = workspace / EVALUATION_DIR, workspace / ".reports"
+    log = workspace / "evaluation.log"
+    deleted = build_eval_dir(task, eval_dir, workspace / AGENT_WORK_DIR)
+    if deleted:
+        return [StepOutcome(Step.COMPILE, FailureKind.COMPILE_ERROR, f"editable file(s) missing: {', '.join(deleted)}")]
+    absent = missing_kernels(task, eval_dir)
+    if absent:
+        return [StepOutcome(Step.COMPILE, FailureKind.MISSING_KERNEL,
+                            f"target kernel function(s) not defined: {', '.join(absent)}")]
+    outcomes: list[StepOutcome] = []
+    for step in (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE):
+        if step is Step.PERFORMANCE and not task.config.performance_command:
+            break
+        outcomes.append(run_step(task, step, eval_dir, reports, device, Target.CANDIDATE, log))
+        if not outcomes[-1].passed:
+            break
+    return outcomes
+
+
+def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, bool]:
+    if not task.config.export_command:
+        return {}
+    export_dir = workspace / "exports"
+    export_dir.mkdir(exist_ok=True)
+    outcome = run_step(task, Step.EXPORT, workspace / EVALUATION_DIR, workspace / ".reports", device,
+                       Target.CANDIDATE, workspace / "exports.log", {"AKA_EXPORT_DIR": str(export_dir)})
+    ran = {c.command: c.ok for c in outcome.commands}
+    return {command: ran.get(command, False) for command in task.config.export_command}
+
+
+def _timings(result: TaskResult, baseline: BaselineRecord, performance: StepOutcome | None) -> None:
+    """Per-case speedups matched by case id; the ratio is their mean (each case weighted equally)."""
+    base = {c.id: c for c in baseline.cases if c.time_ms}
+    optimized = {c.id: c for c in performance.cases if c.time_ms} if performance else {}
+    result.valid_baseline_cases, result.valid_optimized_cases = len(base), len(optimized)
+    result.baseline_benchmark_methods = baseline.methods
+    result.optimized_benchmark_methods = sorted({c.timing_method for c in optimized.values() if c.timing_method})
+    methods_match = result.baseline_benchmark_methods == result.optimized_benchmark_methods
+    result.benchmark_method_consistent = bool(base) and methods_match
+    cases, speedups = [], []
+    for case_id in [*base, *[i for i in optimized if i not in base]]:
+        b, o = base.get(case_id), optimized.get(case_id)
+        speedup = b.time_ms / o.time_ms if b and o and b.time_ms and o.time_ms else None
+        if speedup is not None:
+            speedups.append(speedup)
+        any_case = o or b
+        assert any_case is not None
+        cases.append(CaseTiming(id=case_id, params=any_case.params, base_ms=b.time_ms if b else None,
+                                optimized_ms=o.time_ms if o else None, speedup=speedup,
+                                base_method=b.timing_method if b else None,
+                                optimized_method=o.timing_method if o else None))
+    result.cases = cases
+    matched = [c for c in cases if c.speedup is not None]
+    if not matched:
+        result.speedup_calculation_error_message = (
+            baseline.message if not baseline.usable else "no test case was timed in both baseline and candidate"
+        )
+        return
+    result.speedup_ratio = round(statistics.fmean(speedups), 6)
+    result.base_execution_time = round(statistics.fmean(c.base_ms for c in matched if c.base_ms), 6)
+    result.best_optimized_execution_time = round(statistics.fmean(c.optimized_ms for c in matched if c.optimized_ms), 6)
+    if not result.benchmark_method_consistent:
+        result.speedup_calculation_error_message = (
+            "baseline and candidate were timed with different methods; the speedup compares unlike numbers"
+        )
+
+
+def _status(result: TaskResult) -> TaskStatus:
+    if result.failure_kind is FailureKind.INFRA_ERROR:
+        return TaskStatus.INFRA
+    if result.failure_kind is FailureKind.SKIPPED:
+        return TaskStatus.SKIP
+    if result.pass_compilation and result.pass_correctness:
+        return TaskStatus.PASS
+    return TaskStatus.PARTIAL if result.pass_compilation else TaskStatus.FAIL
+
+
+def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOutcome,
+           outcomes: list[StepOutcome]) -> TaskResult:
+    by_step = {o.step: o for o in outcomes}
+    compile_ = by_step.get(Step.COMPILE)
+    correctness = by_step.get(Step.CORRECTNESS)
+    performance = by_step.get(Step.PERFORMANCE)
+    settings = ctx.config.agent_settings
+    result = TaskResult(
+        task_name=task.name, task_type=task.family, device=ctx.device.name, agent=agent,
+        scorer=ctx.config.config.scorer,
+        optimization_summary=(
+            f"Candidate by agent '{agent.agent}'" + (f" (model {settings.model})" if settings.model else "")
+            + f"; evaluated independently by aka {__version__} on {ctx.device.name}."
+            + (f" Agent: {agent.message}" if agent.message else "")
+        ),
+    )
+    result.pass_compilation = compile_ is not None and (compile_.passed or compile_.failure is FailureKind.NONE)
+    if compile_ is not None and not compile_.passed:
+        result.compilation_error_message = compile_.message
+    if correctness is not None:
+        wrong_when_timed = performance is not None and performance.failure is FailureKind.INCORRECT
+        result.pass_correctness = correctness.passed and not wrong_when_timed
+        if not correctness.passed:
+            result.correctness_error_message = correctness.message
+        elif wrong_when_timed and performance is not None:
+            result.correctness_error_message = f"wrong output during timing: {performance.message}"
+    first_failure = next((o for o in outcomes if not o.passed), None)
+    if not agent.ok:
+        result.failure_kind = FailureKind.AGENT_ERROR
+        result.failure_message = f"{agent.exit_reason}: {agent.message}"
+    elif first_failure is not None:
+        result.failure_kind, result.failure_message = first_failure.failure, first_failure.message
+    if first_failure is not None and first_failure.skipped:
+        result.failure_kind, result.failure_message = FailureKind.SKIPPED, first_failure.message
+    if result.pass_correctness:
+        _timings(result, baseline, performance)
+        if performance is None or performance.passed:
+            result.exports = {}
+    result.status = _status(result)
+    result.score = round(float(ctx.scorer(result)), 6) if result.status is not TaskStatus.SKIP else 0.0
+    return result
+
+
+def _infra_result(ctx: RunContext, task: Task, message: str) -> TaskResult:
+    return TaskResult(task_name=task.name, task_type=task.family, device=ctx.device.name,
+                      failure_kind=FailureKind.INFRA_ERROR, failure_message=message, status=TaskStatus.INFRA,
+                      optimization_summary="Not evaluated: infrastructure error (not the agent's failure).")
+
+
+def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
+    """Run one task in a new workspace; infrastructure faults become INFRA results, not crashes."""
+    workspace = new_task_workspace(ctx.run_dir, task)
+    identity = task_identity(task)
+    try:
+        baseline = load_frozen_baseline(ctx.run_dir, task, identity, ctx.device) or measure_baseline(
+            ctx.run_dir, task, identity, ctx.device, workspace / "baseline")
+        if baseline.status is FailureKind.INFRA_ERROR:
+            result = _infra_result(ctx, task, baseline.message or "baseline failed")
+            write_task_result(workspace, result)
+            return workspace, result
+        work = workspace / AGENT_WORK_DIR
+        shutil.copytree(task.directory, work, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"))
+        prompt = build_prompt(task, work, baseline, ctx.device)
+        (workspace / "prompt.md").write_text(prompt, encoding="utf-8")
+        agent = _run_agent(ctx, task, workspace, prompt)
+        evaluated = source_hashes(workspace, task)
+        outcomes = _evaluate(task, workspace, ctx.device)
+        result = _judge(ctx, task, baseline, agent, outcomes)
+        if result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE:
+            result.exports = _run_exports(task, workspace, ctx.device)
+    except Exception as exc:
+        logger.error("infrastructure error on %s:\n%s", task.name, traceback.format_exc())
+        result = _infra_result(ctx, task, f"{type(exc).__name__}: {exc}")
+        write_task_result(workspace, result)
+        return workspace, result
+    write_task_result(workspace, result)
+    write_completion(workspace, task, identity, evaluated)
+    return workspace, result

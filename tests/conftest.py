@@ -1,0 +1,107 @@
+"""Fixtures: tiny real tasks whose steps are real subprocesses speaking the step-report format.
+
+The `toy` task's kernel declares a `VALUE` (correct when 42) and a `TIME_MS` (what its timed run
+reports), so evaluation outcomes are deterministic without a GPU or the Triton interpreter.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+TOY_HARNESS = textwrap.dedent(
+    """
+    import json, os, sys
+    sys.path.insert(0, os.getcwd())
+    step = sys.argv[1]
+    target = os.environ["AKA_TARGET"]
+    out = {"format": "aka-step-report/1", "step": step, "status": "ok", "cases": []}
+    if target == "reference":
+        out["cases"] = [{"id": "c1", "time_ms": 4.0, "timing_method": "toy_clock"},
+                        {"id": "c2", "time_ms": 8.0, "timing_method": "toy_clock"}]
+    else:
+        try:
+            import kernel
+        except Exception as exc:
+            out["status"] = "failed"
+            out["message"] = f"{type(exc).__name__}: {exc}"
+            kernel = None
+        if kernel is not None and step == "correctness":
+            ok = kernel.toy_kernel() == 42
+            out["cases"] = [{"id": "c1", "correct": ok}, {"id": "c2", "correct": ok}]
+        elif kernel is not None and step == "performance":
+            ms = kernel.TIME_MS
+            out["cases"] = [{"id": "c1", "time_ms": ms, "timing_method": "toy_clock"},
+                            {"id": "c2", "time_ms": 2 * ms, "timing_method": "toy_clock"}]
+    with open(os.environ["AKA_RESULT_FILE"], "w") as handle:
+        json.dump(out, handle)
+    """
+)
+
+TOY_KERNEL = "VALUE = 42\nTIME_MS = 4.0\n\n\ndef toy_kernel():\n    return VALUE\n"
+
+
+def toy_kernel_source(value: int = 42, time_ms: float = 4.0, extra: str = "") -> str:
+    return f"{extra}\nVALUE = {value}\nTIME_MS = {time_ms}\n\n\ndef toy_kernel():\n    return VALUE\n"
+
+
+ToyTaskFactory = Callable[..., Path]
+
+
+@pytest.fixture
+def tasks_root(tmp_path: Path) -> Path:
+    root = tmp_path / "tasks"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def make_toy_task(tasks_root: Path) -> ToyTaskFactory:
+    """Create `tasks_root/<name>` with a toy kernel, harness and config; overrides patch config."""
+
+    def make(name: str = "triton2triton/toy/answer", kernel: str = TOY_KERNEL, **overrides: object) -> Path:
+        task_dir = tasks_root / name
+        task_dir.mkdir(parents=True)
+        (task_dir / "kernel.py").write_text(kernel)
+        (task_dir / "harness.py").write_text(TOY_HARNESS)
+        config: dict[str, object] = {
+            "task_type": name.split("/")[0],
+            "source_file_path": ["kernel.py"],
+            "target_kernel_functions": ["toy_kernel"],
+            "compile_command": ["python3 harness.py compile"],
+            "correctness_command": ["python3 harness.py correctness"],
+            "performance_command": ["python3 harness.py performance"],
+            "compile_timeout": 60,
+            "correctness_timeout": 60,
+            "performance_timeout": 60,
+        }
+        config.update(overrides)
+        (task_dir / "config.yaml").write_text(yaml.safe_dump(config))
+        return task_dir
+
+    return make
+
+
+@pytest.fixture
+def write_run_config(tmp_path: Path, tasks_root: Path) -> Callable[..., Path]:
+    def write(agent: dict[str, object] | None = None, tasks: list[str] | None = None, **fields: object) -> Path:
+        config: dict[str, object] = {
+            "agent": agent or {"template": "noop"},
+            "tasks": tasks if tasks is not None else ["all"],
+            "target_gpu_model": "auto",
+            "log_directory": str(tmp_path / "logs"),
+            "workspace_directory_prefix": str(tmp_path / "workspace"),
+            "tasks_root": str(tasks_root),
+        }
+        config.update(fields)
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    return write

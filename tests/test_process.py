@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from aka.process import run_command
+
+
+def test_exit_code_and_output_tail(tmp_path: Path) -> None:
+    out = run_command("echo hello; echo oops >&2; exit 3", tmp_path, dict(os.environ), 10, tmp_path / "log")
+    assert out.exit_code == 3 and not out.timed_out and not out.ok
+    assert "hello" in out.output_tail and "oops" in out.output_tail
+    assert "exited with status 3: oops" in out.describe()
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    marker = tmp_path / "child_alive"
+    command = f"(sleep 3; touch {marker}) & sleep 60"
+    start = time.monotonic()
+    out = run_command(command, tmp_path, dict(os.environ), 1, tmp_path / "log")
+    assert out.timed_out and out.exit_code is None
+    assert time.monotonic() - start < 10
+    time.sleep(3.5)
+    assert not marker.exists(), "a background child survived the timeout"
+    assert "timed out" in out.describe()
+
+
+def test_leftover_children_are_killed_after_exit(tmp_path: Path) -> None:
+    marker = tmp_path / "orphan"
+    out = run_command(f"(sleep 2; touch {marker}) & exit 0", tmp_path, dict(os.environ), 10, tmp_path / "log")
+    assert out.ok
+    time.sleep(2.5)
+    assert not marker.exists()
+
+
+def test_signal_death_is_described(tmp_path: Path) -> None:
+    out = run_command("kill -9 $$", tmp_path, dict(os.environ), 10, tmp_path / "log")
+    assert out.exit_code == -9
+    assert "killed by signal 9" in out.describe()

@@ -1,0 +1,189 @@
+"""Whole runs in-process on toy tasks: every outcome kind, reports, resume and frozen baselines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import toy_kernel_source
+
+from aka.errors import ConfigError, PreflightError
+from aka.result import FailureKind, TaskStatus, read_task_result
+from aka.run_layout import MANIFEST_NAME
+from aka.runner import run_experiment
+
+CASES = {
+    "good": toy_kernel_source(time_ms=2.0),
+    "wrong": toy_kernel_source(value=41),
+    "broken": "def toy_kernel(:\n",
+    "renamed": "VALUE = 42\nTIME_MS = 1.0\n\ndef other():\n    return 42\n",
+    "crash": "import os\nVALUE = 42\nTIME_MS = 1.0\n\ndef toy_kernel():\n    os._exit(7)\n",
+    "hang": "import time\nVALUE = 42\nTIME_MS = 1.0\n\ndef toy_kernel():\n    time.sleep(600)\n",
+    "import_error": "import not_a_real_module_xyz\n\ndef toy_kernel():\n    return 42\n",
+}
+
+
+def _events(run_dir: Path) -> list[dict[str, str]]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture
+def solutions(tmp_path: Path) -> Path:
+    root = tmp_path / "solutions"
+    for name, source in CASES.items():
+        target = root / f"triton2triton/toy/{name}" / "kernel.py"
+        target.parent.mkdir(parents=True)
+        target.write_text(source)
+    return root
+
+
+def test_replayed_candidates_get_the_right_verdicts(make_toy_task, write_run_config, solutions: Path) -> None:
+    for name in CASES:
+        make_toy_task(f"triton2triton/toy/{name}", correctness_timeout=3)
+    make_toy_task("triton2triton/toy/unsolved")
+    config = write_run_config(agent={"template": "replay", "solutions_dir": str(solutions)})
+    outcome = run_experiment(config)
+    results = {r.task_name.split("/")[-1]: r for r in outcome.results}
+
+    good = results["good"]
+    assert (good.status, good.failure_kind) == (TaskStatus.PASS, FailureKind.NONE)
+    assert good.speedup_ratio == pytest.approx(2.0)
+    assert good.score == pytest.approx(320.0)
+    assert good.base_execution_time == pytest.approx(6.0) and good.best_optimized_execution_time == pytest.approx(3.0)
+    assert good.benchmark_method_consistent and good.valid_baseline_cases == 2 == good.valid_optimized_cases
+    assert [c.speedup for c in good.cases] == [pytest.approx(2.0), pytest.approx(2.0)]
+    assert good.agent is not None and good.agent.files_changed == ["kernel.py"]
+
+    expected = {
+        "wrong": (TaskStatus.PARTIAL, FailureKind.INCORRECT, 20.0),
+        "broken": (TaskStatus.FAIL, FailureKind.COMPILE_ERROR, 0.0),
+        "renamed": (TaskStatus.FAIL, FailureKind.MISSING_KERNEL, 0.0),
+        "crash": (TaskStatus.PARTIAL, FailureKind.CRASH, 20.0),
+        "hang": (TaskStatus.PARTIAL, FailureKind.TIMEOUT, 20.0),
+        "import_error": (TaskStatus.FAIL, FailureKind.COMPILE_ERROR, 0.0),
+    }
+    for name, (status, kind, score) in expected.items():
+        assert (results[name].status, results[name].failure_kind, results[name].score) == (status, kind, score), name
+    assert "timed out" in (results["hang"].correctness_error_message or "")
+    assert "SyntaxError" in (results["broken"].compilation_error_message or "")
+    assert "not_a_real_module_xyz" in (results["import_error"].compilation_error_message or "")
+
+    unsolved = results["unsolved"]
+    assert unsolved.failure_kind is FailureKind.AGENT_ERROR and unsolved.agent and not unsolved.agent.ok
+
+    reports = outcome.reports_dir
+    csv_lines = (reports / "overall_summary.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("Task Name,Task Type,Score,Speedup,Optimization_summary")
+    assert len(csv_lines) == 1 + len(results)
+    breakdown = json.loads((reports / "task_type_breakdown.json").read_text())
+    assert breakdown["overall"]["task_count"] == len(results)
+    assert "PASS" in (reports / "overall_report.txt").read_text()
+
+
+def test_broken_baseline_is_infra_and_resume_retries_it(make_toy_task, write_run_config) -> None:
+    task_dir = make_toy_task("triton2triton/toy/bad_baseline", kernel=toy_kernel_source(value=1))
+    make_toy_task("triton2triton/toy/fine")
+    config = write_run_config()
+    first = run_experiment(config)
+    by_name = {r.task_name: r for r in first.results}
+    bad = by_name["triton2triton/toy/bad_baseline"]
+    assert bad.status is TaskStatus.INFRA and bad.failure_kind is FailureKind.INFRA_ERROR
+    assert "pristine task" in (bad.failure_message or "")
+    assert by_name["triton2triton/toy/fine"].speedup_ratio == pytest.approx(1.0)
+
+    (task_dir / "kernel.py").write_text(toy_kernel_source())
+    second = run_experiment(config, resume_run=first.run_dir)
+    assert {r.task_name: r.status for r in second.results} == {
+        "triton2triton/toy/bad_baseline": TaskStatus.PASS, "triton2triton/toy/fine": TaskStatus.PASS}
+    events = [(e["event"], e["task"]) for e in _events(first.run_dir)]
+    assert ("task_reused", "triton2triton/toy/fine") in events
+    assert events.count(("task_started", "triton2triton/toy/bad_baseline")) == 2
+    assert events.count(("task_started", "triton2triton/toy/fine")) == 1
+
+
+def test_resume_redoes_tasks_whose_evidence_changed(make_toy_task, write_run_config) -> None:
+    make_toy_task("triton2triton/toy/a")
+    task_b = make_toy_task("triton2triton/toy/b")
+    config = write_run_config()
+    first = run_experiment(config, suffix="ab")
+    assert first.run_dir.name.endswith("_ab")
+    baseline_file = first.run_dir / "baselines" / "triton2triton_toy_a.json"
+    frozen = baseline_file.read_text()
+    workspace_a = next(p for p in first.run_dir.iterdir() if p.name.startswith("triton2triton_toy_a_"))
+    (workspace_a / "work" / "kernel.py").write_text(toy_kernel_source(time_ms=1.0))
+    (task_b / "harness.py").write_text((task_b / "harness.py").read_text() + "\n# harness changed\n")
+
+    second = run_experiment(config, resume_latest=True)
+    assert second.run_dir == first.run_dir
+    events = [(e["event"], e["task"]) for e in _events(first.run_dir)]
+    assert events.count(("task_started", "triton2triton/toy/a")) == 2
+    assert events.count(("task_started", "triton2triton/toy/b")) == 2
+    assert baseline_file.read_text() == frozen, "resume re-measured a baseline whose task did not change"
+    newest_a = sorted(p for p in first.run_dir.iterdir() if p.name.startswith("triton2triton_toy_a_"))[-1]
+    assert not (newest_a / "baseline").exists()
+    assert (workspace_a / "work" / "kernel.py").exists(), "the old workspace must be kept, not overwritten"
+    manifest = json.loads((first.run_dir / MANIFEST_NAME).read_text())
+    assert len(manifest["resumed_at"]) == 1
+
+    third = run_experiment(config, resume_run=first.run_dir)
+    assert all(r.status is TaskStatus.PASS for r in third.results)
+    events = [(e["event"], e["task"]) for e in _events(first.run_dir)]
+    assert events.count(("task_reused", "triton2triton/toy/a")) == 1
+
+
+def test_skipped_step_is_skip_not_failure(make_toy_task, write_run_config) -> None:
+    task_dir = make_toy_task("cuda2cuda/toy/gpu_only")
+    harness = task_dir / "harness.py"
+    harness.write_text(harness.read_text().replace(
+        'out = {"format": "aka-step-report/1", "step": step, "status": "ok", "cases": []}',
+        'out = {"format": "aka-step-report/1", "step": step, "status": "ok", "cases": []}\n'
+        'if step != "compile":\n'
+        '    out.update(status="skipped", message="needs an NVIDIA GPU; this machine has none")\n'
+        '    json.dump(out, open(os.environ["AKA_RESULT_FILE"], "w")); sys.exit(0)'))
+    outcome = run_experiment(write_run_config())
+    result = outcome.results[0]
+    assert result.status is TaskStatus.SKIP and result.failure_kind is FailureKind.SKIPPED
+    assert result.pass_compilation and "needs an NVIDIA GPU" in (result.failure_message or "")
+    assert "SKIP" in (outcome.reports_dir / "overall_report.txt").read_text()
+
+
+def test_scorer_from_module_path(make_toy_task, write_run_config, tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "my_scorer.py").write_text("def score(result):\n    return 7.0 if result.pass_correctness else -1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    make_toy_task()
+    outcome = run_experiment(write_run_config(scorer="my_scorer:score"))
+    assert outcome.results[0].score == 7.0 and outcome.results[0].scorer == "my_scorer:score"
+    with pytest.raises(ConfigError, match="field 'scorer'"):
+        run_experiment(write_run_config(scorer="no_such_scorer"))
+
+
+def test_bad_inputs_write_nothing(make_toy_task, write_run_config, tmp_path: Path) -> None:
+    make_toy_task()
+    with pytest.raises(PreflightError, match="target_gpu_model.*does not match"):
+        run_experiment(write_run_config(target_gpu_model="H100"))
+    with pytest.raises(ConfigError, match="matches no task"):
+        run_experiment(write_run_config(tasks=["cuda2cuda"]))
+    broken = make_toy_task("triton2triton/toy/broken_config")
+    raw = yaml.safe_load((broken / "config.yaml").read_text())
+    raw["source_file_path"] = ["missing.py"]
+    (broken / "config.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="broken_config/config.yaml: field 'source_file_path'"):
+        run_experiment(write_run_config())
+    assert not any(tmp_path.glob("workspace_*")) and not (tmp_path / "logs").exists()
+
+
+def test_result_file_round_trips(make_toy_task, write_run_config) -> None:
+    make_toy_task()
+    outcome = run_experiment(write_run_config())
+    workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_answer_"))
+    raw = yaml.safe_load((workspace / "task_result.yaml").read_text())
+    for field in ("task_name", "pass_compilation", "compilation_error_message", "pass_correctness",
+                  "correctness_error_message", "base_execution_time", "best_optimized_execution_time",
+                  "speedup_ratio", "baseline_benchmark_methods", "optimized_benchmark_methods",
+                  "benchmark_method_consistent", "valid_baseline_cases", "valid_optimized_cases",
+                  "speedup_calculation_error_message", "optimization_summary", "score", "schema_version"):
+        assert field in raw, field
+    assert read_task_result(workspace / "task_result.yaml") == outcome.results[0]
+    assert (workspace / "prompt.md").read_text().count("toy_kernel") >= 1

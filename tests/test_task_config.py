@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from aka.errors import ConfigError
+from aka.task_config import BaselineSource, load_task_config
+from aka.tasks import gate_tasks, select_tasks, task_identity
+
+
+def test_valid_toy_task_loads(make_toy_task) -> None:
+    config = load_task_config(make_toy_task())
+    assert config.source_file_path == ["kernel.py"]
+    assert config.baseline_source is BaselineSource.SOURCE
+    assert config.compile_timeout == 60
+
+
+def test_commands_accept_a_single_string(make_toy_task) -> None:
+    config = load_task_config(make_toy_task(compile_command="python3 harness.py compile"))
+    assert config.compile_command == ["python3 harness.py compile"]
+
+
+def test_torch_families_default_to_reference_baseline(make_toy_task) -> None:
+    assert load_task_config(make_toy_task("torch2triton/toy/x")).baseline_source is BaselineSource.REFERENCE
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"bogus_field": 1}, "field 'bogus_field': unknown field"),
+        ({"task_type": "fortran2cobol"}, "unknown task type 'fortran2cobol'"),
+        ({"source_file_path": ["../escape.py"]}, "must be a path inside the task folder"),
+        ({"source_file_path": ["nope.py"]}, "'nope.py' does not exist"),
+        ({"compile_command": []}, "field 'compile_command'"),
+        ({"correctness_timeout": -5}, "field 'correctness_timeout'"),
+        ({"target_kernel_functions": []}, "need source_file_path and target_kernel_functions"),
+    ],
+)
+def test_bad_task_configs_name_file_and_field(make_toy_task, overrides: dict[str, object], expected: str) -> None:
+    task_dir = make_toy_task(**overrides)
+    with pytest.raises(ConfigError) as info:
+        load_task_config(task_dir)
+    message = str(info.value)
+    assert str(task_dir / "config.yaml") in message
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_missing_required_field_and_bad_yaml(make_toy_task) -> None:
+    task_dir = make_toy_task()
+    raw = yaml.safe_load((task_dir / "config.yaml").read_text())
+    del raw["correctness_command"]
+    (task_dir / "config.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="field 'correctness_command': required field is missing"):
+        load_task_config(task_dir)
+    (task_dir / "config.yaml").write_text("task_type: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_task_config(task_dir)
+
+
+def test_repository_tasks_need_repo_fields(make_toy_task) -> None:
+    task_dir = make_toy_task("repository/toy/repo", task_type="repository")
+    with pytest.raises(ConfigError, match="repo_url and repository_language"):
+        load_task_config(task_dir)
+
+
+def test_selectors(tasks_root: Path, make_toy_task) -> None:
+    make_toy_task("triton2triton/a/one")
+    make_toy_task("triton2triton/b/two")
+    make_toy_task("cuda2cuda/a/three")
+    names = lambda sel: [t.name for t in select_tasks(tasks_root, sel)]  # noqa: E731
+    assert names(["all"]) == ["cuda2cuda/a/three", "triton2triton/a/one", "triton2triton/b/two"]
+    assert names(["triton2triton"]) == ["triton2triton/a/one", "triton2triton/b/two"]
+    assert names(["triton2triton/b"]) == ["triton2triton/b/two"]
+    assert names(["cuda2cuda/a/three", "all"])[0] == "cuda2cuda/a/three"
+    with pytest.raises(ConfigError, match="selector 'triton2triton/c' matches no task"):
+        select_tasks(tasks_root, ["triton2triton/c"])
+    with pytest.raises(ConfigError, match="matches no task"):
+        select_tasks(tasks_root, ["triton2triton/a/on"])
+
+
+def test_platform_gating(tasks_root: Path, make_toy_task) -> None:
+    make_toy_task("triton2triton/a/skipme", platform_support={"status": "skip", "reason": "broken upstream"})
+    make_toy_task("triton2triton/a/hopper", platform_support={"required_arch": "sm_90"})
+    make_toy_task("triton2triton/a/any")
+    tasks = select_tasks(tasks_root, ["all"])
+    runnable, dropped = gate_tasks(tasks, None)
+    assert [t.name for t in runnable] == ["triton2triton/a/any"]
+    assert {t.name: why for t, why in dropped}["triton2triton/a/skipme"] == "broken upstream"
+    runnable, _ = gate_tasks(tasks, "sm_90")
+    assert [t.name for t in runnable] == ["triton2triton/a/any", "triton2triton/a/hopper"]
+
+
+def test_identity_changes_with_any_task_file(tasks_root: Path, make_toy_task) -> None:
+    task_dir = make_toy_task()
+    (task := select_tasks(tasks_root, ["all"])[0])
+    before = task_identity(task)
+    (task_dir / "__pycache__").mkdir()
+    (task_dir / "__pycache__" / "x.pyc").write_bytes(b"cache")
+    assert task_identity(task) == before
+    (task_dir / "harness.py").write_text((task_dir / "harness.py").read_text() + "\n# edited\n")
+    assert task_identity(task) != before

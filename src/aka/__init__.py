@@ -1,18 +1,30 @@
-"""AgentKernelArena: run coding agents on GPU-kernel tasks and measure their candidates independently."""
+"""AgentKernelArena: run coding agents on GPU-kernel tasks and measure their candidates independently.
+
+The public names are imported lazily: candidate processes import `aka.harness`, which must not
+pull in the platform's own dependencies (pydantic, yaml) through this package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-from aka.agents.registry import AgentContext, AgentSettings, register_agent  # noqa: E402
-from aka.result import FailureKind, TaskResult, TaskStatus  # noqa: E402
-from aka.scoring import register_scorer  # noqa: E402
+_PUBLIC = {
+    "AgentContext": "aka.agents.registry",
+    "AgentSettings": "aka.agents.registry",
+    "register_agent": "aka.agents.registry",
+    "FailureKind": "aka.result",
+    "TaskResult": "aka.result",
+    "TaskStatus": "aka.result",
+    "register_scorer": "aka.scoring",
+}
 
-__all__ = [
-    "AgentContext",
-    "AgentSettings",
-    "FailureKind",
-    "TaskResult",
-    "TaskStatus",
-    "__version__",
-    "register_agent",
-    "register_scorer",
-]
+__all__ = ["__version__", *_PUBLIC]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'aka' has no attribute {name!r}")

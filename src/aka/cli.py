@@ -110,3 +110,7 @@ def doctor(tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root")] =
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""A small library for task authors: cases, seeded inputs, comparison, timing and the step CLI.
+
+A task's `harness.py` declares a `KernelTask` and ends with `raise SystemExit(run_task(TASK))`;
+the step name comes from argv and everything else from the environment described in
+docs/result-format.md. Only the standard library and torch are imported here (Triton is left to
+the candidate), so candidate processes stay light.
+"""
+
+from aka.harness.candidates import (
+    BuildError,
+    ToolMissingError,
+    call_launcher,
+    candidate_function,
+    compile_cuda_library,
+    cuda_arch,
+    import_candidate,
+    launcher,
+    load_cuda_library,
+)
+from aka.harness.cases import (
+    Case,
+    Distribution,
+    Param,
+    case_id,
+    dtype_name,
+    make_generator,
+    parse_dtype,
+    random_tensor,
+)
+from aka.harness.compare import (
+    DEFAULT_TOLERANCES,
+    EXACT,
+    Comparison,
+    Output,
+    Tolerance,
+    compare_outputs,
+    tolerance_for,
+)
+from aka.harness.report import CaseResult, StepResult, describe_exception, write_report
+from aka.harness.runner import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext, run_step, run_task
+from aka.harness.timing import CPU_METHOD, CUDA_METHOD, Timing, TimingConfig, time_function
+
+__all__ = [
+    "CPU_METHOD",
+    "CUDA_METHOD",
+    "DEFAULT_TOLERANCES",
+    "EXACT",
+    "NO_GPU_MESSAGE",
+    "BuildError",
+    "Case",
+    "CaseResult",
+    "Comparison",
+    "Distribution",
+    "HarnessError",
+    "KernelTask",
+    "Output",
+    "Param",
+    "StepContext",
+    "StepResult",
+    "Timing",
+    "TimingConfig",
+    "Tolerance",
+    "ToolMissingError",
+    "call_launcher",
+    "candidate_function",
+    "case_id",
+    "compare_outputs",
+    "compile_cuda_library",
+    "cuda_arch",
+    "describe_exception",
+    "dtype_name",
+    "import_candidate",
+    "launcher",
+    "load_cuda_library",
+    "make_generator",
+    "parse_dtype",
+    "random_tensor",
+    "run_step",
+    "run_task",
+    "time_function",
+    "tolerance_for",
+    "write_report",
+]

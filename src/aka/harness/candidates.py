@@ -1,0 +1,157 @@
+"""Loading the candidate from the evaluation directory: a Python module, or a CUDA source built
+with nvcc into a shared library whose `extern "C"` launcher is called through ctypes.
+
+The library lands in `build/` inside the evaluation directory (the working directory), named by a
+hash of the source, flags and architecture: every step process can call the build again and only
+the first one compiles, and an edited source can never be served a stale library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import cast
+
+import torch
+
+DEFAULT_ARCH = "sm_90"
+BASE_FLAGS = ("-O3", "-shared", "-Xcompiler", "-fPIC")
+
+log = logging.getLogger(__name__)
+
+
+class BuildError(Exception):
+    """The candidate's source did not build; the message is the compiler's first error line(s)."""
+
+
+class ToolMissingError(Exception):
+    """A tool the build needs (nvcc) is not on this machine: the step is skipped, not failed."""
+
+
+def import_candidate(module: str = "kernel", directory: Path | None = None) -> ModuleType:
+    """Import `<module>.py` from the evaluation directory (cwd), which also goes first on sys.path."""
+    base = (directory or Path.cwd()).resolve()
+    if str(base) not in sys.path:
+        sys.path.insert(0, str(base))
+    path = base / f"{module}.py"
+    loaded = sys.modules.get(module)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return loaded
+    spec = importlib.util.spec_from_file_location(module, path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise ImportError(f"no candidate source {path.name} in {base}")
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[module] = loaded
+    try:
+        spec.loader.exec_module(loaded)
+    except BaseException:
+        sys.modules.pop(module, None)
+        raise
+    return loaded
+
+
+def candidate_function(module: str, name: str) -> Callable[[], Callable[..., object]]:
+    """A `load_candidate` for Python sources: the function `name` of `<module>.py` in cwd."""
+    def load() -> Callable[..., object]:
+        function: object = getattr(import_candidate(module), name, None)
+        if not callable(function):
+            raise TypeError(f"{module}.py defines no function '{name}'")
+        return function
+    return load
+
+
+def cuda_arch() -> str:
+    """`AKA_CUDA_ARCH` (e.g. `sm_90`, as the evaluator detected it), else sm_90 for the H100/H200."""
+    arch = os.environ.get("AKA_CUDA_ARCH", "").strip() or DEFAULT_ARCH
+    return f"sm_{arch}" if arch.isdigit() else arch
+
+
+def first_error_lines(output: str, limit: int = 2) -> str:
+    """The compiler's first `error` lines joined on one line; else its last non-empty line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    picked = errors[:limit] or lines[-1:]
+    return " | ".join(picked)[:500] or "no compiler output"
+
+
+def compile_cuda_library(source: str | Path, arch: str | None = None, flags: Sequence[str] = (),
+                         build_dir: str | Path = "build") -> Path:
+    """Compile `source` with `nvcc -O3 -shared -Xcompiler -fPIC -arch=ARCH` into `build_dir`.
+
+    Raises `ToolMissingError` without nvcc and `BuildError` when nvcc rejects the source.
+    """
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise ToolMissingError("nvcc is not on PATH on this machine, so CUDA sources cannot be built")
+    src = Path(source).resolve()
+    if not src.is_file():
+        raise BuildError(f"CUDA source {src.name} does not exist")
+    target_arch = arch or cuda_arch()
+    command = [nvcc, *BASE_FLAGS, f"-arch={target_arch}", *flags]
+    digest = hashlib.sha256(src.read_bytes() + "\0".join(command).encode()).hexdigest()[:16]
+    out_dir = Path(build_dir).resolve()
+    library = out_dir / f"{src.stem}-{target_arch}-{digest}.so"
+    if library.is_file():
+        return library
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(suffix=".so", dir=out_dir)
+    os.close(fd)
+    log.info("building %s for %s", src.name, target_arch)
+    try:
+        done = subprocess.run([*command, "-o", tmp_name, str(src)],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise BuildError(f"nvcc failed on {src.name}: {first_error_lines(done.stderr + done.stdout)}")
+        os.replace(tmp_name, library)
+    finally:
+        Path(tmp_name).unlink(missing_ok=True)
+    return library
+
+
+def load_cuda_library(path: str | Path) -> ctypes.CDLL:
+    """Load a built library; loading needs no GPU, so the compile step can check the symbols."""
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise BuildError(f"cannot load {Path(path).name}: {exc}") from exc
+
+
+def launcher(library: ctypes.CDLL, name: str) -> Callable[..., int]:
+    """The `extern "C"` function `name`, returning a CUDA error code (0 = success)."""
+    try:
+        function = getattr(library, name)
+    except AttributeError:
+        raise BuildError(f"the library exports no extern \"C\" function '{name}'") from None
+    function.restype = ctypes.c_int
+    return cast(Callable[..., int], function)
+
+
+def _c_arg(value: torch.Tensor | float) -> ctypes.c_void_p | ctypes.c_longlong | ctypes.c_float:
+    if isinstance(value, torch.Tensor):
+        return ctypes.c_void_p(value.data_ptr())
+    if isinstance(value, int):
+        return ctypes.c_longlong(value)
+    return ctypes.c_float(value)
+
+
+def call_launcher(function: Callable[..., int], *args: torch.Tensor | float) -> None:
+    """Call a launcher as `f(args..., stream)`: tensors as device pointers, ints as `long long`,
+    floats as `float`, then the current torch CUDA stream as `cudaStream_t`.
+
+    A non-zero return is raised as `RuntimeError`, so a bad launch fails the case it belongs to.
+    """
+    devices = [a.device for a in args if isinstance(a, torch.Tensor)]
+    stream = torch.cuda.current_stream(devices[0] if devices else None).cuda_stream
+    code = function(*(_c_arg(a) for a in args), ctypes.c_void_p(stream))
+    if code != 0:
+        raise RuntimeError(f"{getattr(function, '__name__', 'launcher')} returned CUDA error {code}")

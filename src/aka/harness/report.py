@@ -1,0 +1,106 @@
+"""The step report (`aka-step-report/1`) as plain dataclasses, written atomically.
+
+This mirrors `aka.step_report` without pydantic so that candidate processes import nothing but the
+standard library and torch; the evaluator validates what is written here with the pydantic model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from aka.harness.cases import Case, Param
+
+FORMAT = "aka-step-report/1"
+Status = Literal["ok", "failed", "skipped"]
+MESSAGE_LIMIT = 500
+
+
+def one_line(text: str) -> str:
+    """Collapse a message to one line, as the report's `message` fields require."""
+    return " ".join(text.split())[:MESSAGE_LIMIT]
+
+
+def describe_exception(exc: BaseException) -> str:
+    """`Type: first line`; when the first line only says where (`at 3:8:`), the last line says what."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        text = ""
+    elif len(lines) > 1 and lines[0].endswith(":"):
+        text = f"{lines[0]} {lines[-1]}"
+    else:
+        text = lines[0]
+    return one_line(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+@dataclass
+class CaseResult:
+    """One case of the report; fields left None are written as JSON null."""
+
+    case: Case
+    correct: bool | None = None
+    time_ms: float | None = None
+    timing_method: str | None = None
+    max_abs_error: float | None = None
+    message: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        params: dict[str, Param] = dict(self.case.params)
+        time_ms = _finite(self.time_ms)
+        return {
+            "id": self.case.id,
+            "params": params,
+            "correct": self.correct,
+            "time_ms": time_ms if time_ms is not None and time_ms > 0 else None,
+            "timing_method": self.timing_method if time_ms else None,
+            "max_abs_error": _finite(self.max_abs_error),
+            "message": one_line(self.message) if self.message else None,
+        }
+
+
+@dataclass
+class StepResult:
+    """What one step found: overall status, a one-line reason unless ok, and the cases."""
+
+    step: str
+    status: Status
+    message: str | None = None
+    cases: list[CaseResult] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "format": FORMAT,
+            "step": self.step,
+            "status": self.status,
+            "message": one_line(self.message) if self.message else None,
+            "cases": [case.to_json() for case in self.cases],
+        }
+
+
+def write_report(result: StepResult, path: Path | None) -> None:
+    """Write the report to `path` through a temp file and `os.replace`, or to stdout without one."""
+    text = json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n"
+    if path is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    finally:
+        Path(tmp_name).unlink(missing_ok=True)

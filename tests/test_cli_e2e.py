@@ -1,0 +1,145 @@
+"""End-to-end: the real `aka` CLI and `main.py` as subprocesses on the real starter tasks (CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from aka.result import FailureKind, TaskResult, TaskStatus, read_task_result
+
+REPO = Path(__file__).resolve().parents[1]
+GELU = "triton2triton/basic/gelu"
+STARTERS = [GELU, "torch2triton/basic/softmax", "cuda2cuda/basic/vector_add"]
+pytestmark = pytest.mark.slow
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
+    env["COLUMNS"] = "200"
+    return env
+
+
+def _aka(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "aka.cli", *args], cwd=cwd, env=_env(), capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def _config(tmp_path: Path, agent: dict[str, object], tasks: list[str], **extra: object) -> Path:
+    config = {"agent": agent, "tasks": tasks, "target_gpu_model": "auto", "log_directory": "logs",
+              "workspace_directory_prefix": "workspace", **extra}
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _results(run_dir: Path) -> dict[str, TaskResult]:
+    return {read_task_result(p).task_name: read_task_result(p) for p in run_dir.glob("*/task_result.yaml")}
+
+
+def _run_dir(tmp_path: Path) -> Path:
+    runs = sorted(tmp_path.glob("workspace_*_*/run_*"))
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_full_quickstart_run(tmp_path: Path) -> None:
+    config = yaml.safe_load((REPO / "example_configs/quickstart.yaml").read_text())
+    config["agent"]["solutions_dir"] = str(REPO / config["agent"]["solutions_dir"])
+    (tmp_path / "quick.yaml").write_text(yaml.safe_dump(config))
+    done = _aka("run", "quick.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    reports = Path(done.stdout.strip().splitlines()[-1])
+    assert reports.is_dir() and reports.name == "reports"
+    for name in ("overall_summary.csv", "task_type_breakdown.json", "overall_report.txt"):
+        assert (reports / name).is_file()
+    results = _results(reports.parent)
+    assert set(results) == set(STARTERS)
+    gelu, softmax, vector_add = (results[name] for name in STARTERS)
+    assert gelu.status is TaskStatus.PASS and gelu.score >= 120
+    assert softmax.status is TaskStatus.PASS and softmax.score >= 120
+    assert vector_add.status is TaskStatus.SKIP
+    assert "GPU" in (vector_add.failure_message or "")
+    assert (tmp_path / "logs").is_dir() and any((tmp_path / "logs").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("solution_set", "status", "kind", "score_check"),
+    [
+        ("examples", TaskStatus.PASS, FailureKind.NONE, lambda s: s >= 120),
+        ("wrong", TaskStatus.PARTIAL, FailureKind.INCORRECT, lambda s: s == 20),
+        ("broken", TaskStatus.FAIL, FailureKind.COMPILE_ERROR, lambda s: s == 0),
+    ],
+)
+def test_replayed_gelu_solutions(tmp_path: Path, solution_set: str, status: TaskStatus, kind: FailureKind,
+                                 score_check: Callable[[float], bool]) -> None:
+    agent = {"template": "replay", "solutions_dir": str(REPO / "solutions" / solution_set)}
+    done = _aka("run", str(_config(tmp_path, agent, [GELU])), "--run-suffix", solution_set, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_dir = _run_dir(tmp_path)
+    assert run_dir.name.endswith(f"_{solution_set}")
+    result = _results(run_dir)[GELU]
+    assert (result.status, result.failure_kind) == (status, kind)
+    assert score_check(result.score)
+
+
+def test_killed_run_resumes_and_does_each_task_once(tmp_path: Path) -> None:
+    config = _config(tmp_path, {"template": "noop"}, STARTERS)
+    proc = subprocess.Popen([sys.executable, str(REPO / "main.py"), "--config_name", str(config)], cwd=tmp_path,
+                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list(tmp_path.glob("workspace_*/run_*/*/task_result.yaml")):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(list(tmp_path.glob("workspace_*/run_*/*/task_result.yaml"))) < len(STARTERS), "killed too late"
+
+    done = subprocess.run([sys.executable, str(REPO / "main.py"), "--config_name", str(config), "--resume-latest"],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    run_dir = _run_dir(tmp_path)
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    finished = [e["task"] for e in events if e["event"] == "task_finished"]
+    assert sorted(finished) == sorted(STARTERS), "every task must be finished exactly once"
+    assert len({r.task_name for r in _results(run_dir).values()}) == len(STARTERS)
+    report_lines = (run_dir / "reports" / "overall_report.txt").read_text()
+    assert all(name in report_lines for name in STARTERS)
+
+
+def test_malformed_configs_fail_cleanly_and_write_nothing(tmp_path: Path) -> None:
+    bad_run = _config(tmp_path, {"template": "noop"}, [GELU], unexpected_field=1)
+    done = _aka("run", str(bad_run), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "run.yaml: field 'unexpected_field': unknown field" in done.stderr
+    assert "Traceback" not in done.stderr
+
+    tasks_root = tmp_path / "tasks"
+    (tasks_root / "triton2triton/x/bad").mkdir(parents=True)
+    (tasks_root / "triton2triton/x/bad/config.yaml").write_text("task_type: triton2triton\ncompile_command: ['true']\n")
+    bad_task = _config(tmp_path, {"template": "noop"}, ["all"], tasks_root=str(tasks_root))
+    done = _aka("run", str(bad_task), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "bad/config.yaml: field 'correctness_command': required field is missing" in done.stderr
+
+    done = _aka("run", str(_config(tmp_path, {"template": "noop"}, ["nope/never"])), cwd=tmp_path)
+    assert done.returncode == 2 and "selector 'nope/never' matches no task" in done.stderr
+    assert not list(tmp_path.glob("workspace_*")) and not (tmp_path / "logs").exists()
+
+
+def test_tasks_list_and_doctor(tmp_path: Path) -> None:
+    listed = _aka("tasks", "list", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    names = {row["name"] for row in json.loads(listed.stdout)}
+    assert set(STARTERS) <= names
+    doctor = _aka("doctor", cwd=tmp_path)
+    assert doctor.returncode == 0, doctor.stderr
+    assert "noop" in doctor.stdout and "replay" in doctor.stdout and "triton" in doctor.stdout

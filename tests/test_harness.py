@@ -1,0 +1,328 @@
+"""Unit tests of aka.harness: case ids, seeded inputs, comparison, CPU timing, reports and steps."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from aka.harness import (
+    CPU_METHOD,
+    NO_GPU_MESSAGE,
+    BuildError,
+    Case,
+    KernelTask,
+    StepContext,
+    StepResult,
+    Tolerance,
+    ToolMissingError,
+    case_id,
+    compare_outputs,
+    compile_cuda_library,
+    cuda_arch,
+    describe_exception,
+    make_generator,
+    parse_dtype,
+    random_tensor,
+    run_step,
+    run_task,
+    time_function,
+    tolerance_for,
+    write_report,
+)
+from aka.harness.candidates import first_error_lines
+from aka.harness.report import CaseResult
+from aka.step_report import StepStatus, read_step_report
+
+CPU = torch.device("cpu")
+
+
+# --- cases and inputs -------------------------------------------------------------------------
+
+def test_case_ids_are_built_from_params_in_order() -> None:
+    assert Case.make(n=1_000_003, dtype="float32").id == "n1000003_float32"
+    assert case_id({"rows": 8, "cols": 4093, "dtype": "float16"}) == "rows8_cols4093_float16"
+    assert case_id({"eps": 0.5, "causal": True, "bias": False, "extra": None}) == "eps0p5_causal_nobias"
+    assert case_id({"name": "a b/c"}) == "a-b-c"
+
+
+def test_case_seed_is_stable_and_differs_between_cases() -> None:
+    first, again = Case.make(n=10, dtype="float32"), Case.make(n=10, dtype="float32")
+    assert first.seed == again.seed
+    assert first.seed != Case.make(n=11, dtype="float32").seed
+    assert Case.make(seed=7, n=10).seed == 7
+
+
+def test_case_rejects_non_scalar_params_and_checks_types() -> None:
+    with pytest.raises(TypeError):
+        Case("bad", {"shape": (1, 2)})  # type: ignore[dict-item,unused-ignore]
+    case = Case.make(n=5, dtype="bfloat16")
+    assert case.int_param("n") == 5
+    assert case.dtype() == torch.bfloat16
+    with pytest.raises(TypeError):
+        case.int_param("dtype")
+
+
+def test_parse_dtype_knows_report_names_only() -> None:
+    assert parse_dtype("float16") is torch.float16
+    assert parse_dtype("torch.int32") is torch.int32
+    with pytest.raises(ValueError, match="unknown dtype"):
+        parse_dtype("float8")
+
+
+def test_inputs_are_deterministic_per_seed_and_never_zero() -> None:
+    a = random_tensor((1000,), torch.float32, make_generator(3, CPU), CPU)
+    b = random_tensor((1000,), torch.float32, make_generator(3, CPU), CPU)
+    c = random_tensor((1000,), torch.float32, make_generator(4, CPU), CPU)
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+    assert a.count_nonzero() == a.numel()
+
+
+def test_input_distributions_and_dtypes() -> None:
+    gen = make_generator(0, CPU)
+    uniform = random_tensor((500,), torch.float16, gen, CPU, distribution="uniform", low=2.0, high=3.0)
+    assert uniform.dtype == torch.float16 and bool(((uniform >= 2) & (uniform <= 3)).all())
+    ints = random_tensor((500,), torch.int32, gen, CPU, distribution="randint", low=-5, high=5)
+    assert ints.dtype == torch.int32 and int(ints.min()) >= -5 and int(ints.max()) < 5
+    flags = random_tensor((500,), torch.bool, gen, CPU)
+    assert flags.dtype == torch.bool and 0 < int(flags.sum()) < 500
+    scaled = random_tensor((4000,), torch.float32, gen, CPU, scale=3.0)
+    assert 2.5 < float(scaled.std()) < 3.5
+
+
+# --- comparison -------------------------------------------------------------------------------
+
+def test_compare_within_and_beyond_tolerance() -> None:
+    expected = torch.tensor([1.0, 2.0, 3.0])
+    ok = compare_outputs(expected + 5e-6, expected)
+    assert ok.correct and ok.max_abs_error == pytest.approx(5e-6, rel=0.1)
+    bad = compare_outputs(expected + torch.tensor([0.0, 0.1, 0.0]), expected)
+    assert not bad.correct
+    assert bad.max_abs_error == pytest.approx(0.1, rel=1e-3)
+    assert "1 of 3 values differ" in bad.message and "index (1,)" in bad.message
+    assert "\n" not in bad.message
+
+
+@pytest.mark.parametrize("dtype, bits", [(torch.float16, torch.int16), (torch.bfloat16, torch.int16),
+                                         (torch.float32, torch.int32), (torch.float64, torch.int64)])
+def test_default_tolerances_accept_one_rounding_step(dtype: torch.dtype, bits: torch.dtype) -> None:
+    expected = torch.linspace(-8, 8, 1001, dtype=torch.float64).to(dtype)
+    one_ulp_away = (expected.view(bits) + 1).view(dtype)
+    assert bool((one_ulp_away != expected).all())
+    assert compare_outputs(one_ulp_away, expected).correct
+    assert not compare_outputs(expected * 1.1, expected).correct
+
+
+def test_nan_and_inf_handling() -> None:
+    expected = torch.tensor([1.0, float("nan"), float("inf"), -float("inf")])
+    assert compare_outputs(expected.clone(), expected).correct
+    nan_where_finite = torch.tensor([float("nan"), float("nan"), float("inf"), -float("inf")])
+    result = compare_outputs(nan_where_finite, expected)
+    assert not result.correct and "NaN" in result.message
+    finite_where_nan = torch.tensor([1.0, 0.0, float("inf"), -float("inf")])
+    assert not compare_outputs(finite_where_nan, expected).correct
+    wrong_sign = torch.tensor([1.0, float("nan"), -float("inf"), -float("inf")])
+    assert "Inf" in compare_outputs(wrong_sign, expected).message
+    inf_where_finite = torch.tensor([float("inf"), float("nan"), float("inf"), -float("inf")])
+    assert not compare_outputs(inf_where_finite, expected).correct
+
+
+def test_shape_dtype_and_type_mismatches_fail() -> None:
+    expected = torch.zeros(2, 3)
+    assert "shape mismatch" in compare_outputs(torch.zeros(3, 2), expected).message
+    half = compare_outputs(expected.half(), expected)
+    assert "dtype mismatch: got float16, expected float32" in half.message
+    assert "expected a tensor" in compare_outputs([1.0], expected).message
+    assert not compare_outputs(torch.zeros(2, 3), (expected, expected)).correct
+
+
+def test_integers_compare_exactly_and_sequences_are_checked_one_by_one() -> None:
+    expected = torch.tensor([1, 2, 3], dtype=torch.int32)
+    assert compare_outputs(expected.clone(), expected).correct
+    off = compare_outputs(torch.tensor([1, 2, 4], dtype=torch.int32), expected)
+    assert not off.correct and off.max_abs_error == 1.0
+    pair = (torch.ones(2), torch.ones(2, dtype=torch.bool))
+    assert compare_outputs([t.clone() for t in pair], pair).correct
+    result = compare_outputs((pair[0], ~pair[1]), pair)
+    assert not result.correct and result.message.startswith("output 1:")
+
+
+def test_tolerance_overrides_by_dtype_or_name() -> None:
+    assert tolerance_for(torch.int8) == Tolerance(0.0, 0.0)
+    assert tolerance_for(torch.float32, {"float32": Tolerance(1e-2, 0.0)}) == Tolerance(1e-2, 0.0)
+    assert tolerance_for(torch.float16, {torch.float16: Tolerance(0.5, 0.5)}) == Tolerance(0.5, 0.5)
+    expected = torch.ones(4)
+    assert compare_outputs(expected + 1e-3, expected, {"float32": Tolerance(1e-2, 0.0)}).correct
+
+
+# --- timing, messages, reports ----------------------------------------------------------------
+
+def test_cpu_timing_is_a_short_wall_clock_median() -> None:
+    calls: list[int] = []
+    timing = time_function(lambda: calls.append(1), "cpu")
+    assert timing.method == CPU_METHOD == "wall_clock_median"
+    assert timing.time_ms > 0 and timing.reps == 3
+    assert len(calls) == 4
+
+
+def test_exception_messages_are_one_line() -> None:
+    assert describe_exception(ValueError("bad value")) == "ValueError: bad value"
+    triton_like = RuntimeError("at 3:8:\ndef kernel(x):\n    y = foo\n        ^\nNameError('foo undefined')")
+    assert describe_exception(triton_like) == "RuntimeError: at 3:8: NameError('foo undefined')"
+    assert describe_exception(KeyError()) == "KeyError"
+
+
+def test_report_is_written_atomically_and_parses(tmp_path: Path) -> None:
+    case = Case.make(n=4, dtype="float32")
+    result = StepResult("performance", "ok", None, [
+        CaseResult(case, correct=True, time_ms=0.5, timing_method=CPU_METHOD, max_abs_error=float("inf")),
+        CaseResult(Case.make(n=5), correct=False, time_ms=0.0, timing_method=CPU_METHOD, message="a\nb"),
+    ])
+    path = tmp_path / "report.json"
+    write_report(result, path)
+    report = read_step_report(path)
+    assert report.status is StepStatus.OK
+    assert report.cases[0].time_ms == 0.5 and report.cases[0].max_abs_error is None
+    assert report.cases[1].time_ms is None and report.cases[1].timing_method is None
+    assert report.cases[1].message == "a b"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+# --- steps in-process with a tiny torch-only task ---------------------------------------------
+
+def _task(candidate: object = None, **overrides: object) -> KernelTask:
+    def make_inputs(case: Case, gen: torch.Generator, device: torch.device) -> tuple[torch.Tensor, ...]:
+        return (random_tensor((case.int_param("n"),), case.dtype(), gen, device),)
+
+    def load() -> object:
+        if isinstance(candidate, Exception):
+            raise candidate
+        return candidate or (lambda x: x * 2)
+
+    fields: dict[str, object] = {
+        "name": "test/double", "cases": [Case.make(n=64, dtype="float32")],
+        "ci_cases": [Case.make(n=8, dtype="float32"), Case.make(n=9, dtype="float16")],
+        "make_inputs": make_inputs, "reference": lambda x: x * 2, "load_candidate": load,
+    }
+    fields.update(overrides)
+    return KernelTask(**fields)  # type: ignore[arg-type,unused-ignore]
+
+
+def _ctx(step: str, **env: str) -> StepContext:
+    return StepContext.from_env(step, {"AKA_DEVICE": "cpu", **env})
+
+
+def test_context_defaults_and_errors() -> None:
+    ctx = _ctx("correctness")
+    assert (ctx.device.type, ctx.target, ctx.profile, ctx.result_file) == ("cpu", "candidate", "ci", None)
+    assert _ctx("performance", AKA_CASE_PROFILE="full", AKA_TARGET="reference").profile == "full"
+    bad: list[tuple[str, dict[str, str]]] = [
+        ("bench", {}), ("compile", {"AKA_TARGET": "both"}), ("compile", {"AKA_CASE_PROFILE": "x"}),
+    ]
+    for step, env in bad:
+        with pytest.raises(Exception, match="neither|unknown step"):
+            _ctx(step, **env)
+
+
+def test_correct_candidate_passes_every_ci_case() -> None:
+    result = run_step(_task(), _ctx("correctness"))
+    assert result.status == "ok"
+    assert [c.case.id for c in result.cases] == ["n8_float32", "n9_float16"]
+    assert all(c.correct for c in result.cases)
+    full = run_step(_task(), _ctx("correctness", AKA_CASE_PROFILE="full"))
+    assert [c.case.id for c in full.cases] == ["n64_float32"]
+
+
+def test_wrong_and_crashing_candidates_fail_with_a_reason() -> None:
+    wrong = run_step(_task(lambda x: x * 3), _ctx("correctness"))
+    assert wrong.status == "failed" and wrong.cases[0].correct is False
+    assert wrong.message is not None and wrong.message.startswith("2 of 2 cases failed; first: n8_float32")
+
+    def crash(x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("kernel exploded\nsecond line")
+
+    crashed = run_step(_task(crash), _ctx("correctness"))
+    assert crashed.status == "failed" and crashed.cases[0].message == "RuntimeError: kernel exploded"
+    broken = run_step(_task(SyntaxError("invalid syntax (kernel.py, line 3)")), _ctx("compile"))
+    assert broken.status == "failed" and "SyntaxError" in (broken.message or "")
+
+
+def test_performance_times_the_candidate_and_checks_its_output() -> None:
+    timed = run_step(_task(), _ctx("performance"))
+    assert timed.status == "ok" and all(c.time_ms and c.time_ms > 0 and c.correct for c in timed.cases)
+    wrong = run_step(_task(lambda x: x + 1), _ctx("performance"))
+    assert wrong.status == "failed" and wrong.cases[0].time_ms is None
+    assert "timed calls is wrong" in (wrong.cases[0].message or "")
+    reference = run_step(_task(ValueError("never loaded")), _ctx("performance", AKA_TARGET="reference"))
+    assert reference.status == "ok" and reference.cases[0].correct is None
+
+
+def test_gpu_tasks_skip_on_cpu_but_still_compile() -> None:
+    task = _task(requires_gpu=True)
+    for step in ("correctness", "performance"):
+        result = run_step(task, _ctx(step))
+        assert (result.status, result.message) == ("skipped", NO_GPU_MESSAGE)
+    assert run_step(task, _ctx("compile")).status == "ok"
+
+
+def test_build_errors_fail_and_missing_tools_skip_compile() -> None:
+    def bad_build() -> None:
+        raise BuildError("nvcc failed on k.cu: k.cu(3): error: expected a ';'")
+
+    def no_nvcc() -> None:
+        raise ToolMissingError("nvcc is not on PATH")
+
+    failed = run_step(_task(build=bad_build), _ctx("compile"))
+    assert failed.status == "failed" and "expected a ';'" in (failed.message or "")
+    assert run_step(_task(build=no_nvcc), _ctx("compile")).status == "skipped"
+
+
+def test_run_task_writes_the_report_and_exits_zero(tmp_path: Path) -> None:
+    path = tmp_path / "out.json"
+    env = {"AKA_DEVICE": "cpu", "AKA_RESULT_FILE": str(path)}
+    assert run_task(_task(lambda x: x * 3), ["correctness"], env) == 0
+    assert read_step_report(path).status is StepStatus.FAILED
+    assert run_task(_task(), [], {**env, "AKA_STEP": "compile"}) == 0
+    assert read_step_report(path).step == "compile"
+
+
+def test_run_task_exits_non_zero_on_harness_errors(tmp_path: Path) -> None:
+    env = {"AKA_DEVICE": "cpu", "AKA_RESULT_FILE": str(tmp_path / "out.json")}
+    assert run_task(_task(), ["benchmark"], env) == 2
+
+    def broken_reference(x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("the task's reference is broken")
+
+    assert run_task(_task(reference=broken_reference), ["correctness"], env) == 3
+    assert not (tmp_path / "out.json").exists()
+
+
+# --- CUDA builds ------------------------------------------------------------------------------
+
+def test_cuda_arch_and_error_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AKA_CUDA_ARCH", raising=False)
+    assert cuda_arch() == "sm_90"
+    monkeypatch.setenv("AKA_CUDA_ARCH", "80")
+    assert cuda_arch() == "sm_80"
+    output = "k.cu(3): error: identifier \"foo\" is undefined\nk.cu(4): error: x\nk.cu(5): error: y\n3 errors"
+    assert first_error_lines(output) == 'k.cu(3): error: identifier "foo" is undefined | k.cu(4): error: x'
+    assert first_error_lines("ld: something odd\n") == "ld: something odd"
+
+
+def test_missing_nvcc_is_reported_as_a_missing_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ToolMissingError):
+        compile_cuda_library(tmp_path / "k.cu")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_nvcc_errors_become_one_line_build_errors(tmp_path: Path) -> None:
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k(float* x) { x[0] = undefined_name; }\n")
+    with pytest.raises(BuildError, match="undefined_name") as info:
+        compile_cuda_library(source, build_dir=tmp_path / "build")
+    assert "\n" not in str(info.value)
+    assert not list((tmp_path / "build").glob("*.so"))

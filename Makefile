@@ -27,7 +27,7 @@ smoke: install
 	$(VENV)/bin/aka doctor
 
 lint: install-test
-	$(VENV)/bin/ruff check src tests main.py
+	$(VENV)/bin/ruff check src tests scripts main.py
 	$(VENV)/bin/mypy
 
 test: lint

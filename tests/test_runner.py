@@ -187,3 +187,16 @@ def test_result_file_round_trips(make_toy_task, write_run_config) -> None:
         assert field in raw, field
     assert read_task_result(workspace / "task_result.yaml") == outcome.results[0]
     assert (workspace / "prompt.md").read_text().count("toy_kernel") >= 1
+
+
+def test_exports_run_only_for_accepted_candidates(make_toy_task, write_run_config, solutions: Path) -> None:
+    exports = ['cp kernel.py "$AKA_EXPORT_DIR/kernel.py"', "exit 3"]
+    make_toy_task("triton2triton/toy/good", export_command=exports)
+    make_toy_task("triton2triton/toy/wrong", export_command=exports)
+    outcome = run_experiment(write_run_config(agent={"template": "replay", "solutions_dir": str(solutions)}))
+    results = {r.task_name.split("/")[-1]: r for r in outcome.results}
+    assert results["good"].exports == {exports[0]: True, exports[1]: False}
+    assert results["wrong"].exports == {}
+    good_ws = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_good_"))
+    assert (good_ws / "exports" / "kernel.py").read_text() == CASES["good"]
+    assert not any(p.name == "exports" for p in outcome.run_dir.glob("triton2triton_toy_wrong_*/*"))

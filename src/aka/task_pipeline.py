@@ -15,7 +15,8 @@ from aka.agents.registry import AgentContext
 from aka.baseline import BaselineRecord, load_frozen_baseline, measure_baseline
 from aka.completion import source_hashes, write_completion
 from aka.device import DeviceInfo
-from aka.evaluator import Step, StepOutcome, Target, build_eval_dir, missing_kernels, run_step
+from aka.evaluator import Step, StepOutcome, Target, build_eval_dir, missing_kernels, run_step, step_environment
+from aka.process import run_command
 from aka.prompt import build_prompt
 from aka.result import AgentOutcome, CaseTiming, FailureKind, TaskResult, TaskStatus, write_task_result
 from aka.run_config import LoadedRunConfig
@@ -78,14 +79,16 @@ def _evaluate(task: Task, workspace: Path, device: DeviceInfo) -> list[StepOutco
 
 
 def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, bool]:
-    if not task.config.export_command:
-        return {}
+    """Run the task's exports for an accepted candidate; each command's exit status is recorded."""
     export_dir = workspace / "exports"
     export_dir.mkdir(exist_ok=True)
-    outcome = run_step(task, Step.EXPORT, workspace / EVALUATION_DIR, workspace / ".reports", device,
-                       Target.CANDIDATE, workspace / "exports.log", {"AKA_EXPORT_DIR": str(export_dir)})
-    ran = {c.command: c.ok for c in outcome.commands}
-    return {command: ran.get(command, False) for command in task.config.export_command}
+    env = step_environment(device, Step.EXPORT, Target.CANDIDATE, workspace / ".reports" / "export.json",
+                           {"AKA_EXPORT_DIR": str(export_dir)})
+    return {
+        command: run_command(command, workspace / EVALUATION_DIR, env, task.config.export_timeout,
+                             workspace / "exports.log").ok
+        for command in task.config.export_command
+    }
 
 
 def _timings(result: TaskResult, baseline: BaselineRecord, performance: StepOutcome | None) -> None:
@@ -171,8 +174,6 @@ def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOu
         result.failure_kind, result.failure_message = FailureKind.SKIPPED, first_failure.message
     if result.pass_correctness:
         _timings(result, baseline, performance)
-        if performance is None or performance.passed:
-            result.exports = {}
     result.status = _status(result)
     result.score = round(float(ctx.scorer(result)), 6) if result.status is not TaskStatus.SKIP else 0.0
     return result
@@ -203,7 +204,7 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         evaluated = source_hashes(workspace, task)
         outcomes = _evaluate(task, workspace, ctx.device)
         result = _judge(ctx, task, baseline, agent, outcomes)
-        if result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE:
+        if task.config.export_command and result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE:
             result.exports = _run_exports(task, workspace, ctx.device)
     except Exception as exc:
         logger.error("infrastructure error on %s:\n%s", task.name, traceback.format_exc())

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from aka.agents import AgentContext, AgentSettings, agent_names, agent_type_enum, get_agent, register_agent
+from aka.agents.replay import ReplayOptions
+from aka.result import AgentOutcome
+
+
+def _context(name: str, options: BaseModel, task: str = "fam/suite/t") -> AgentContext:
+    return AgentContext(agent_name=name, settings=AgentSettings(None, None, None, None), options=options,
+                        task_name=task, prompt="p", editable_files=("kernel.py", "sub/helper.py"),
+                        log_path=Path("/dev/null"))
+
+
+def test_builtins_are_registered_with_configs() -> None:
+    assert {"noop", "replay"} <= set(agent_names())
+    assert {member.value for member in agent_type_enum()} == set(agent_names())
+    assert get_agent("noop").config_path is not None and get_agent("noop").config_path.name == "agent_config.yaml"
+
+
+def test_register_agent_decorator_and_duplicates() -> None:
+    @register_agent("test_echo")
+    def launch_agent(eval_config: AgentContext, task_config_dir: Path, workspace: Path) -> AgentOutcome:
+        return AgentOutcome(agent=eval_config.agent_name)
+
+    assert get_agent("test_echo").launch is launch_agent
+    with pytest.raises(ValueError, match="already registered"):
+        register_agent("test_echo")(lambda eval_config, task_config_dir, workspace: AgentOutcome(agent="x"))
+
+
+def test_replay_copies_only_existing_editable_files(tmp_path: Path) -> None:
+    solutions, work = tmp_path / "solutions", tmp_path / "work"
+    (solutions / "fam/suite/t").mkdir(parents=True)
+    (solutions / "fam/suite/t/kernel.py").write_text("new")
+    (solutions / "fam/suite/t/harness.py").write_text("tampered harness")
+    (work / "sub").mkdir(parents=True)
+    (work / "kernel.py").write_text("old")
+    (work / "sub/helper.py").write_text("helper")
+    (work / "harness.py").write_text("harness")
+    options = ReplayOptions(solutions_dir=solutions)
+    outcome = get_agent("replay").launch(_context("replay", options), tmp_path, work)
+    assert outcome.ok and outcome.files_changed == ["kernel.py"]
+    assert (work / "kernel.py").read_text() == "new" and (work / "harness.py").read_text() == "harness"
+
+    missing = get_agent("replay").launch(_context("replay", options, task="fam/suite/other"), tmp_path, work)
+    assert not missing.ok and missing.exit_reason == "no_solution"

@@ -1,0 +1,132 @@
+"""The evaluator on purpose-made bad steps: forged reports, missing reports, deleted files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from aka.device import DeviceInfo
+from aka.evaluator import Step, Target, build_eval_dir, missing_kernels, run_step
+from aka.result import FailureKind
+from aka.tasks import select_tasks
+
+CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
+GOOD_REPORT = json.dumps({"format": "aka-step-report/1", "step": "correctness", "status": "ok",
+                          "cases": [{"id": "c1", "correct": True}]})
+
+
+def _task(tasks_root: Path, make_toy_task, **overrides: object):
+    make_toy_task(**overrides)
+    return select_tasks(tasks_root, ["all"])[0]
+
+
+def _payload_task(tasks_root: Path, make_toy_task, name: str, payload: str, after: str = ""):
+    task_dir = make_toy_task(name, correctness_command=['cp payload.json "$AKA_RESULT_FILE"' + after])
+    (task_dir / "payload.json").write_text(payload)
+    return next(t for t in select_tasks(tasks_root, ["all"]) if t.directory == task_dir)
+
+
+def _run(task, tmp_path: Path, step: Step = Step.CORRECTNESS):
+    eval_dir = tmp_path / "eval"
+    build_eval_dir(task, eval_dir, None)
+    return run_step(task, step, eval_dir, tmp_path / "reports", CPU, Target.CANDIDATE, tmp_path / "log")
+
+
+def test_nonzero_exit_fails_even_with_an_ok_report(tasks_root, make_toy_task, tmp_path: Path) -> None:
+    outcome = _run(_payload_task(tasks_root, make_toy_task, "triton2triton/t/x", GOOD_REPORT, "; exit 4"), tmp_path)
+    assert outcome.failure is FailureKind.CRASH and "status 4" in (outcome.message or "")
+
+
+def test_exit_zero_without_report_fails(tasks_root, make_toy_task, tmp_path: Path) -> None:
+    outcome = _run(_task(tasks_root, make_toy_task, correctness_command=["echo 'all 5 cases correct, 0.01 ms'"]),
+                   tmp_path)
+    assert outcome.failure is FailureKind.CRASH and "no step report" in (outcome.message or "")
+
+
+def test_stdout_claims_are_never_read(tasks_root, make_toy_task, tmp_path: Path) -> None:
+    command = f"echo '{GOOD_REPORT}'"
+    outcome = _run(_task(tasks_root, make_toy_task, correctness_command=[command]), tmp_path)
+    assert outcome.failure is FailureKind.CRASH
+
+
+def test_malformed_and_wrong_format_reports(tasks_root, make_toy_task, tmp_path: Path) -> None:
+    for index, (payload, expected) in enumerate([
+        ("{not json", "not valid JSON"), ('{"format": "other/1"}', "not in format"),
+        ('{"format": "aka-step-report/1", "step": "c", "status": "great"}', "field status"),
+    ]):
+        task = _payload_task(tasks_root, make_toy_task, f"triton2triton/t/x{index}", payload)
+        outcome = _run(task, tmp_path)
+        assert outcome.failure is FailureKind.CRASH and expected in (outcome.message or ""), outcome.message
+
+
+def test_no_cases_is_not_correct(tasks_root, make_toy_task, tmp_path: Path) -> None:
+    empty = json.dumps({"format": "aka-step-report/1", "step": "correctness", "status": "ok", "cases": []})
+    outcome = _run(_payload_task(tasks_root, make_toy_task, "triton2triton/t/x", empty), tmp_path)
+    assert outcome.failure is FailureKind.INCORRECT and "no cases" in (outcome.message or "")
+
+
+def test_every_command_of_a_step_runs_and_cases_merge(tasks_root, make_toy_task, tmp_path: Path) -> None:
+    task = _task(tasks_root, make_toy_task,
+                 correctness_command=["python3 harness.py correctness", "python3 harness.py correctness"])
+    outcome = _run(task, tmp_path)
+    assert outcome.passed and len(outcome.cases) == 4 and len(outcome.commands) == 2
+
+
+def test_eval_dir_takes_only_declared_sources(tasks_root, make_toy_task, tmp_path: Path) -> None:
+    task = _task(tasks_root, make_toy_task)
+    work = tmp_path / "work"
+    build_eval_dir(task, work, None)
+    (work / "kernel.py").write_text("def toy_kernel():\n    return 1\n")
+    (work / "harness.py").write_text("raise SystemExit('tampered')\n")
+    (work / "extra.py").write_text("x = 1\n")
+    eval_dir = tmp_path / "eval"
+    assert build_eval_dir(task, eval_dir, work) == []
+    assert (eval_dir / "kernel.py").read_text().endswith("return 1\n")
+    assert (eval_dir / "harness.py").read_text() == (task.directory / "harness.py").read_text()
+    assert not (eval_dir / "extra.py").exists()
+
+    (work / "kernel.py").unlink()
+    assert build_eval_dir(task, eval_dir, work) == ["kernel.py"]
+    assert not (eval_dir / "kernel.py").exists(), "a deleted source must not fall back to the pristine one"
+
+
+def test_symlinked_source_is_refused(tasks_root, make_toy_task, tmp_path: Path) -> None:
+    task = _task(tasks_root, make_toy_task)
+    work = tmp_path / "work"
+    build_eval_dir(task, work, None)
+    (work / "kernel.py").unlink()
+    (work / "kernel.py").symlink_to(task.directory / "harness.py")
+    assert build_eval_dir(task, tmp_path / "eval", work) == ["kernel.py"]
+
+
+def test_missing_kernels_python_and_cuda(tasks_root, make_toy_task, tmp_path: Path) -> None:
+    task = _task(tasks_root, make_toy_task)
+    eval_dir = tmp_path / "eval"
+    build_eval_dir(task, eval_dir, None)
+    assert missing_kernels(task, eval_dir) == []
+    (eval_dir / "kernel.py").write_text("toy_kernel = lambda: 42\n# def toy_kernel(): in a comment\n")
+    assert missing_kernels(task, eval_dir) == ["toy_kernel"]
+    (eval_dir / "kernel.py").write_text("def toy_kernel(:\n")
+    assert missing_kernels(task, eval_dir) == [], "unparsable sources are left to the compile step"
+
+    cuda_root = tasks_root / "cuda"
+    cuda_root.mkdir()
+    cu_dir = cuda_root / "cuda2cuda/x/add"
+    cu_dir.mkdir(parents=True)
+    (cu_dir / "add.cu").write_text("__global__ void\nadd_kernel(const float* a) {}\nvoid add_kernel2(int x) {}\n")
+    (cu_dir / "config.yaml").write_text(
+        "task_type: cuda2cuda\nsource_file_path: [add.cu]\ntarget_kernel_functions: [add_kernel, add_kernel2]\n"
+        "compile_command: ['true']\ncorrectness_command: ['true']\n")
+    cuda_task = select_tasks(cuda_root, ["all"])[0]
+    assert missing_kernels(cuda_task, cu_dir) == ["add_kernel2"]
+
+
+def test_step_environment_contract(tasks_root, make_toy_task, tmp_path: Path) -> None:
+    dump = "python3 -c 'import json, os; json.dump({k: v for k, v in os.environ.items() " \
+           "if k.startswith((\"AKA_\", \"TRITON\"))}, open(\"env.json\", \"w\"))'; exit 1"
+    task = _task(tasks_root, make_toy_task, correctness_command=[dump])
+    _run(task, tmp_path)
+    env = json.loads((tmp_path / "eval" / "env.json").read_text())
+    assert env["AKA_STEP"] == "correctness" and env["AKA_DEVICE"] == "cpu" and env["AKA_TARGET"] == "candidate"
+    assert env["AKA_CASE_PROFILE"] == "ci" and env["TRITON_INTERPRET"] == "1"
+    assert Path(env["AKA_RESULT_FILE"]).parent == tmp_path / "reports"

@@ -38,3 +38,16 @@ def test_signal_death_is_described(tmp_path: Path) -> None:
     out = run_command("kill -9 $$", tmp_path, dict(os.environ), 10, tmp_path / "log")
     assert out.exit_code == -9
     assert "killed by signal 9" in out.describe()
+
+
+def test_argv_and_large_stdin(tmp_path: Path) -> None:
+    prompt = ("x" * 1000 + "\n") * 300  # larger than a pipe buffer
+    out = run_command(["/bin/sh", "-c", "wc -c"], tmp_path, dict(os.environ), 10, tmp_path / "log",
+                      stdin=prompt.encode())
+    assert out.ok and out.output_tail.strip().endswith(str(len(prompt)))
+    assert out.command == "/bin/sh -c 'wc -c'"
+
+
+def test_stdin_is_closed_by_default(tmp_path: Path) -> None:
+    out = run_command("cat; echo done", tmp_path, dict(os.environ), 5, tmp_path / "log")
+    assert out.ok and "done" in out.output_tail

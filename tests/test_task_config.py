@@ -17,6 +17,11 @@ def test_valid_toy_task_loads(make_toy_task) -> None:
     assert config.compile_timeout == 60
 
 
+def test_tunables(make_toy_task) -> None:
+    config = load_task_config(make_toy_task(tunables=[{"name": "BLOCK_SIZE", "values": [128, 256]}]))
+    assert config.tunables[0].values == [128, 256] and config.tunable_file(config.tunables[0]) == "kernel.py"
+
+
 def test_commands_accept_a_single_string(make_toy_task) -> None:
     config = load_task_config(make_toy_task(compile_command="python3 harness.py compile"))
     assert config.compile_command == ["python3 harness.py compile"]
@@ -36,6 +41,9 @@ def test_torch_families_default_to_reference_baseline(make_toy_task) -> None:
         ({"compile_command": []}, "field 'compile_command'"),
         ({"correctness_timeout": -5}, "field 'correctness_timeout'"),
         ({"target_kernel_functions": []}, "need source_file_path and target_kernel_functions"),
+        ({"tunables": [{"name": "BLOCK", "values": []}]}, "field 'tunables.0.values'"),
+        ({"tunables": [{"name": "BLOCK", "file": "other.py", "values": [1]}]}, "not in source_file_path"),
+        ({"tunables": [{"name": "1BAD", "values": [1]}]}, "field 'tunables.0.name'"),
     ],
 )
 def test_bad_task_configs_name_file_and_field(make_toy_task, overrides: dict[str, object], expected: str) -> None:

@@ -189,3 +189,28 @@ def _check_cases(outcome: StepOutcome) -> StepOutcome:
     elif outcome.step is Step.PERFORMANCE and not any(c.time_ms for c in outcome.cases):
         outcome.failure, outcome.message = FailureKind.PERFORMANCE_ERROR, "performance step reported no timed case"
     return outcome
+
+
+def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, device: DeviceInfo) -> list[StepOutcome]:
+    """Judge the declared sources in `candidate_dir`: compile, correctness, performance.
+
+    Everything is built in `scratch_dir/evaluation` from the pristine task; the steps stop at the
+    first failure. Agents that test their own candidates (autotune, llm) call this too, so they
+    see exactly what the final evaluation will see.
+    """
+    eval_dir, reports, log = scratch_dir / "evaluation", scratch_dir / ".reports", scratch_dir / "evaluation.log"
+    deleted = build_eval_dir(task, eval_dir, candidate_dir)
+    if deleted:
+        return [StepOutcome(Step.COMPILE, FailureKind.COMPILE_ERROR, f"editable file(s) missing: {', '.join(deleted)}")]
+    absent = missing_kernels(task, eval_dir)
+    if absent:
+        return [StepOutcome(Step.COMPILE, FailureKind.MISSING_KERNEL,
+                            f"target kernel function(s) not defined: {', '.join(absent)}")]
+    outcomes: list[StepOutcome] = []
+    for step in (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE):
+        if step is Step.PERFORMANCE and not task.config.performance_command:
+            break
+        outcomes.append(run_step(task, step, eval_dir, reports, device, Target.CANDIDATE, log))
+        if not outcomes[-1].passed:
+            break
+    return outcomes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -47,26 +48,29 @@ def _kill_group(pgid: int) -> None:
             time.sleep(0.2)
 
 
-def run_command(command: str, cwd: Path, env: dict[str, str], timeout: float, log_path: Path) -> CommandOutcome:
-    """Run `command` with bash in `cwd`; stdout and stderr go to `log_path` (appended).
+def run_command(command: str | list[str], cwd: Path, env: dict[str, str], timeout: float, log_path: Path,
+                stdin: bytes | None = None) -> CommandOutcome:
+    """Run `command` (a bash line, or an argv list run directly) in `cwd`; output goes to `log_path`.
 
     The command gets a new session, so on timeout, and after it exits, any process it left behind
-    in its group is killed: a step can never outlive its budget.
+    in its group is killed: a step can never outlive its budget. `stdin` is fed through a pipe
+    (no argv length limit); without it, standard input is closed.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    argv = ["/bin/bash", "-c", command] if isinstance(command, str) else command
+    shown = command if isinstance(command, str) else shlex.join(command)
     start = time.monotonic()
     with log_path.open("ab") as log:
-        log.write(f"$ {command}\n".encode())
+        log.write(f"$ {shown}\n".encode())
         log.flush()
         offset = log.tell()
         proc = subprocess.Popen(
-            ["/bin/bash", "-c", command],
-            cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            argv, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         timed_out = False
         try:
-            proc.wait(timeout=timeout)
+            proc.communicate(input=stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc.pid)
@@ -81,4 +85,4 @@ def run_command(command: str, cwd: Path, env: dict[str, str], timeout: float, lo
     with log_path.open("rb") as log:
         log.seek(offset)
         tail = log.read()[-TAIL_CHARS:].decode("utf-8", errors="replace")
-    return CommandOutcome(command, None if timed_out else proc.returncode, timed_out, seconds, tail)
+    return CommandOutcome(shown, None if timed_out else proc.returncode, timed_out, seconds, tail)

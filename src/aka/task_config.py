@@ -58,6 +58,17 @@ class PlatformSupport(BaseModel):
     reason: str | None = None
 
 
+class Tunable(BaseModel):
+    """A knob a search may set: a module-level `NAME = value` line (Python) or `#define NAME value`
+    (CUDA/C++) in `file` (default: the first editable file). The first value is not special."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    file: str | None = None
+    values: list[int | float | str | bool] = Field(min_length=1)
+
+
 def _as_list(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
@@ -81,6 +92,7 @@ class TaskConfig(BaseModel):
     baseline: BaselineSource | None = None
     prompt: PromptSection = Field(default_factory=PromptSection)
     platform_support: PlatformSupport = Field(default_factory=PlatformSupport)
+    tunables: list[Tunable] = Field(default_factory=list)
     task_result_template: Any = None
     repo_url: str | None = None
     repository_language: str | None = None
@@ -130,7 +142,13 @@ class TaskConfig(BaseModel):
                 raise ValueError("repository tasks need repo_url and repository_language")
         elif not self.source_file_path or not self.target_kernel_functions:
             raise ValueError("kernel tasks need source_file_path and target_kernel_functions")
+        for tunable in self.tunables:
+            if tunable.file is not None and tunable.file not in self.source_file_path:
+                raise ValueError(f"tunable {tunable.name}: file '{tunable.file}' is not in source_file_path")
         return self
+
+    def tunable_file(self, tunable: Tunable) -> str:
+        return tunable.file or self.source_file_path[0]
 
     @property
     def baseline_source(self) -> BaselineSource:

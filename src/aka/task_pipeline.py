@@ -15,7 +15,7 @@ from aka.agents.registry import AgentContext
 from aka.baseline import BaselineRecord, load_frozen_baseline, measure_baseline
 from aka.completion import source_hashes, write_completion
 from aka.device import DeviceInfo
-from aka.evaluator import Step, StepOutcome, Target, build_eval_dir, missing_kernels, run_step, step_environment
+from aka.evaluator import Step, StepOutcome, Target, evaluate_candidate, step_environment
 from aka.process import run_command
 from aka.prompt import build_prompt
 from aka.result import AgentOutcome, CaseTiming, FailureKind, TaskResult, TaskStatus, write_task_result
@@ -35,13 +35,13 @@ class RunContext:
     scorer: Scorer
 
 
-def _run_agent(ctx: RunContext, task: Task, workspace: Path, prompt: str) -> AgentOutcome:
+def _run_agent(ctx: RunContext, task: Task, workspace: Path, prompt: str, baseline: BaselineRecord) -> AgentOutcome:
     work = workspace / AGENT_WORK_DIR
     before = source_hashes(workspace, task)
     context = AgentContext(
         agent_name=ctx.config.agent_name, settings=ctx.config.agent_settings, options=ctx.config.agent_options,
         task_name=task.name, prompt=prompt, editable_files=tuple(task.config.source_file_path),
-        log_path=workspace / "agent.log",
+        log_path=workspace / "agent.log", task=task, device=ctx.device, baseline=baseline,
     )
     start = time.monotonic()
     try:
@@ -55,27 +55,6 @@ def _run_agent(ctx: RunContext, task: Task, workspace: Path, prompt: str) -> Age
         "wall_seconds": round(time.monotonic() - start, 3),
         "files_changed": [rel for rel in task.config.source_file_path if before[rel] != after[rel]],
     })
-
-
-def _evaluate(task: Task, workspace: Path, device: DeviceInfo) -> list[StepOutcome]:
-    """Compile, correctness, performance of the candidate, stopping at the first failing step."""
-    eval_dir, reports = workspace / EVALUATION_DIR, workspace / ".reports"
-    log = workspace / "evaluation.log"
-    deleted = build_eval_dir(task, eval_dir, workspace / AGENT_WORK_DIR)
-    if deleted:
-        return [StepOutcome(Step.COMPILE, FailureKind.COMPILE_ERROR, f"editable file(s) missing: {', '.join(deleted)}")]
-    absent = missing_kernels(task, eval_dir)
-    if absent:
-        return [StepOutcome(Step.COMPILE, FailureKind.MISSING_KERNEL,
-                            f"target kernel function(s) not defined: {', '.join(absent)}")]
-    outcomes: list[StepOutcome] = []
-    for step in (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE):
-        if step is Step.PERFORMANCE and not task.config.performance_command:
-            break
-        outcomes.append(run_step(task, step, eval_dir, reports, device, Target.CANDIDATE, log))
-        if not outcomes[-1].passed:
-            break
-    return outcomes
 
 
 def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, bool]:
@@ -200,9 +179,9 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         shutil.copytree(task.directory, work, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"))
         prompt = build_prompt(task, work, baseline, ctx.device)
         (workspace / "prompt.md").write_text(prompt, encoding="utf-8")
-        agent = _run_agent(ctx, task, workspace, prompt)
+        agent = _run_agent(ctx, task, workspace, prompt, baseline)
         evaluated = source_hashes(workspace, task)
-        outcomes = _evaluate(task, workspace, ctx.device)
+        outcomes = evaluate_candidate(task, workspace / AGENT_WORK_DIR, workspace, ctx.device)
         result = _judge(ctx, task, baseline, agent, outcomes)
         if task.config.export_command and result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE:
             result.exports = _run_exports(task, workspace, ctx.device)

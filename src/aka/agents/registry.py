@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -18,12 +19,14 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from aka.baseline import BaselineRecord
+from aka.device import DeviceInfo
 from aka.result import AgentOutcome
+from aka.tasks import Task
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "aka.agents"
-BUILTIN_AGENT_MODULES = ("aka.agents.noop", "aka.agents.replay")
 
 
 class NoOptions(BaseModel):
@@ -44,7 +47,11 @@ class AgentSettings:
 
 @dataclass(frozen=True)
 class AgentContext:
-    """What a launcher gets as `eval_config`: who it is, its settings, and the task's prompt."""
+    """What a launcher gets as `eval_config`: who it is, its settings, the task and its prompt.
+
+    `task`, `device` and `baseline` let built-in agents evaluate their own candidates through
+    `aka.evaluator.evaluate_candidate`, exactly as the final evaluation will.
+    """
 
     agent_name: str
     settings: AgentSettings
@@ -53,6 +60,9 @@ class AgentContext:
     prompt: str
     editable_files: tuple[str, ...]
     log_path: Path
+    task: Task
+    device: DeviceInfo
+    baseline: BaselineRecord
 
 
 class AgentLauncher(Protocol):
@@ -88,9 +98,11 @@ def register_agent(
 
 
 def load_agents() -> None:
-    """Import the built-in agents and every installed `aka.agents` entry point."""
-    for module in BUILTIN_AGENT_MODULES:
-        importlib.import_module(module)
+    """Import the built-in agents (each a subpackage of `aka.agents`) and every `aka.agents` entry point."""
+    package = importlib.import_module("aka.agents")
+    for module in pkgutil.iter_modules(package.__path__):
+        if module.ispkg:
+            importlib.import_module(f"aka.agents.{module.name}")
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:
             entry.load()

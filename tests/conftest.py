@@ -39,8 +39,23 @@ TOY_HARNESS = textwrap.dedent(
             ms = kernel.TIME_MS
             out["cases"] = [{"id": "c1", "time_ms": ms, "timing_method": "toy_clock"},
                             {"id": "c2", "time_ms": 2 * ms, "timing_method": "toy_clock"}]
-    with open(os.environ["AKA_RESULT_FILE"], "w") as handle:
-        json.dump(out, handle)
+    token = sys.stdin.readline().strip()
+    os.write(int(os.environ["AKA_RESULT_FD"]), (json.dumps({"token": token, "report": out}) + "\\n").encode())
+    """
+)
+
+SEND_SCRIPT = textwrap.dedent(
+    """
+    # python3 send.py FILE [raw|notoken]: send FILE's JSON as the step report (raw: the bytes as they are)
+    import json, os, sys
+    token = sys.stdin.readline().strip()
+    data = open(sys.argv[1]).read()
+    mode = sys.argv[2] if len(sys.argv) > 2 else "wrapped"
+    if mode == "wrapped":
+        data = json.dumps({"token": token, "report": json.loads(data)}) + "\\n"
+    elif mode == "notoken":
+        data = json.dumps({"token": "0" * 32, "report": json.loads(data)}) + "\\n"
+    os.write(int(os.environ["AKA_RESULT_FD"]), data.encode())
     """
 )
 
@@ -70,6 +85,7 @@ def make_toy_task(tasks_root: Path) -> ToyTaskFactory:
         task_dir.mkdir(parents=True)
         (task_dir / "kernel.py").write_text(kernel)
         (task_dir / "harness.py").write_text(TOY_HARNESS)
+        (task_dir / "send.py").write_text(SEND_SCRIPT)
         config: dict[str, object] = {
             "task_type": name.split("/")[0],
             "source_file_path": ["kernel.py"],

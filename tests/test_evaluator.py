@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from aka.device import DeviceInfo
@@ -20,8 +21,8 @@ def _task(tasks_root: Path, make_toy_task, **overrides: object):
     return select_tasks(tasks_root, ["all"])[0]
 
 
-def _payload_task(tasks_root: Path, make_toy_task, name: str, payload: str, after: str = ""):
-    task_dir = make_toy_task(name, correctness_command=['cp payload.json "$AKA_RESULT_FILE"' + after])
+def _payload_task(tasks_root: Path, make_toy_task, name: str, payload: str, after: str = "", mode: str = "wrapped"):
+    task_dir = make_toy_task(name, correctness_command=[f"python3 send.py payload.json {mode}" + after])
     (task_dir / "payload.json").write_text(payload)
     return next(t for t in select_tasks(tasks_root, ["all"]) if t.directory == task_dir)
 
@@ -50,11 +51,11 @@ def test_stdout_claims_are_never_read(tasks_root, make_toy_task, tmp_path: Path)
 
 
 def test_malformed_and_wrong_format_reports(tasks_root, make_toy_task, tmp_path: Path) -> None:
-    for index, (payload, expected) in enumerate([
-        ("{not json", "not valid JSON"), ('{"format": "other/1"}', "not in format"),
-        ('{"format": "aka-step-report/1", "step": "c", "status": "great"}', "field status"),
+    for index, (payload, mode, expected) in enumerate([
+        ("{not json", "raw", "invalid JSON"), ('{"format": "other/1"}', "wrapped", "not in format"),
+        ('{"format": "aka-step-report/1", "step": "c", "status": "great"}', "wrapped", "field status"),
     ]):
-        task = _payload_task(tasks_root, make_toy_task, f"triton2triton/t/x{index}", payload)
+        task = _payload_task(tasks_root, make_toy_task, f"triton2triton/t/x{index}", payload, mode=mode)
         outcome = _run(task, tmp_path)
         assert outcome.failure is FailureKind.CRASH and expected in (outcome.message or ""), outcome.message
 
@@ -129,4 +130,44 @@ def test_step_environment_contract(tasks_root, make_toy_task, tmp_path: Path) ->
     env = json.loads((tmp_path / "eval" / "env.json").read_text())
     assert env["AKA_STEP"] == "correctness" and env["AKA_DEVICE"] == "cpu" and env["AKA_TARGET"] == "candidate"
     assert env["AKA_CASE_PROFILE"] == "ci" and env["TRITON_INTERPRET"] == "1"
-    assert Path(env["AKA_RESULT_FILE"]).parent == tmp_path / "reports"
+    assert env["AKA_TARGET_KERNELS"] == "toy_kernel" and env["AKA_TASK_FAMILY"] == "triton2triton"
+    assert int(env["AKA_RESULT_FD"]) > 2 and (tmp_path / "eval" / ".aka_baseline" / "kernel.py").is_file()
+
+
+def test_forged_reports_are_tampering(tasks_root, make_toy_task, tmp_path: Path) -> None:
+    outcome = _run(_payload_task(tasks_root, make_toy_task, "triton2triton/t/x", GOOD_REPORT, mode="notoken"),
+                   tmp_path)
+    assert outcome.failure is FailureKind.TAMPERING and "forged" in (outcome.message or "")
+    twice = _payload_task(tasks_root, make_toy_task, "triton2triton/t/y", GOOD_REPORT,
+                          after=" && python3 send.py payload.json notoken")
+    outcome = _run(twice, tmp_path)
+    assert outcome.failure is FailureKind.TAMPERING and "2 messages" in (outcome.message or "")
+
+
+PROBE = """
+import os, socket
+try:
+    os.kill(EVALUATOR_PID, 0)
+    print("evaluator visible")
+except ProcessLookupError:
+    print("evaluator hidden")
+sock = socket.socket()
+sock.settimeout(2)
+try:
+    sock.connect(("127.0.0.1", 9))
+    print("net yes")
+except OSError as exc:
+    print("net no", exc.errno)
+"""
+
+
+def test_steps_cannot_see_or_signal_the_evaluator(tasks_root, make_toy_task, tmp_path: Path) -> None:
+    task = _payload_task(tasks_root, make_toy_task, "triton2triton/t/x", GOOD_REPORT, after="")
+    (task.directory / "probe.py").write_text(PROBE.replace("EVALUATOR_PID", str(os.getpid())))
+    config = (task.directory / "config.yaml").read_text()
+    (task.directory / "config.yaml").write_text(config.replace("python3 send.py", "python3 probe.py; python3 send.py"))
+    outcome = _run(select_tasks(tasks_root, ["all"])[0], tmp_path)
+    log = (tmp_path / "log").read_text()
+    assert outcome.passed, outcome.message
+    if "pid-namespace" in outcome.isolation:
+        assert "evaluator hidden" in log and "net no" in log

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import os
 import shutil
 from pathlib import Path
 
@@ -30,11 +32,11 @@ from aka.harness import (
     run_task,
     time_function,
     tolerance_for,
-    write_report,
 )
 from aka.harness.candidates import first_error_lines
 from aka.harness.report import CaseResult
-from aka.step_report import StepStatus, read_step_report
+from aka.harness.channel import ReportChannel
+from aka.step_report import StepReport, StepStatus, parse_step_message
 
 CPU = torch.device("cpu")
 
@@ -175,20 +177,31 @@ def test_exception_messages_are_one_line() -> None:
     assert describe_exception(KeyError()) == "KeyError"
 
 
-def test_report_is_written_atomically_and_parses(tmp_path: Path) -> None:
+def test_report_goes_through_the_private_channel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     case = Case.make(n=4, dtype="float32")
     result = StepResult("performance", "ok", None, [
         CaseResult(case, correct=True, time_ms=0.5, timing_method=CPU_METHOD, max_abs_error=float("inf")),
         CaseResult(Case.make(n=5), correct=False, time_ms=0.0, timing_method=CPU_METHOD, message="a\nb"),
     ])
-    path = tmp_path / "report.json"
-    write_report(result, path)
-    report = read_step_report(path)
+    read_end, write_end = os.pipe()
+    monkeypatch.setenv("AKA_RESULT_FD", str(write_end))
+    monkeypatch.setattr("sys.stdin", io.StringIO("secret-token\n"))
+    saved_stdin = os.dup(0)
+    try:
+        channel = ReportChannel.claim()
+    finally:
+        os.dup2(saved_stdin, 0)
+        os.close(saved_stdin)
+    assert "AKA_RESULT_FD" not in os.environ and channel.fd not in (None, write_end)
+    assert channel.fd is not None and channel.fd >= 300
+    channel.send(result.to_json())
+    with os.fdopen(read_end, "rb") as pipe:
+        received = pipe.read()
+    report = parse_step_message(received, "secret-token")
     assert report.status is StepStatus.OK
     assert report.cases[0].time_ms == 0.5 and report.cases[0].max_abs_error is None
     assert report.cases[1].time_ms is None and report.cases[1].timing_method is None
     assert report.cases[1].message == "a b"
-    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
 
 
 # --- steps in-process with a tiny torch-only task ---------------------------------------------
@@ -197,7 +210,7 @@ def _task(candidate: object = None, **overrides: object) -> KernelTask:
     def make_inputs(case: Case, gen: torch.Generator, device: torch.device) -> tuple[torch.Tensor, ...]:
         return (random_tensor((case.int_param("n"),), case.dtype(), gen, device),)
 
-    def load() -> object:
+    def load(directory: Path) -> object:
         if isinstance(candidate, Exception):
             raise candidate
         return candidate or (lambda x: x * 2)
@@ -212,12 +225,13 @@ def _task(candidate: object = None, **overrides: object) -> KernelTask:
 
 
 def _ctx(step: str, **env: str) -> StepContext:
-    return StepContext.from_env(step, {"AKA_DEVICE": "cpu", **env})
+    """Torch-only candidates compute with torch ops, so these contexts use the exempt e2e family."""
+    return StepContext.from_env(step, {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e", **env})
 
 
 def test_context_defaults_and_errors() -> None:
     ctx = _ctx("correctness")
-    assert (ctx.device.type, ctx.target, ctx.profile, ctx.result_file) == ("cpu", "candidate", "ci", None)
+    assert (ctx.device.type, ctx.target, ctx.profile, ctx.baseline) == ("cpu", "candidate", "ci", "source")
     assert _ctx("performance", AKA_CASE_PROFILE="full", AKA_TARGET="reference").profile == "full"
     bad: list[tuple[str, dict[str, str]]] = [
         ("bench", {}), ("compile", {"AKA_TARGET": "both"}), ("compile", {"AKA_CASE_PROFILE": "x"}),
@@ -255,7 +269,7 @@ def test_performance_times_the_candidate_and_checks_its_output() -> None:
     assert timed.status == "ok" and all(c.time_ms and c.time_ms > 0 and c.correct for c in timed.cases)
     wrong = run_step(_task(lambda x: x + 1), _ctx("performance"))
     assert wrong.status == "failed" and wrong.cases[0].time_ms is None
-    assert "timed calls is wrong" in (wrong.cases[0].message or "")
+    assert "timed call" in (wrong.cases[0].message or "")
     reference = run_step(_task(ValueError("never loaded")), _ctx("performance", AKA_TARGET="reference"))
     assert reference.status == "ok" and reference.cases[0].correct is None
 
@@ -269,10 +283,10 @@ def test_gpu_tasks_skip_on_cpu_but_still_compile() -> None:
 
 
 def test_build_errors_fail_and_missing_tools_skip_compile() -> None:
-    def bad_build() -> None:
+    def bad_build(directory: Path) -> None:
         raise BuildError("nvcc failed on k.cu: k.cu(3): error: expected a ';'")
 
-    def no_nvcc() -> None:
+    def no_nvcc(directory: Path) -> None:
         raise ToolMissingError("nvcc is not on PATH")
 
     failed = run_step(_task(build=bad_build), _ctx("compile"))
@@ -280,24 +294,31 @@ def test_build_errors_fail_and_missing_tools_skip_compile() -> None:
     assert run_step(_task(build=no_nvcc), _ctx("compile")).status == "skipped"
 
 
-def test_run_task_writes_the_report_and_exits_zero(tmp_path: Path) -> None:
-    path = tmp_path / "out.json"
-    env = {"AKA_DEVICE": "cpu", "AKA_RESULT_FILE": str(path)}
+def test_kernel_families_forbid_torch_compute() -> None:
+    result = run_step(_task(), _ctx("correctness", AKA_TASK_FAMILY="triton2triton"))
+    assert result.status == "failed" and result.failure_kind == "policy_violation"
+    assert "mul" in (result.message or "")
+    allowed = run_step(_task(allowed_torch_ops=frozenset({"mul"})), _ctx("correctness", AKA_TASK_FAMILY="triton2triton"))
+    assert allowed.status == "ok"
+
+
+def test_run_task_prints_the_report_without_a_channel_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    env = {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"}
     assert run_task(_task(lambda x: x * 3), ["correctness"], env) == 0
-    assert read_step_report(path).status is StepStatus.FAILED
+    assert StepReport.model_validate_json(capsys.readouterr().out).status is StepStatus.FAILED
     assert run_task(_task(), [], {**env, "AKA_STEP": "compile"}) == 0
-    assert read_step_report(path).step == "compile"
+    assert StepReport.model_validate_json(capsys.readouterr().out).step == "compile"
 
 
-def test_run_task_exits_non_zero_on_harness_errors(tmp_path: Path) -> None:
-    env = {"AKA_DEVICE": "cpu", "AKA_RESULT_FILE": str(tmp_path / "out.json")}
+def test_run_task_exits_non_zero_on_harness_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    env = {"AKA_DEVICE": "cpu"}
     assert run_task(_task(), ["benchmark"], env) == 2
 
     def broken_reference(x: torch.Tensor) -> torch.Tensor:
         raise RuntimeError("the task's reference is broken")
 
     assert run_task(_task(reference=broken_reference), ["correctness"], env) == 3
-    assert not (tmp_path / "out.json").exists()
+    assert capsys.readouterr().out == ""
 
 
 # --- CUDA builds ------------------------------------------------------------------------------

@@ -141,7 +141,9 @@ def test_skipped_step_is_skip_not_failure(make_toy_task, write_run_config) -> No
         'out = {"format": "aka-step-report/1", "step": step, "status": "ok", "cases": []}\n'
         'if step != "compile":\n'
         '    out.update(status="skipped", message="needs an NVIDIA GPU; this machine has none")\n'
-        '    json.dump(out, open(os.environ["AKA_RESULT_FILE"], "w")); sys.exit(0)'))
+        '    tok = sys.stdin.readline().strip()\n'
+        '    os.write(int(os.environ["AKA_RESULT_FD"]), json.dumps({"token": tok, "report": out}).encode())\n'
+        '    sys.exit(0)'))
     outcome = run_experiment(write_run_config())
     result = outcome.results[0]
     assert result.status is TaskStatus.SKIP and result.failure_kind is FailureKind.SKIPPED

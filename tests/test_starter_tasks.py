@@ -7,16 +7,16 @@ for a machine without a GPU: AKA_DEVICE=cpu, TRITON_INTERPRET=1, AKA_CASE_PROFIL
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from aka.step_report import StepReport, StepStatus, read_step_report
+from aka.device import DeviceInfo
+from aka.evaluator import Step, Target, build_eval_dir, run_isolated, step_environment
+from aka.step_report import StepReport, StepStatus, parse_step_message
 from aka.task_config import load_task_config
+from aka.tasks import load_task
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "tasks"
@@ -27,31 +27,32 @@ VECTOR_ADD = "cuda2cuda/basic/vector_add"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
+CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
+_TASK_OF: dict[Path, str] = {}
+
+
 def _eval_dir(tmp_path: Path, task: str, solution_set: str | None = None) -> Path:
-    """The pristine task, plus the declared sources of a solution when one is named."""
+    """The evaluator's own evaluation directory: the pristine task plus a solution's declared sources."""
     directory = tmp_path / "evaluation"
-    shutil.copytree(TASKS / task, directory)
+    candidate = None
     if solution_set is not None:
+        candidate = tmp_path / "candidate"
+        shutil.copytree(TASKS / task, candidate)
         for rel in load_task_config(TASKS / task).source_file_path:
-            shutil.copyfile(SOLUTIONS / solution_set / task / rel, directory / rel)
+            shutil.copyfile(SOLUTIONS / solution_set / task / rel, candidate / rel)
+    build_eval_dir(load_task(TASKS, TASKS / task), directory, candidate)
+    _TASK_OF[directory] = task
     return directory
 
 
 def _run(eval_dir: Path, step: str, target: str = "candidate") -> StepReport:
-    config = load_task_config(eval_dir)
-    (command,) = getattr(config, f"{step}_command")
-    result_file = eval_dir.parent / f"{target}_{step}.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AKA_")}
-    env.update({
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p),
-        "PYTHONDONTWRITEBYTECODE": "1", "TRITON_INTERPRET": "1", "AKA_STEP": step, "AKA_DEVICE": "cpu",
-        "AKA_TARGET": target, "AKA_CASE_PROFILE": "ci", "AKA_RESULT_FILE": str(result_file),
-    })
-    done = subprocess.run(["/bin/bash", "-c", command], cwd=eval_dir, env=env, capture_output=True, text=True,
-                          timeout=getattr(config, f"{step}_timeout"), check=False)
-    assert done.returncode == 0, f"`{command}` exited {done.returncode}:\n{done.stderr[-3000:]}"
-    return read_step_report(result_file)
+    """One step through the evaluator's sandbox and result channel, exactly as a run does it."""
+    task = load_task(TASKS, TASKS / _TASK_OF[eval_dir])
+    (command,) = getattr(task.config, f"{step}_command")
+    env = step_environment(task, CPU, Step(step), Target(target), eval_dir)
+    ran, received, token = run_isolated(command, task, Step(step), eval_dir, env, CPU, eval_dir.parent / "log")
+    assert ran.ok, f"`{command}` failed: {ran.describe()}\n{(eval_dir.parent / 'log').read_text()[-3000:]}"
+    return parse_step_message(received, token)
 
 
 def _assert_all_correct(report: StepReport) -> None:
@@ -76,7 +77,8 @@ def test_triton_task_passes_every_step_on_the_cpu(tmp_path: Path, task: str) -> 
     assert performance.status is StepStatus.OK
     assert performance.cases
     assert all(c.time_ms and c.time_ms > 0 for c in performance.cases)
-    assert {c.timing_method for c in performance.cases} == {"wall_clock_median"}
+    assert {c.timing_method for c in performance.cases} == {"paired_wall_clock"}
+    assert all(c.baseline_time_ms and c.speedup and c.samples for c in performance.cases)
 
 
 def test_softmax_reference_can_be_timed_as_the_baseline(tmp_path: Path) -> None:

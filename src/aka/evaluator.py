@@ -7,19 +7,24 @@ from __future__ import annotations
 import ast
 import os
 import re
+import secrets
 import shutil
 import sys
+import threading
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from aka.device import DeviceInfo
+from aka.isolation import detect_sandbox, step_limits
 from aka.process import CommandOutcome, run_command
 from aka.result import FailureKind
-from aka.step_report import RESULT_FILE_ENV, CaseReport, StepReport, StepReportError, StepStatus, read_step_report
+from aka.step_report import RESULT_FD_ENV, CaseReport, StepReport, StepReportError, StepStatus, parse_step_message
 from aka.tasks import IGNORED_NAMES, Task
 
 SRC_ROOT = Path(__file__).resolve().parents[1]
+BASELINE_SOURCES_DIR = ".aka_baseline"
+CHANNEL_LIMIT_BYTES = 16 * 1024 * 1024
 
 
 class Step(str, Enum):
@@ -53,6 +58,8 @@ class StepOutcome:
     message: str | None = None
     cases: list[CaseReport] = field(default_factory=list)
     commands: list[CommandOutcome] = field(default_factory=list)
+    eval_seed: int | None = None
+    isolation: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -66,12 +73,18 @@ class StepOutcome:
 def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[str]:
     """Copy the pristine task to `dest`, then only the declared sources from `candidate_dir`.
 
-    Returns the editable files the candidate no longer has (deleted by the agent); those keep
-    no copy at all, so a deleted kernel fails instead of silently falling back to the original.
+    The pristine editable files also go to `.aka_baseline/`, so a step can time the original
+    next to the candidate in one process. Returns the editable files the candidate no longer has
+    (deleted by the agent); those keep no copy at all, so a deleted kernel fails instead of
+    silently falling back to the original.
     """
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(task.directory, dest, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"))
+    for rel in task.config.source_file_path:
+        pristine = dest / BASELINE_SOURCES_DIR / rel
+        pristine.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(task.directory / rel, pristine)
     missing: list[str] = []
     if candidate_dir is not None:
         for rel in task.config.source_file_path:
@@ -109,16 +122,20 @@ def missing_kernels(task: Task, eval_dir: Path) -> list[str]:
     return [name for name in task.config.target_kernel_functions if name not in defined]
 
 
-def step_environment(device: DeviceInfo, step: Step, target: Target, result_file: Path,
+def step_environment(task: Task, device: DeviceInfo, step: Step, target: Target, eval_dir: Path,
                      extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The contract of docs/result-format.md: who runs, on what, and where the report goes."""
+    """The contract of docs/result-format.md: who runs, on what, and what is being judged."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AKA_") and k != "TRITON_INTERPRET"}
     python_dir = str(Path(sys.executable).parent)
     env["PATH"] = python_dir + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.update({"AKA_STEP": step.value, RESULT_FILE_ENV: str(result_file), "AKA_DEVICE": device.kind,
-                "AKA_TARGET": target.value, "AKA_CASE_PROFILE": "full" if device.is_gpu else "ci"})
+    env["TRITON_CACHE_DIR"] = str(eval_dir / ".triton_cache")
+    env.update({"AKA_STEP": step.value, "AKA_DEVICE": device.kind, "AKA_TARGET": target.value,
+                "AKA_CASE_PROFILE": "full" if device.is_gpu else "ci", "AKA_TASK_FAMILY": task.family,
+                "AKA_TARGET_KERNELS": ",".join(task.config.target_kernel_functions),
+                "AKA_BASELINE": task.config.baseline_source.value,
+                "AKA_BASELINE_DIR": str(eval_dir / BASELINE_SOURCES_DIR)})
     if device.is_gpu and device.arch:
         env["AKA_CUDA_ARCH"] = device.arch
     else:
@@ -135,26 +152,68 @@ def _commands(task: Task, step: Step) -> list[str]:
     return list(getattr(task.config, f"{step.value}_command"))
 
 
+def _drain(fd: int, sink: list[bytes]) -> None:
+    total = 0
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while chunk := pipe.read(65536):
+            total += len(chunk)
+            if total <= CHANNEL_LIMIT_BYTES:
+                sink.append(chunk)
+
+
+def run_isolated(command: str, task: Task, step: Step, eval_dir: Path, env: dict[str, str],
+                 device: DeviceInfo, log_path: Path) -> tuple[CommandOutcome, bytes, str]:
+    """Run one step command sandboxed, with a private result pipe and a one-time token on stdin.
+
+    Returns how the command ended, what came through the pipe, and the token it had to echo.
+    """
+    token = secrets.token_hex(16)
+    read_fd, write_fd = os.pipe()
+    received: list[bytes] = []
+    reader = threading.Thread(target=_drain, args=(read_fd, received), daemon=True)
+    reader.start()
+    try:
+        timeout = _timeout(task, step)
+        ran = run_command(command, eval_dir, {**env, RESULT_FD_ENV: str(write_fd)}, timeout, log_path,
+                          stdin=f"{token}\n".encode(), pass_fds=(write_fd,), prefix=detect_sandbox().prefix,
+                          preexec=step_limits(timeout, device.is_gpu).apply)
+    finally:
+        os.close(write_fd)
+    reader.join(timeout=30)
+    return ran, b"".join(received), token
+
+
+def _report_failure(report: StepReport, step: Step) -> FailureKind:
+    """The harness may name a more precise kind (policy violation, tampering, ...)."""
+    try:
+        named = FailureKind(report.failure_kind) if report.failure_kind else None
+    except ValueError:
+        named = None
+    if named is None or named in (FailureKind.NONE, FailureKind.SKIPPED, FailureKind.INFRA_ERROR):
+        return _STEP_FAILURE[step]
+    return named
+
+
 def run_step(task: Task, step: Step, eval_dir: Path, reports_dir: Path, device: DeviceInfo,
              target: Target, log_path: Path, extra_env: dict[str, str] | None = None) -> StepOutcome:
     """Run every command of `step`; the first failing command decides the step's verdict.
 
     The exit status is cross-checked with the report: a non-zero exit is a failure even when a
-    report says `ok`, and an exit of 0 without a valid report is a failure too.
+    report says `ok`, and an exit of 0 without a valid report is a failure too. Reports that
+    arrive without the step's token, or more than one, are tampering.
     """
-    outcome = StepOutcome(step)
+    outcome = StepOutcome(step, isolation=list(detect_sandbox().features))
     for index, command in enumerate(_commands(task, step)):
-        result_file = reports_dir / f"{target.value}_{step.value}_{index}.json"
-        result_file.parent.mkdir(parents=True, exist_ok=True)
-        result_file.unlink(missing_ok=True)
-        env = step_environment(device, step, target, result_file, extra_env)
-        ran = run_command(command, eval_dir, env, _timeout(task, step), log_path)
+        env = step_environment(task, device, step, target, eval_dir, extra_env)
+        ran, received, token = run_isolated(command, task, step, eval_dir, env, device, log_path)
         outcome.commands.append(ran)
+        reports_dir.mkdir(parents=True, exist_ok=True)
+        (reports_dir / f"{target.value}_{step.value}_{index}.raw").write_bytes(received)
         if ran.timed_out:
             outcome.failure, outcome.message = FailureKind.TIMEOUT, ran.describe()
             return outcome
         try:
-            report: StepReport | None = read_step_report(result_file)
+            report: StepReport | None = parse_step_message(received, token)
         except StepReportError as exc:
             report = None
             report_problem = str(exc)
@@ -163,15 +222,18 @@ def run_step(task: Task, step: Step, eval_dir: Path, reports_dir: Path, device: 
             outcome.failure, outcome.message = crash, ran.describe()
             return outcome
         if report is None:
-            outcome.failure = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
+            forged = "forged" in report_problem or "messages arrived" in report_problem
+            fallback = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
+            outcome.failure = FailureKind.TAMPERING if forged else fallback
             outcome.message = f"`{command}` exited 0 but {report_problem}"
             return outcome
         outcome.cases.extend(report.cases)
+        outcome.eval_seed = report.eval_seed if report.eval_seed is not None else outcome.eval_seed
         if report.status is StepStatus.SKIPPED:
             outcome.failure, outcome.message = FailureKind.SKIPPED, report.message or "step skipped"
             return outcome
         if report.status is StepStatus.FAILED:
-            outcome.failure = _STEP_FAILURE[step]
+            outcome.failure = _report_failure(report, step)
             outcome.message = report.message or f"`{command}` reported failure"
             return outcome
     return _check_cases(outcome)

@@ -7,6 +7,7 @@ import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,15 +50,17 @@ def _kill_group(pgid: int) -> None:
 
 
 def run_command(command: str | list[str], cwd: Path, env: dict[str, str], timeout: float, log_path: Path,
-                stdin: bytes | None = None) -> CommandOutcome:
+                stdin: bytes | None = None, pass_fds: tuple[int, ...] = (), prefix: tuple[str, ...] = (),
+                preexec: Callable[[], None] | None = None) -> CommandOutcome:
     """Run `command` (a bash line, or an argv list run directly) in `cwd`; output goes to `log_path`.
 
     The command gets a new session, so on timeout, and after it exits, any process it left behind
     in its group is killed: a step can never outlive its budget. `stdin` is fed through a pipe
-    (no argv length limit); without it, standard input is closed.
+    (no argv length limit); without it, standard input is closed. `prefix` wraps the command
+    (e.g. a namespace sandbox), `pass_fds` are inherited, `preexec` runs in the child (limits).
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    argv = ["/bin/bash", "-c", command] if isinstance(command, str) else command
+    argv = [*prefix, *(["/bin/bash", "-c", command] if isinstance(command, str) else command)]
     shown = command if isinstance(command, str) else shlex.join(command)
     start = time.monotonic()
     with log_path.open("ab") as log:
@@ -66,7 +69,7 @@ def run_command(command: str | list[str], cwd: Path, env: dict[str, str], timeou
         offset = log.tell()
         proc = subprocess.Popen(
             argv, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds, preexec_fn=preexec,
         )
         timed_out = False
         try:

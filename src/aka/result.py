@@ -34,8 +34,14 @@ class FailureKind(str, Enum):
     CRASH = "crash"
     TIMEOUT = "timeout"
     PERFORMANCE_ERROR = "performance_error"
+    POLICY_VIOLATION = "policy_violation"
+    TAMPERING = "tampering"
+    IMPOSSIBLE_SPEEDUP = "impossible_speedup"
     SKIPPED = "skipped"
     INFRA_ERROR = "infra_error"
+
+
+CHEATING_KINDS = frozenset({FailureKind.POLICY_VIOLATION, FailureKind.TAMPERING, FailureKind.IMPOSSIBLE_SPEEDUP})
 
 
 class TaskStatus(str, Enum):
@@ -59,13 +65,21 @@ class CaseTiming(BaseModel):
     base_ms: float | None = None
     optimized_ms: float | None = None
     speedup: float | None = None
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    paired: bool = False
+    samples: int | None = None
     base_method: str | None = None
     optimized_method: str | None = None
     message: str | None = None
 
 
 class AgentOutcome(BaseModel):
-    """What the agent run itself reported (independent of how its files evaluate)."""
+    """What the agent run itself reported (independent of how its files evaluate).
+
+    The optional counters are the normalized summary of a CLI agent's event stream; `None` means
+    the agent does not report that figure. `transcript` is the path of the saved event stream.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -75,6 +89,12 @@ class AgentOutcome(BaseModel):
     message: str | None = None
     wall_seconds: float = 0.0
     files_changed: list[str] = Field(default_factory=list)
+    turns: int | None = None
+    tool_calls: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    transcript: str | None = None
 
 
 class TaskResult(BaseModel):
@@ -92,6 +112,8 @@ class TaskResult(BaseModel):
     base_execution_time: float | None = None
     best_optimized_execution_time: float | None = None
     speedup_ratio: float | None = None
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
     baseline_benchmark_methods: list[str] = Field(default_factory=list)
     optimized_benchmark_methods: list[str] = Field(default_factory=list)
     benchmark_method_consistent: bool = False
@@ -108,6 +130,9 @@ class TaskResult(BaseModel):
     cases: list[CaseTiming] = Field(default_factory=list)
     agent: AgentOutcome | None = None
     exports: dict[str, bool] = Field(default_factory=dict)
+    tampered_files: list[str] = Field(default_factory=list)
+    eval_seed: int | None = None
+    isolation: list[str] = Field(default_factory=list)
 
 
 def write_yaml_atomic(path: Path, data: object) -> None:

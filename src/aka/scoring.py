@@ -6,7 +6,7 @@ import importlib
 from collections.abc import Callable
 
 from aka.errors import ConfigError
-from aka.result import TaskResult
+from aka.result import CHEATING_KINDS, TaskResult
 
 Scorer = Callable[[TaskResult], float]
 _SCORERS: dict[str, Scorer] = {}
@@ -22,8 +22,12 @@ def register_scorer(name: str) -> Callable[[Scorer], Scorer]:
 
 @register_scorer("default")
 def default_score(result: TaskResult) -> float:
-    """Compile fails: 0; compiles but wrong: 20; both pass: 120 + 100 x speedup (0 if untimed)."""
-    if not result.pass_compilation:
+    """Compile fails: 0; compiles but wrong: 20; both pass: 120 + 100 x speedup (0 if untimed).
+
+    Caught cheating (a policy violation, tampering, an impossible speedup) scores 0, so a policy
+    never earns more by cheating than by an honest wrong answer.
+    """
+    if not result.pass_compilation or result.failure_kind in CHEATING_KINDS:
         return 0.0
     if not result.pass_correctness:
         return 20.0

@@ -1,20 +1,21 @@
-"""The machine-readable report a task's evaluation step writes (format `aka-step-report/1`).
+"""The machine-readable report a task's evaluation step sends (format `aka-step-report/1`).
 
-Task harnesses write one JSON object to the file named by `$AKA_RESULT_FILE`; the evaluator
-parses it with this model and never reads numbers from a step's free-text output.
-See docs/result-format.md for the field-by-field description.
+A step gets a pipe (file descriptor `$AKA_RESULT_FD`) and a one-time token on its standard input;
+it sends exactly one message `{"token": ..., "report": {...}}` through that pipe. The evaluator
+parses it with these models and never reads numbers from a step's free-text output; a message
+with the wrong token, or more than one message, means something other than the harness wrote
+to the channel. See docs/result-format.md for the field-by-field description.
 """
 
 from __future__ import annotations
 
 import json
 from enum import Enum
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 STEP_REPORT_FORMAT = "aka-step-report/1"
-RESULT_FILE_ENV = "AKA_RESULT_FILE"
+RESULT_FD_ENV = "AKA_RESULT_FD"
 
 
 class StepStatus(str, Enum):
@@ -37,6 +38,13 @@ class CaseReport(BaseModel):
     timing_method: str | None = None
     max_abs_error: float | None = None
     message: str | None = None
+    baseline_time_ms: float | None = Field(default=None, gt=0)
+    baseline_timing_method: str | None = None
+    speedup: float | None = Field(default=None, gt=0)
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    samples: int | None = None
+    floor_ms: float | None = None
 
 
 class StepReport(BaseModel):
@@ -48,6 +56,9 @@ class StepReport(BaseModel):
     step: str
     status: StepStatus
     message: str | None = None
+    failure_kind: str | None = None
+    eval_seed: int | None = None
+    isolation: list[str] = Field(default_factory=list)
     cases: list[CaseReport] = Field(default_factory=list)
 
 
@@ -55,19 +66,25 @@ class StepReportError(ValueError):
     """The step's report is missing, unreadable or not in the documented format."""
 
 
-def read_step_report(path: Path) -> StepReport:
-    """Parse a step report, raising `StepReportError` with a one-line reason."""
-    if not path.is_file():
-        raise StepReportError(f"no step report was written to {path.name}")
+def parse_step_message(data: bytes, token: str) -> StepReport:
+    """Parse what came through the result pipe; raise `StepReportError` with a one-line reason."""
+    lines = [line for line in data.splitlines() if line.strip()]
+    if not lines:
+        raise StepReportError("no step report was sent through the result channel")
+    if len(lines) > 1:
+        raise StepReportError(f"{len(lines)} messages arrived on the result channel; only the harness may write one")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StepReportError(f"step report {path.name} is not valid JSON: {exc}") from exc
+        message = json.loads(lines[0])
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StepReportError(f"the result channel carried invalid JSON: {exc}") from exc
+    if not isinstance(message, dict) or message.get("token") != token:
+        raise StepReportError("the result channel carried a message without the step's token (forged)")
+    raw = message.get("report")
     if not isinstance(raw, dict) or raw.get("format") != STEP_REPORT_FORMAT:
-        raise StepReportError(f"step report {path.name} is not in format {STEP_REPORT_FORMAT}")
+        raise StepReportError(f"the step report is not in format {STEP_REPORT_FORMAT}")
     try:
         return StepReport.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise StepReportError(f"step report {path.name}: field {where}: {first['msg']}") from exc
+        raise StepReportError(f"step report field {where}: {first['msg']}") from exc

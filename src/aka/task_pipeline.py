@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import statistics
 import time
 import traceback
 from dataclasses import dataclass
@@ -18,10 +17,11 @@ from aka.device import DeviceInfo
 from aka.evaluator import Step, StepOutcome, Target, evaluate_candidate, step_environment
 from aka.process import run_command
 from aka.prompt import build_prompt
-from aka.result import AgentOutcome, CaseTiming, FailureKind, TaskResult, TaskStatus, write_task_result
+from aka.result import AgentOutcome, FailureKind, TaskResult, TaskStatus, write_task_result
 from aka.run_config import LoadedRunConfig
 from aka.run_layout import AGENT_WORK_DIR, EVALUATION_DIR, new_task_workspace
 from aka.scoring import Scorer
+from aka.speedup import BASELINE_SLOWDOWN_LIMIT, apply_timings, slowed_baselines
 from aka.tasks import IGNORED_NAMES, Task, task_identity
 
 logger = logging.getLogger(__name__)
@@ -61,50 +61,13 @@ def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, b
     """Run the task's exports for an accepted candidate; each command's exit status is recorded."""
     export_dir = workspace / "exports"
     export_dir.mkdir(exist_ok=True)
-    env = step_environment(device, Step.EXPORT, Target.CANDIDATE, workspace / ".reports" / "export.json",
+    env = step_environment(task, device, Step.EXPORT, Target.CANDIDATE, workspace / EVALUATION_DIR,
                            {"AKA_EXPORT_DIR": str(export_dir)})
     return {
         command: run_command(command, workspace / EVALUATION_DIR, env, task.config.export_timeout,
                              workspace / "exports.log").ok
         for command in task.config.export_command
     }
-
-
-def _timings(result: TaskResult, baseline: BaselineRecord, performance: StepOutcome | None) -> None:
-    """Per-case speedups matched by case id; the ratio is their mean (each case weighted equally)."""
-    base = {c.id: c for c in baseline.cases if c.time_ms}
-    optimized = {c.id: c for c in performance.cases if c.time_ms} if performance else {}
-    result.valid_baseline_cases, result.valid_optimized_cases = len(base), len(optimized)
-    result.baseline_benchmark_methods = baseline.methods
-    result.optimized_benchmark_methods = sorted({c.timing_method for c in optimized.values() if c.timing_method})
-    methods_match = result.baseline_benchmark_methods == result.optimized_benchmark_methods
-    result.benchmark_method_consistent = bool(base) and methods_match
-    cases, speedups = [], []
-    for case_id in [*base, *[i for i in optimized if i not in base]]:
-        b, o = base.get(case_id), optimized.get(case_id)
-        speedup = b.time_ms / o.time_ms if b and o and b.time_ms and o.time_ms else None
-        if speedup is not None:
-            speedups.append(speedup)
-        any_case = o or b
-        assert any_case is not None
-        cases.append(CaseTiming(id=case_id, params=any_case.params, base_ms=b.time_ms if b else None,
-                                optimized_ms=o.time_ms if o else None, speedup=speedup,
-                                base_method=b.timing_method if b else None,
-                                optimized_method=o.timing_method if o else None))
-    result.cases = cases
-    matched = [c for c in cases if c.speedup is not None]
-    if not matched:
-        result.speedup_calculation_error_message = (
-            baseline.message if not baseline.usable else "no test case was timed in both baseline and candidate"
-        )
-        return
-    result.speedup_ratio = round(statistics.fmean(speedups), 6)
-    result.base_execution_time = round(statistics.fmean(c.base_ms for c in matched if c.base_ms), 6)
-    result.best_optimized_execution_time = round(statistics.fmean(c.optimized_ms for c in matched if c.optimized_ms), 6)
-    if not result.benchmark_method_consistent:
-        result.speedup_calculation_error_message = (
-            "baseline and candidate were timed with different methods; the speedup compares unlike numbers"
-        )
 
 
 def _status(result: TaskResult) -> TaskStatus:
@@ -152,7 +115,15 @@ def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOu
     if first_failure is not None and first_failure.skipped:
         result.failure_kind, result.failure_message = FailureKind.SKIPPED, first_failure.message
     if result.pass_correctness:
-        _timings(result, baseline, performance)
+        apply_timings(result, baseline, performance.cases if performance else [])
+        slowed = slowed_baselines(baseline, performance.cases if performance else []) if ctx.device.is_gpu else []
+        if slowed and result.failure_kind is FailureKind.NONE:
+            result.failure_kind = FailureKind.TAMPERING
+            result.failure_message = (f"the baseline ran over {BASELINE_SLOWDOWN_LIMIT}x slower next to the candidate "
+                                      f"than alone (cases {', '.join(slowed[:3])}): interference")
+    eval_seeds = [o.eval_seed for o in outcomes if o.eval_seed is not None]
+    result.eval_seed = eval_seeds[0] if eval_seeds else None
+    result.isolation = outcomes[-1].isolation if outcomes else []
     result.status = _status(result)
     result.score = round(float(ctx.scorer(result)), 6) if result.status is not TaskStatus.SKIP else 0.0
     return result

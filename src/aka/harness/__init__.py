@@ -23,6 +23,7 @@ from aka.harness.cases import (
     Param,
     case_id,
     dtype_name,
+    input_distribution,
     make_generator,
     parse_dtype,
     random_tensor,
@@ -36,7 +37,8 @@ from aka.harness.compare import (
     compare_outputs,
     tolerance_for,
 )
-from aka.harness.report import CaseResult, StepResult, describe_exception, write_report
+from aka.harness.paired import PairedConfig, PairedResult, median_with_ci, time_paired
+from aka.harness.report import CaseResult, StepResult, describe_exception
 from aka.harness.runner import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext, run_step, run_task
 from aka.harness.timing import CPU_METHOD, CUDA_METHOD, Timing, TimingConfig, time_function
 
@@ -79,5 +81,9 @@ __all__ = [
     "run_task",
     "time_function",
     "tolerance_for",
-    "write_report",
+    "PairedConfig",
+    "PairedResult",
+    "median_with_ci",
+    "time_paired",
+    "input_distribution",
 ]

@@ -38,32 +38,41 @@ class ToolMissingError(Exception):
     """A tool the build needs (nvcc) is not on this machine: the step is skipped, not failed."""
 
 
+BASELINE_MODULE_PREFIX = "_aka_baseline_"
+
+
 def import_candidate(module: str = "kernel", directory: Path | None = None) -> ModuleType:
-    """Import `<module>.py` from the evaluation directory (cwd), which also goes first on sys.path."""
-    base = (directory or Path.cwd()).resolve()
-    if str(base) not in sys.path:
+    """Import `<module>.py` from `directory` (default: the evaluation directory, cwd).
+
+    Sources in cwd import under their own name (cwd goes first on sys.path); any other directory
+    (the pristine baseline copy) imports under a prefixed name, so the two never share a module.
+    """
+    cwd = Path.cwd().resolve()
+    base = (directory or cwd).resolve()
+    name = module if base == cwd else f"{BASELINE_MODULE_PREFIX}{module}"
+    if base == cwd and str(base) not in sys.path:
         sys.path.insert(0, str(base))
     path = base / f"{module}.py"
-    loaded = sys.modules.get(module)
+    loaded = sys.modules.get(name)
     if loaded is not None and getattr(loaded, "__file__", None) == str(path):
         return loaded
-    spec = importlib.util.spec_from_file_location(module, path)
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None or not path.is_file():
         raise ImportError(f"no candidate source {path.name} in {base}")
     loaded = importlib.util.module_from_spec(spec)
-    sys.modules[module] = loaded
+    sys.modules[name] = loaded
     try:
         spec.loader.exec_module(loaded)
     except BaseException:
-        sys.modules.pop(module, None)
+        sys.modules.pop(name, None)
         raise
     return loaded
 
 
-def candidate_function(module: str, name: str) -> Callable[[], Callable[..., object]]:
-    """A `load_candidate` for Python sources: the function `name` of `<module>.py` in cwd."""
-    def load() -> Callable[..., object]:
-        function: object = getattr(import_candidate(module), name, None)
+def candidate_function(module: str, name: str) -> Callable[[Path], Callable[..., object]]:
+    """A `load_candidate` for Python sources: the function `name` of `<module>.py` in a directory."""
+    def load(directory: Path) -> Callable[..., object]:
+        function: object = getattr(import_candidate(module, directory), name, None)
         if not callable(function):
             raise TypeError(f"{module}.py defines no function '{name}'")
         return function

@@ -1,18 +1,13 @@
-"""The step report (`aka-step-report/1`) as plain dataclasses, written atomically.
+"""The step report (`aka-step-report/1`) as plain dataclasses.
 
 This mirrors `aka.step_report` without pydantic so that candidate processes import nothing but the
-standard library and torch; the evaluator validates what is written here with the pydantic model.
+standard library and torch; the evaluator validates what is sent here with the pydantic model.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import sys
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 from aka.harness.cases import Case, Param
@@ -53,10 +48,18 @@ class CaseResult:
     timing_method: str | None = None
     max_abs_error: float | None = None
     message: str | None = None
+    baseline_time_ms: float | None = None
+    speedup: float | None = None
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    samples: int | None = None
+    floor_ms: float | None = None
+    kind: str | None = None
 
     def to_json(self) -> dict[str, object]:
         params: dict[str, Param] = dict(self.case.params)
         time_ms = _finite(self.time_ms)
+        baseline_ms = _finite(self.baseline_time_ms)
         return {
             "id": self.case.id,
             "params": params,
@@ -65,6 +68,13 @@ class CaseResult:
             "timing_method": self.timing_method if time_ms else None,
             "max_abs_error": _finite(self.max_abs_error),
             "message": one_line(self.message) if self.message else None,
+            "baseline_time_ms": baseline_ms if baseline_ms is not None and baseline_ms > 0 else None,
+            "baseline_timing_method": self.timing_method if baseline_ms else None,
+            "speedup": _finite(self.speedup) if self.speedup and self.speedup > 0 else None,
+            "speedup_ci_low": _finite(self.speedup_ci_low),
+            "speedup_ci_high": _finite(self.speedup_ci_high),
+            "samples": self.samples,
+            "floor_ms": _finite(self.floor_ms),
         }
 
 
@@ -76,6 +86,8 @@ class StepResult:
     status: Status
     message: str | None = None
     cases: list[CaseResult] = field(default_factory=list)
+    failure_kind: str | None = None
+    eval_seed: int | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -83,24 +95,7 @@ class StepResult:
             "step": self.step,
             "status": self.status,
             "message": one_line(self.message) if self.message else None,
+            "failure_kind": self.failure_kind,
+            "eval_seed": self.eval_seed,
             "cases": [case.to_json() for case in self.cases],
         }
-
-
-def write_report(result: StepResult, path: Path | None) -> None:
-    """Write the report to `path` through a temp file and `os.replace`, or to stdout without one."""
-    text = json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n"
-    if path is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    finally:
-        Path(tmp_name).unlink(missing_ok=True)

@@ -53,14 +53,14 @@ def l2_cache_bytes(device: torch.device) -> int:
     return size if size > 0 else DEFAULT_L2_BYTES
 
 
-def _flush_buffer(device: torch.device) -> torch.Tensor:
+def flush_buffer(device: torch.device) -> torch.Tensor:
     """At least twice the L2 (and at least 256 MiB, so the flush outlasts a Python launch)."""
     size = max(2 * l2_cache_bytes(device), MIN_FLUSH_BYTES)
     return torch.empty(size // 4, dtype=torch.int32, device=device)
 
 
 def _time_cuda(fn: Callable[[], object], device: torch.device, config: TimingConfig) -> Timing:
-    flush = _flush_buffer(device)
+    flush = flush_buffer(device)
     for _ in range(config.warmup):
         fn()
     torch.cuda.synchronize(device)

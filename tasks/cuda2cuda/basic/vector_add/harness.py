@@ -5,6 +5,7 @@ performance need an NVIDIA GPU and report `skipped` without one.
 """
 
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -23,14 +24,14 @@ SOURCE = "vector_add.cu"
 SIZES = (1_000_003, 16_777_216, 50_331_653)
 
 
-def build() -> None:
+def build(directory: Path) -> None:
     """The compile step: nvcc errors fail it, a machine without nvcc skips it."""
-    compile_cuda_library(SOURCE)
+    compile_cuda_library(directory / SOURCE)
 
 
-def load_candidate() -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def load_candidate(directory: Path) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """Build (cached by source hash) and bind `vector_add_launch(a, b, out, n, stream)`."""
-    launch = launcher(load_cuda_library(compile_cuda_library(SOURCE)), "vector_add_launch")
+    launch = launcher(load_cuda_library(compile_cuda_library(directory / SOURCE)), "vector_add_launch")
 
     def vector_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(a)
@@ -60,6 +61,7 @@ TASK = KernelTask(
     load_candidate=load_candidate,
     build=build,
     requires_gpu=True,
+    min_bytes=lambda case: 3 * case.int_param("n") * 4,
 )
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ TASK = KernelTask(
     make_inputs=make_inputs,
     reference=reference,
     load_candidate=candidate_function("kernel", "gelu"),
+    min_bytes=lambda case: 2 * case.int_param("n") * case.dtype().itemsize,
 )
 
 if __name__ == "__main__":

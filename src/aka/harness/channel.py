@@ -1,0 +1,54 @@
+"""The result channel: a pipe and a one-time token, claimed before any candidate code runs.
+
+The evaluator passes the pipe's write end as `$AKA_RESULT_FD` and the token as the first line of
+standard input. `claim()` removes the variable, reads the token, closes standard input and moves
+the pipe to a random close-on-exec descriptor, so a candidate imported later finds neither a path
+to write to nor the token to sign with; the evaluator rejects any message without the token, and
+more than one message. Without `$AKA_RESULT_FD` (an author running a step by hand) the report
+goes to standard output instead.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import sys
+from dataclasses import dataclass
+
+RESULT_FD_ENV = "AKA_RESULT_FD"
+_HIDDEN_FD_RANGE = (300, 1000)
+
+
+@dataclass
+class ReportChannel:
+    fd: int | None
+    token: str | None
+
+    @classmethod
+    def claim(cls) -> ReportChannel:
+        raw = os.environ.pop(RESULT_FD_ENV, None)
+        if raw is None:
+            return cls(None, None)
+        token = sys.stdin.readline().strip()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        low, high = _HIDDEN_FD_RANGE
+        hidden = fcntl.fcntl(int(raw), fcntl.F_DUPFD_CLOEXEC, low + secrets.randbelow(high - low))
+        os.close(int(raw))
+        return cls(hidden, token)
+
+    def send(self, report: dict[str, object]) -> None:
+        """Send the one report; the channel is closed afterwards."""
+        if self.fd is None:
+            sys.stdout.write(json.dumps(report, indent=2, allow_nan=False) + "\n")
+            sys.stdout.flush()
+            return
+        data = (json.dumps({"token": self.token, "report": report}, allow_nan=False) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+        os.close(self.fd)
+        self.fd = None

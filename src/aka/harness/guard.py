@@ -1,0 +1,216 @@
+"""Run-time guards around candidate calls: forbidden torch work, kernel provenance, tampering.
+
+- `ForbiddenOps`: a torch dispatch mode active during every checked and timed candidate call;
+  any aten operator outside the allowlist (allocation, views, copies, fills) is a policy
+  violation, so a Triton or CUDA candidate cannot compute its output with torch or cuBLAS.
+- `LaunchCounter`: wraps the `run` of the candidate's target Triton kernels, so a candidate that
+  defines the kernel but never launches it is caught.
+- `IntegritySnapshot`: the identity of the timers, synchronisation and comparison functions the
+  harness relies on, taken before the candidate is imported and verified before reporting.
+- `PersistingL2`: keeps the persisting-L2 carve-out at zero, so the L2 flush cannot be defeated
+  with an access-policy window.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+ALLOWED_ATEN_OPS = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "ones", "ones_like", "full", "full_like", "fill_", "zero_", "arange", "view", "_unsafe_view",
+    "reshape", "as_strided", "expand", "permute", "transpose", "t", "squeeze", "unsqueeze", "flatten",
+    "select", "slice", "split", "split_with_sizes", "chunk", "unbind", "narrow", "contiguous", "clone",
+    "copy_", "_to_copy", "to", "detach", "alias", "lift_fresh", "_local_scalar_dense", "resize_",
+    "record_stream", "set_", "view_as_real", "view_as_complex", "_reshape_alias", "unfold", "movedim",
+    "is_same_size", "_has_compatible_shallow_copy_type", "cat", "stack", "is_nonzero", "item",
+})
+KERNEL_FAMILIES_WITH_POLICY = ("triton", "cuda", "hip", "flydsl")
+
+
+def policy_applies(family: str) -> bool:
+    """Kernel families must do the work in their kernels; e2e and repository tasks are exempt."""
+    return family not in ("e2e", "repository") and family.endswith(KERNEL_FAMILIES_WITH_POLICY)
+
+
+class ForbiddenOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Records every aten operator outside the allowlist that runs while the mode is active."""
+
+    def __init__(self, extra_allowed: Iterable[str] = ()) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.allowed = ALLOWED_ATEN_OPS | frozenset(extra_allowed)
+        self.violations: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = func.overloadpacket.__name__
+        if name not in self.allowed:
+            self.violations[name] += 1
+        return func(*args, **(kwargs or {}))
+
+    def describe(self) -> str:
+        ops = ", ".join(f"{name} x{count}" for name, count in self.violations.most_common(5))
+        return f"the candidate computed with torch operators instead of its kernel: {ops}"
+
+
+def _innermost_jit(obj: object) -> object | None:
+    """Autotuner/Heuristics wrap a JITFunction in `.fn`; the interpreter's function has a `run` too."""
+    current = obj
+    while hasattr(current, "fn") and hasattr(current.fn, "run"):
+        current = current.fn
+    return current if hasattr(current, "run") and hasattr(current, "fn") else None
+
+
+class LaunchCounter:
+    """Counts launches of the named Triton kernels defined in the candidate's modules."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.instrumented: set[str] = set()
+
+    def instrument(self, modules: Iterable[ModuleType], names: Iterable[str]) -> None:
+        for module in modules:
+            for name in names:
+                target = _innermost_jit(getattr(module, name, None))
+                if target is None or name in self.instrumented:
+                    continue
+                original = target.run  # type: ignore[attr-defined]
+
+                def counting_run(*args: Any, _name: str = name, _run: Any = original, **kwargs: Any) -> Any:
+                    self.counts[_name] += 1
+                    return _run(*args, **kwargs)
+
+                target.run = counting_run  # type: ignore[attr-defined]
+                self.instrumented.add(name)
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def modules_under(directory: Path) -> list[ModuleType]:
+    """The imported modules whose source lives in `directory` (the candidate's own files)."""
+    base = str(directory.resolve())
+    found = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and os.path.isabs(path) and str(Path(path).resolve()).startswith(base + os.sep):
+            found.append(module)
+    return found
+
+
+def _watched() -> dict[str, tuple[object, str]]:
+    watched: dict[str, tuple[object, str]] = {
+        "time.perf_counter": (time, "perf_counter"), "time.perf_counter_ns": (time, "perf_counter_ns"),
+        "time.monotonic": (time, "monotonic"), "time.time": (time, "time"),
+        "torch.allclose": (torch, "allclose"), "torch.isclose": (torch, "isclose"), "torch.equal": (torch, "equal"),
+        "torch.isfinite": (torch, "isfinite"), "torch.where": (torch, "where"),
+        "torch.cuda.synchronize": (torch.cuda, "synchronize"),
+        "torch.cuda.Event.record": (torch.cuda.Event, "record"),
+        "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time"),
+        "torch.cuda.Event.synchronize": (torch.cuda.Event, "synchronize"),
+        "torch.cuda.CUDAGraph.replay": (torch.cuda.CUDAGraph, "replay"),
+        "torch.Tensor.__eq__": (torch.Tensor, "__eq__"), "torch.Tensor.abs": (torch.Tensor, "abs"),
+        "torch.Tensor.max": (torch.Tensor, "max"), "torch.Tensor.item": (torch.Tensor, "item"),
+        "json.dumps": (json, "dumps"), "os.write": (os, "write"),
+    }
+    for module_name, module in list(sys.modules.items()):
+        if module_name.startswith("aka.harness"):
+            for attr, value in vars(module).items():
+                if callable(value) and getattr(value, "__module__", "") == module_name:
+                    watched[f"{module_name}.{attr}"] = (module, attr)
+    return watched
+
+
+class IntegritySnapshot:
+    """Identities (and code objects) of what the harness trusts, to detect monkeypatching."""
+
+    def __init__(self, extra: dict[str, tuple[object, str]] | None = None) -> None:
+        self.watched = {**_watched(), **(extra or {})}
+        self.original = {label: self._identity(owner, attr) for label, (owner, attr) in self.watched.items()}
+
+    @staticmethod
+    def _identity(owner: object, attr: str) -> tuple[int, int]:
+        value = getattr(owner, attr, None)
+        code = getattr(value, "__code__", None)
+        return id(value), id(code)
+
+    def changed(self) -> list[str]:
+        return [label for label, (owner, attr) in self.watched.items()
+                if self._identity(owner, attr) != self.original[label]]
+
+
+class PersistingL2:
+    """cudaLimitPersistingL2CacheSize pinned to 0, checked after candidate calls (CUDA only)."""
+
+    LIMIT = 0x06
+
+    def __init__(self) -> None:
+        self.runtime = _load_cudart()
+
+    def pin(self) -> None:
+        if self.runtime is not None:
+            self.runtime.cudaDeviceSetLimit(self.LIMIT, ctypes.c_size_t(0))
+            self.runtime.cudaCtxResetPersistingL2Cache()
+
+    def violated(self) -> bool:
+        if self.runtime is None:
+            return False
+        value = ctypes.c_size_t(0)
+        self.runtime.cudaDeviceGetLimit(ctypes.byref(value), self.LIMIT)
+        return value.value != 0
+
+
+def _load_cudart() -> ctypes.CDLL | None:
+    candidates = [*glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libcudart*.so*"))]
+    for site in sys.path:
+        candidates += glob.glob(os.path.join(site, "nvidia", "cuda_runtime", "lib", "libcudart.so*"))
+        candidates += glob.glob(os.path.join(site, "nvidia", "cu*", "lib", "libcudart.so*"))
+    candidates += ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]
+    for name in candidates:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+def storages(value: object) -> list[tuple[int, int]]:
+    """(start, end) byte ranges of the storages behind a tensor or a sequence of tensors."""
+    tensors = [value] if isinstance(value, torch.Tensor) else [v for v in value if isinstance(v, torch.Tensor)] \
+        if isinstance(value, tuple | list) else []
+    ranges = []
+    for tensor in tensors:
+        storage = tensor.untyped_storage()
+        ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+    return ranges
+
+
+def overlaps(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
+    return any(s1 < e2 and s2 < e1 for s1, e1 in a for s2, e2 in b if e1 > s1 and e2 > s2)
+
+
+def poison_allocator(expected: object) -> None:
+    """Fill and free blocks of the output's size, so memory the candidate allocates but never
+    writes holds NaN (or a sentinel), not the reference's freed output."""
+    tensors = [expected] if isinstance(expected, torch.Tensor) else list(expected) \
+        if isinstance(expected, tuple | list) else []
+    blocks = []
+    for tensor in tensors:
+        if isinstance(tensor, torch.Tensor):
+            block = torch.empty_like(tensor)
+            sentinel: float | bool = float("nan") if tensor.dtype.is_floating_point else 90
+            block.fill_(True if tensor.dtype == torch.bool else sentinel)
+            blocks.append(block)
+    del blocks
+

@@ -1,0 +1,275 @@
+"""Paired timing: baseline and candidate in one process, interleaved, with a confidence interval.
+
+Why paired: compute-bound kernels drift 2-5% between processes (clocks, power), which swamps a 2%
+real gain; timing A and B alternately (ABBA order) in one process makes each pair see the same
+conditions, and the median of per-pair ratios cancels slow drift. Every pair gets freshly drawn
+inputs (new values at new addresses), and the L2 is flushed (a buffer of at least twice its size
+is zeroed) before every timed call, so neither a warm cache nor memoisation by pointer or by value
+pays. Pairs are taken in batches until the distribution-free 95% interval of the median ratio is
+narrow enough or the case's time budget is spent.
+
+Kernels under about 20 us cannot be timed per call by events (the events' own resolution and
+launch latency dominate), so they are timed by replaying a CUDA graph of many calls; before the
+check of a graph's outputs they are poisoned, so work the graph does not contain is caught.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from aka.harness.timing import flush_buffer
+
+EVENT_METHOD = "paired_cuda_event_l2flush"
+GRAPH_METHOD = "paired_cuda_graph_replay"
+CPU_METHOD = "paired_wall_clock"
+
+
+
+class PairSource(Protocol):
+    """What is timed. `prepare(i, checked)` draws pair i's inputs (and, when `checked`, keeps
+    what `check` needs); `release()` drops every prepared pair not needed any more."""
+
+    def prepare(self, index: int, checked: bool) -> None: ...
+
+    def baseline(self, index: int) -> object: ...
+
+    def candidate(self, index: int) -> object: ...
+
+    def check(self, index: int, output: object) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class HiddenWorkError(Exception):
+    """The candidate's work does not finish on the timed stream (e.g. a side stream)."""
+
+
+@dataclass(frozen=True)
+class PairedConfig:
+    warmup: int = 2
+    min_pairs: int = 30
+    max_pairs: int = 3000
+    batch: int = 10
+    target_rel_halfwidth: float = 0.004
+    budget_s: float = 1.5
+    graph_threshold_ms: float = 0.020
+    graph_replay_ms: float = 0.5
+    cpu_pairs: int = 3
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    baseline_ms: float
+    candidate_ms: float
+    speedup: float
+    ci_low: float
+    ci_high: float
+    pairs: int
+    method: str
+
+
+def median_with_ci(values: list[float]) -> tuple[float, float, float]:
+    """Median and its distribution-free 95% interval (order statistics n/2 -+ 0.98 sqrt(n))."""
+    ordered = sorted(values)
+    n = len(ordered)
+    half = 0.98 * math.sqrt(n)
+    low = max(0, math.floor(n / 2 - half))
+    high = min(n - 1, math.ceil(n / 2 + half))
+    return statistics.median(ordered), ordered[low], ordered[high]
+
+
+def _summarise(base: list[float], cand: list[float], method: str) -> PairedResult:
+    ratios = [b / c for b, c in zip(base, cand, strict=True) if c > 0]
+    speedup, low, high = median_with_ci(ratios)
+    return PairedResult(statistics.median(base), statistics.median(cand), speedup, low, high, len(ratios), method)
+
+
+def _narrow(base: list[float], cand: list[float], config: PairedConfig) -> bool:
+    if len(base) < config.min_pairs:
+        return False
+    speedup, low, high = median_with_ci([b / c for b, c in zip(base, cand, strict=True)])
+    return (high - low) / 2 <= config.target_rel_halfwidth * speedup
+
+
+def _event() -> torch.cuda.Event:
+    return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+
+
+def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, first: int) -> PairedResult:
+    base: list[float] = []
+    cand: list[float] = []
+    started, index = time.perf_counter(), first
+    while len(base) < config.max_pairs:
+        checked = set(range(index, index + config.batch)) if index == first else {
+            index + random.randrange(config.batch)}
+        records: list[tuple[torch.cuda.Event, ...]] = []
+        outputs: list[tuple[int, object]] = []
+        for _ in range(config.batch):
+            source.prepare(index, index in checked)
+            marks = [_event() for _ in range(4)]
+            for which in ((0, 1) if index % 2 == 0 else (1, 0)):
+                flush.zero_()
+                marks[2 * which].record()
+                out = source.candidate(index) if which else source.baseline(index)
+                marks[2 * which + 1].record()
+                if which == 1 and index in checked:
+                    outputs.append((index, out))
+            records.append(tuple(marks))
+            index += 1
+        torch.cuda.synchronize()
+        for marks_ in records:
+            base.append(marks_[0].elapsed_time(marks_[1]))
+            cand.append(marks_[2].elapsed_time(marks_[3]))
+        for pair, out in outputs:
+            source.check(pair, out)
+        source.release()
+        if _narrow(base, cand, config) or time.perf_counter() - started > config.budget_s:
+            break
+    return _summarise(base, cand, EVENT_METHOD)
+
+
+def _check_hidden_work(source: PairSource, flush: torch.Tensor, first: int, reps: int = 7) -> None:
+    """Host time to a full device synchronize versus event time, candidate against baseline:
+    work launched off the timed stream shows up as host time the events never saw."""
+    gaps: dict[int, list[float]] = {0: [], 1: []}
+    events: dict[int, list[float]] = {0: [], 1: []}
+    for rep in range(reps):
+        source.prepare(first + rep, False)
+        for which in ((0, 1) if rep % 2 == 0 else (1, 0)):
+            flush.zero_()
+            torch.cuda.synchronize()
+            start, end = _event(), _event()
+            host_start = time.perf_counter()
+            start.record()
+            _ = source.candidate(first + rep) if which else source.baseline(first + rep)
+            end.record()
+            torch.cuda.synchronize()
+            host_ms = (time.perf_counter() - host_start) * 1000.0
+            events[which].append(start.elapsed_time(end))
+            gaps[which].append(host_ms - events[which][-1])
+        source.release()
+    hidden = statistics.median(gaps[1]) - max(statistics.median(gaps[0]), 0.0)
+    allowed = max(0.75 * statistics.median(events[0]), 0.05)
+    if hidden > allowed:
+        raise HiddenWorkError(
+            f"{hidden:.3f} ms of the candidate's work finished outside the timed stream "
+            f"(its events read {statistics.median(events[1]):.3f} ms)")
+
+
+def _capture(run: Callable[[int], object], sets: int,
+             calls: int) -> tuple[torch.cuda.CUDAGraph, list[tuple[int, object]]]:
+    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for index in range(sets):
+            run(index)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    outputs: list[tuple[int, object]] = []
+    with torch.cuda.graph(graph):
+        for call in range(calls):
+            outputs.append((call % sets, run(call % sets)))
+    return graph, outputs[-sets:]
+
+
+def _poison(output: object) -> None:
+    for tensor in (output if isinstance(output, tuple | list) else [output]):
+        if isinstance(tensor, torch.Tensor):
+            tensor.fill_(float("nan") if tensor.dtype.is_floating_point else 90)
+
+
+def _time_graphs(source: PairSource, config: PairedConfig, flush: torch.Tensor, per_call_ms: float,
+                 sets: int = 2) -> PairedResult:
+    """Graphs replay fixed input sets: host code (where a memo would live) does not run at replay."""
+    calls = max(sets, min(500, math.ceil(config.graph_replay_ms / max(per_call_ms, 1e-4))))
+    for index in range(sets):
+        source.prepare(index, True)
+    base_graph, _ = _capture(source.baseline, sets, calls)
+    cand_graph, cand_outputs = _capture(source.candidate, sets, calls)
+    graphs = (base_graph, cand_graph)
+    base: list[float] = []
+    cand: list[float] = []
+    started, rounds = time.perf_counter(), 0
+    while len(base) < config.max_pairs:
+        records = []
+        for _ in range(config.batch):
+            marks = [_event() for _ in range(4)]
+            for which in ((0, 1) if rounds % 2 == 0 else (1, 0)):
+                flush.zero_()
+                marks[2 * which].record()
+                graphs[which].replay()
+                marks[2 * which + 1].record()
+            records.append(marks)
+            rounds += 1
+        torch.cuda.synchronize()
+        for marks in records:
+            base.append(marks[0].elapsed_time(marks[1]) / calls)
+            cand.append(marks[2].elapsed_time(marks[3]) / calls)
+        if _narrow(base, cand, config) or time.perf_counter() - started > config.budget_s:
+            break
+    for _, out in cand_outputs:
+        _poison(out)
+    cand_graph.replay()
+    torch.cuda.synchronize()
+    for index, out in cand_outputs:
+        source.check(index, out)
+    source.release()
+    return _summarise(base, cand, GRAPH_METHOD)
+
+
+def _time_cpu(source: PairSource, config: PairedConfig) -> PairedResult:
+    base: list[float] = []
+    cand: list[float] = []
+    for pair in range(max(config.cpu_pairs, 1)):
+        source.prepare(pair, True)
+        for which in ((0, 1) if pair % 2 == 0 else (1, 0)):
+            start = time.perf_counter()
+            out = source.candidate(pair) if which else source.baseline(pair)
+            (cand if which else base).append(max((time.perf_counter() - start) * 1000.0, 1e-6))
+            if which == 1:
+                source.check(pair, out)
+        source.release()
+    return _summarise(base, cand, CPU_METHOD)
+
+
+def time_paired(source: PairSource, device: torch.device, config: PairedConfig | None = None) -> PairedResult:
+    """Time `source.baseline` against `source.candidate`, every timed output of the first batch
+    (and one per later batch) checked by `source.check`."""
+    settings = config or PairedConfig()
+    if device.type != "cuda":
+        return _time_cpu(source, settings)
+    flush = flush_buffer(device)
+    for index in range(settings.warmup):
+        source.prepare(index, True)
+        source.baseline(index)
+        source.check(index, source.candidate(index))
+        source.release()
+    torch.cuda.synchronize()
+    probe = [_event() for _ in range(6)]
+    source.prepare(0, False)
+    for rep in range(3):
+        flush.zero_()
+        probe[2 * rep].record()
+        source.baseline(0)
+        probe[2 * rep + 1].record()
+    torch.cuda.synchronize()
+    source.release()
+    per_call_ms = statistics.median(probe[2 * r].elapsed_time(probe[2 * r + 1]) for r in range(3))
+    if per_call_ms < settings.graph_threshold_ms:
+        try:
+            return _time_graphs(source, settings, flush, per_call_ms)
+        except RuntimeError as exc:
+            if "captur" not in str(exc).lower() and "graph" not in str(exc).lower():
+                raise
+            torch.cuda.synchronize()
+            source.release()
+    _check_hidden_work(source, flush, first=1000)
+    return _time_events(source, settings, flush, first=2000)

@@ -1,0 +1,159 @@
+"""The performance step: the candidate timed against the baseline, paired, in this one process.
+
+The baseline (the original sources from `.aka_baseline/`, or the PyTorch reference) is loaded
+before the candidate is imported. Every timed pair gets fresh inputs; the timed outputs go
+through the same checks as the correctness step; and a time under the case's speed-of-light floor
+is an impossible speedup, not a reward.
+With `AKA_TARGET=reference` only the reference is timed (the run's frozen baseline record).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import secrets
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from aka.harness.cases import Case
+from aka.harness.checks import make_verifier
+from aka.harness.compare import Output
+from aka.harness.paired import HiddenWorkError, time_paired
+from aka.harness.report import CaseResult, StepResult, describe_exception
+from aka.harness.runner import (
+    CandidateError,
+    KernelTask,
+    StepContext,
+    device_lost,
+    expected_output,
+    load_source,
+    make_case_inputs,
+)
+from aka.harness.timing import time_function
+from aka.harness.verify import IMPOSSIBLE, INCORRECT, POLICY, CallVerifier, Problem, ProblemError, worst
+
+FLOOR_SLACK = 0.9
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def device_bandwidth(device: torch.device) -> float:
+    """Bytes per millisecond of a large device-to-device copy (read + write), measured once."""
+    source = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=device)
+    target = torch.empty_like(source)
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        start.record()
+        target.copy_(source)
+        end.record()
+        torch.cuda.synchronize(device)
+        times.append(start.elapsed_time(end))
+    return float(2 * source.numel() / statistics.median(times))
+
+
+def _time_reference(task: KernelTask, ctx: StepContext, case: Case) -> CaseResult:
+    inputs = make_case_inputs(task, case, case.seed, ctx.device)
+    timing = time_function(lambda: task.reference(*inputs), ctx.device, task.timing)
+    return CaseResult(case, time_ms=timing.time_ms, timing_method=timing.method)
+
+
+@dataclass
+class CasePairs:
+    """Fresh inputs for every timed pair, drawn from seeds salted at evaluation time."""
+
+    task: KernelTask
+    ctx: StepContext
+    case: Case
+    verifier: CallVerifier
+    baseline_fn: Callable[..., object]
+    candidate_fn: Callable[..., object]
+    salt: int
+    prepared: dict[int, tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], Output | None]] = field(
+        default_factory=dict)
+
+    def prepare(self, index: int, checked: bool) -> None:
+        seed = (self.case.seed * 1_000_003 + index * 7919) ^ self.salt
+        inputs = make_case_inputs(self.task, self.case, seed % 2**63, self.ctx.device)
+        pristine = tuple(t.clone() for t in inputs) if checked else ()
+        expected = expected_output(self.task, inputs, self.ctx.device) if checked else None
+        self.prepared[index] = (inputs, pristine, expected)
+
+    def baseline(self, index: int) -> object:
+        return self.baseline_fn(*self.prepared[index][0])
+
+    def candidate(self, index: int) -> object:
+        return self.verifier.call(self.candidate_fn, self.prepared[index][0], None)
+
+    def check(self, index: int, output: object) -> None:
+        inputs, pristine, expected = self.prepared[index]
+        assert expected is not None, "only prepared-for-check pairs are checked"
+        self.verifier.check(output, inputs, pristine, expected)
+
+    def release(self) -> None:
+        self.prepared.clear()
+
+
+def _time_case(task: KernelTask, ctx: StepContext, verifier: CallVerifier, baseline: Callable[..., object],
+               candidate: Callable[..., object], case: Case) -> CaseResult:
+    pairs = CasePairs(task, ctx, case, verifier, baseline, candidate, secrets.randbits(62))
+    launches_before = verifier.launches.total()
+    try:
+        paired = time_paired(pairs, ctx.device, task.paired)
+    except ProblemError as exc:
+        return CaseResult(case, correct=False, message=f"[{exc.problem.kind}] timed call: {exc.problem.message}",
+                          kind=exc.problem.kind)
+    except HiddenWorkError as exc:
+        return CaseResult(case, correct=False, message=f"[{POLICY}] {exc}", kind=POLICY)
+    except CandidateError as exc:
+        return CaseResult(case, correct=False, message=describe_exception(exc), kind=INCORRECT)
+    finally:
+        pairs.release()
+    if verifier.launches.instrumented and verifier.launches.total() == launches_before:
+        return CaseResult(case, correct=False, message=f"[{POLICY}] the timed calls launched no target kernel",
+                          kind=POLICY)
+    floor = None
+    if task.min_bytes is not None and ctx.device.type == "cuda":
+        floor = task.min_bytes(case) / device_bandwidth(ctx.device)
+        if paired.candidate_ms < FLOOR_SLACK * floor:
+            return CaseResult(case, correct=False, kind=IMPOSSIBLE, floor_ms=floor,
+                              message=f"[{IMPOSSIBLE}] {paired.candidate_ms:.4f} ms is below the speed-of-light "
+                                      f"floor {floor:.4f} ms (the minimum bytes at measured bandwidth)")
+    return CaseResult(case, correct=True, time_ms=paired.candidate_ms, timing_method=paired.method,
+                      baseline_time_ms=paired.baseline_ms, speedup=paired.speedup, speedup_ci_low=paired.ci_low,
+                      speedup_ci_high=paired.ci_high, samples=paired.pairs, floor_ms=floor)
+
+
+def performance_step(task: KernelTask, ctx: StepContext) -> StepResult:
+    """Paired times per case; `AKA_TARGET=reference` times the reference alone."""
+    cases = task.cases_for(ctx.profile)
+    if ctx.target == "reference":
+        return StepResult("performance", "ok", None, [_time_reference(task, ctx, case) for case in cases])
+    if ctx.baseline == "reference":
+        baseline: Callable[..., object] | StepResult = task.reference
+    else:
+        baseline = load_source(task, "performance", cases, ctx.baseline_dir or Path.cwd() / ".aka_baseline")
+    if isinstance(baseline, StepResult):
+        raise RuntimeError(f"the task's own baseline sources do not load: {baseline.message}")
+    candidate = load_source(task, "performance", cases)
+    if isinstance(candidate, StepResult):
+        return candidate
+    verifier = make_verifier(task, ctx)
+    results: list[CaseResult] = []
+    for index, case in enumerate(cases):
+        results.append(_time_case(task, ctx, verifier, baseline, candidate, case))
+        log.info("%s: %s", case.id, results[-1].message or f"{results[-1].speedup:.4f}x")
+        if results[-1].correct is False and device_lost(ctx.device):
+            results += [CaseResult(c, correct=False, message="not run: the GPU context was lost")
+                        for c in cases[index + 1:]]
+            break
+    bad = [r for r in results if r.correct is not True]
+    if not bad:
+        return StepResult("performance", "ok", None, results)
+    kind = worst([Problem(r.kind or INCORRECT, r.message or "") for r in bad])
+    return StepResult("performance", "failed", f"{len(bad)} of {len(results)} cases failed; first: "
+                      f"{bad[0].case.id}: {bad[0].message}", results, failure_kind=kind.kind if kind else INCORRECT)

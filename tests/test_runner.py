@@ -202,3 +202,19 @@ def test_exports_run_only_for_accepted_candidates(make_toy_task, write_run_confi
     good_ws = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_good_"))
     assert (good_ws / "exports" / "kernel.py").read_text() == CASES["good"]
     assert not any(p.name == "exports" for p in outcome.run_dir.glob("triton2triton_toy_wrong_*/*"))
+
+
+def test_editing_the_harness_in_the_workspace_is_tampering(make_toy_task, write_run_config) -> None:
+    from aka.agents import register_agent
+    from aka.result import AgentOutcome
+
+    @register_agent("test_harness_editor")
+    def launch_agent(eval_config, task_config_dir: Path, workspace: Path) -> AgentOutcome:
+        (workspace / "harness.py").write_text("# the reference now agrees with anything\n")
+        (workspace / "notes.txt").write_text("new files are fine")
+        return AgentOutcome(agent=eval_config.agent_name)
+
+    make_toy_task()
+    result = run_experiment(write_run_config(agent={"template": "test_harness_editor"})).results[0]
+    assert result.failure_kind is FailureKind.TAMPERING and result.tampered_files == ["harness.py"]
+    assert result.score == 0 and result.pass_correctness, "evaluation itself used the pristine harness"

@@ -22,7 +22,7 @@ from aka.run_config import LoadedRunConfig
 from aka.run_layout import AGENT_WORK_DIR, EVALUATION_DIR, new_task_workspace
 from aka.scoring import Scorer
 from aka.speedup import BASELINE_SLOWDOWN_LIMIT, apply_timings, slowed_baselines
-from aka.tasks import IGNORED_NAMES, Task, task_identity
+from aka.tasks import IGNORED_NAMES, Task, task_files, task_identity
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,20 @@ def _run_agent(ctx: RunContext, task: Task, workspace: Path, prompt: str, baseli
     })
 
 
+def tampered_files(task: Task, work: Path) -> list[str]:
+    """Task files other than the editable ones that the agent changed or deleted in its copy.
+
+    They never reach the evaluation (it starts from the pristine task), but trying is cheating."""
+    editable = set(task.config.source_file_path)
+    changed = []
+    for path in task_files(task.directory):
+        rel = path.relative_to(task.directory).as_posix()
+        copy = work / rel
+        if rel not in editable and (not copy.is_file() or copy.read_bytes() != path.read_bytes()):
+            changed.append(rel)
+    return changed
+
+
 def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, bool]:
     """Run the task's exports for an accepted candidate; each command's exit status is recorded."""
     export_dir = workspace / "exports"
@@ -81,7 +95,7 @@ def _status(result: TaskResult) -> TaskStatus:
 
 
 def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOutcome,
-           outcomes: list[StepOutcome]) -> TaskResult:
+           outcomes: list[StepOutcome], tampered: list[str]) -> TaskResult:
     by_step = {o.step: o for o in outcomes}
     compile_ = by_step.get(Step.COMPILE)
     correctness = by_step.get(Step.CORRECTNESS)
@@ -90,6 +104,7 @@ def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOu
     result = TaskResult(
         task_name=task.name, task_type=task.family, device=ctx.device.name, agent=agent,
         scorer=ctx.config.config.scorer,
+        tampered_files=tampered,
         optimization_summary=(
             f"Candidate by agent '{agent.agent}'" + (f" (model {settings.model})" if settings.model else "")
             + f"; evaluated independently by aka {__version__} on {ctx.device.name}."
@@ -107,12 +122,16 @@ def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOu
         elif wrong_when_timed and performance is not None:
             result.correctness_error_message = f"wrong output during timing: {performance.message}"
     first_failure = next((o for o in outcomes if not o.passed), None)
-    if not agent.ok:
+    if result.tampered_files:
+        result.failure_kind = FailureKind.TAMPERING
+        changed = ", ".join(result.tampered_files[:5])
+        result.failure_message = f"the agent modified task files it may not edit: {changed}"
+    elif not agent.ok:
         result.failure_kind = FailureKind.AGENT_ERROR
         result.failure_message = f"{agent.exit_reason}: {agent.message}"
     elif first_failure is not None:
         result.failure_kind, result.failure_message = first_failure.failure, first_failure.message
-    if first_failure is not None and first_failure.skipped:
+    if first_failure is not None and first_failure.skipped and not result.tampered_files:
         result.failure_kind, result.failure_message = FailureKind.SKIPPED, first_failure.message
     if result.pass_correctness:
         apply_timings(result, baseline, performance.cases if performance else [])
@@ -153,7 +172,7 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         agent = _run_agent(ctx, task, workspace, prompt, baseline)
         evaluated = source_hashes(workspace, task)
         outcomes = evaluate_candidate(task, workspace / AGENT_WORK_DIR, workspace, ctx.device)
-        result = _judge(ctx, task, baseline, agent, outcomes)
+        result = _judge(ctx, task, baseline, agent, outcomes, tampered_files(task, workspace / AGENT_WORK_DIR))
         if task.config.export_command and result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE:
             result.exports = _run_exports(task, workspace, ctx.device)
     except Exception as exc:

@@ -10,6 +10,7 @@ import re
 import secrets
 import shutil
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
@@ -130,7 +131,6 @@ def step_environment(task: Task, device: DeviceInfo, step: Step, target: Target,
     env["PATH"] = python_dir + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["TRITON_CACHE_DIR"] = str(eval_dir / ".triton_cache")
     env.update({"AKA_STEP": step.value, "AKA_DEVICE": device.kind, "AKA_TARGET": target.value,
                 "AKA_CASE_PROFILE": "full" if device.is_gpu else "ci", "AKA_TASK_FAMILY": task.family,
                 "AKA_TARGET_KERNELS": ",".join(task.config.target_kernel_functions),
@@ -166,8 +166,11 @@ def run_isolated(command: str, task: Task, step: Step, eval_dir: Path, env: dict
     """Run one step command sandboxed, with a private result pipe and a one-time token on stdin.
 
     Returns how the command ended, what came through the pipe, and the token it had to echo.
+    Each command gets its own unguessable Triton cache, so no step can plant compiled kernels
+    for another (e.g. a slow binary under the baseline's cache key).
     """
     token = secrets.token_hex(16)
+    env = {**env, "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix=f"triton-{secrets.token_hex(8)}-", dir=eval_dir.parent)}
     read_fd, write_fd = os.pipe()
     received: list[bytes] = []
     reader = threading.Thread(target=_drain, args=(read_fd, received), daemon=True)

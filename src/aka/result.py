@@ -132,6 +132,7 @@ class TaskResult(BaseModel):
     exports: dict[str, bool] = Field(default_factory=dict)
     tampered_files: list[str] = Field(default_factory=list)
     eval_seed: int | None = None
+    evaluation_seconds: float | None = None
     isolation: list[str] = Field(default_factory=list)
 
 

@@ -171,8 +171,11 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         (workspace / "prompt.md").write_text(prompt, encoding="utf-8")
         agent = _run_agent(ctx, task, workspace, prompt, baseline)
         evaluated = source_hashes(workspace, task)
+        started = time.monotonic()
         outcomes = evaluate_candidate(task, workspace / AGENT_WORK_DIR, workspace, ctx.device)
+        evaluation_seconds = round(time.monotonic() - started, 3)
         result = _judge(ctx, task, baseline, agent, outcomes, tampered_files(task, workspace / AGENT_WORK_DIR))
+        result.evaluation_seconds = evaluation_seconds
         if task.config.export_command and result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE:
             result.exports = _run_exports(task, workspace, ctx.device)
     except Exception as exc:

@@ -9,6 +9,7 @@ the first one compiles, and an edited source can never be served a stale library
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -93,9 +94,17 @@ def first_error_lines(output: str, limit: int = 2) -> str:
     return " | ".join(picked)[:500] or "no compiler output"
 
 
+@functools.cache
+def private_build_dir() -> Path:
+    """A build folder made by this process, unknown to anything that ran before it, so no earlier
+    step can plant a library under the baseline's cache name."""
+    return Path(tempfile.mkdtemp(prefix="aka-build-"))
+
+
 def compile_cuda_library(source: str | Path, arch: str | None = None, flags: Sequence[str] = (),
-                         build_dir: str | Path = "build") -> Path:
-    """Compile `source` with `nvcc -O3 -shared -Xcompiler -fPIC -arch=ARCH` into `build_dir`.
+                         build_dir: str | Path | None = None) -> Path:
+    """Compile `source` with `nvcc -O3 -shared -Xcompiler -fPIC -arch=ARCH` into `build_dir`
+    (default: this process's private build folder).
 
     Raises `ToolMissingError` without nvcc and `BuildError` when nvcc rejects the source.
     """
@@ -108,7 +117,7 @@ def compile_cuda_library(source: str | Path, arch: str | None = None, flags: Seq
     target_arch = arch or cuda_arch()
     command = [nvcc, *BASE_FLAGS, f"-arch={target_arch}", *flags]
     digest = hashlib.sha256(src.read_bytes() + "\0".join(command).encode()).hexdigest()[:16]
-    out_dir = Path(build_dir).resolve()
+    out_dir = Path(build_dir).resolve() if build_dir is not None else private_build_dir()
     library = out_dir / f"{src.stem}-{target_arch}-{digest}.so"
     if library.is_file():
         return library

@@ -1,9 +1,9 @@
 """The performance step: the candidate timed against the baseline, paired, in this one process.
 
 The baseline (the original sources from `.aka_baseline/`, or the PyTorch reference) is loaded
-before the candidate is imported. Every timed pair gets fresh inputs; the timed outputs go
-through the same checks as the correctness step; and a time under the case's speed-of-light floor
-is an impossible speedup, not a reward.
+and called once, so its kernels are compiled and held in memory, before the candidate is
+imported. Every timed pair gets fresh inputs; the timed outputs go through the same checks as the
+correctness step; and a time under the case's speed-of-light floor is an impossible speedup.
 With `AKA_TARGET=reference` only the reference is timed (the run's frozen baseline record).
 """
 
@@ -32,6 +32,7 @@ from aka.harness.runner import (
     expected_output,
     load_source,
     make_case_inputs,
+    sync,
 )
 from aka.harness.timing import time_function
 from aka.harness.verify import IMPOSSIBLE, INCORRECT, POLICY, CallVerifier, Problem, ProblemError, worst
@@ -139,6 +140,9 @@ def performance_step(task: KernelTask, ctx: StepContext) -> StepResult:
         baseline = load_source(task, "performance", cases, ctx.baseline_dir or Path.cwd() / ".aka_baseline")
     if isinstance(baseline, StepResult):
         raise RuntimeError(f"the task's own baseline sources do not load: {baseline.message}")
+    if cases:
+        baseline(*make_case_inputs(task, cases[0], cases[0].seed, ctx.device))
+        sync(ctx.device)
     candidate = load_source(task, "performance", cases)
     if isinstance(candidate, StepResult):
         return candidate

@@ -1,0 +1,141 @@
+"""A/A noise of the evaluator (GPU): the noop agent over every task, repeated, next to triton's
+`do_bench` on the same kernels in the same run.
+
+    PYTHONPATH=src python3 benchmarks/aa_noise.py [--repeats 3] [--tasks all] [--out FILE]
+
+For each repeat the real runner evaluates the noop candidate (the task's own kernel) against the
+baseline (the same kernel, from the pristine copy): the self-speedup should be 1. Tasks whose
+baseline is the PyTorch reference are measured with `baseline: source` here, so that both sides
+are the same kernel. Then, in this process, `do_bench(return_mode="median")` times the two copies
+of each case's kernel alternately, `--repeats` times: its self-speedup is the ratio of the two
+medians. The noise band of a method is the largest |self-speedup - 1| over the repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import importlib.util
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from aka.device import detect_device  # noqa: E402
+from aka.evaluator import build_eval_dir  # noqa: E402
+from aka.result import TaskResult, TaskStatus  # noqa: E402
+from aka.runner import run_experiment  # noqa: E402
+from aka.tasks import Task, select_tasks  # noqa: E402
+
+
+@contextlib.contextmanager
+def _cwd(path: Path) -> Iterator[None]:
+    before = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def _source_baseline_copy(tasks: list[Task], root: Path) -> None:
+    for task in tasks:
+        shutil.copytree(task.directory, root / task.name)
+        config_path = root / task.name / "config.yaml"
+        config = yaml.safe_load(config_path.read_text())
+        config["baseline"] = "source"
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def do_bench_ratios(task: Task, repeats: int, scratch: Path) -> list[float]:
+    """Task-level do_bench self-speedups: per repeat, the mean over cases of median(A)/median(A')."""
+    import torch
+    import triton.testing
+
+    from aka.harness.runner import make_case_inputs
+
+    eval_dir = scratch / task.slug
+    build_eval_dir(task, eval_dir, None)
+    with _cwd(eval_dir):
+        spec = importlib.util.spec_from_file_location(f"bench_{task.slug}", eval_dir / "harness.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        kernel_task = module.TASK
+        first = kernel_task.load_candidate(eval_dir)
+        second = kernel_task.load_candidate(eval_dir / ".aka_baseline")
+        per_repeat: list[list[float]] = [[] for _ in range(repeats)]
+        for case in kernel_task.cases_for("full"):
+            inputs = make_case_inputs(kernel_task, case, case.seed, torch.device("cuda"))
+            call_first = functools.partial(first, *inputs)
+            call_second = functools.partial(second, *inputs)
+            for rep in range(repeats):
+                a = triton.testing.do_bench(call_first, return_mode="median")
+                b = triton.testing.do_bench(call_second, return_mode="median")
+                per_repeat[rep].append(a / b)
+    return [statistics.fmean(r) for r in per_repeat]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tasks", nargs="*", default=["all"])
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    device = detect_device()
+    tasks = select_tasks(REPO / "tasks", args.tasks)
+    results: dict[str, list[TaskResult]] = {t.name: [] for t in tasks}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "tasks"
+        _source_baseline_copy(tasks, root)
+        config = Path(tmp) / "aa.yaml"
+        config.write_text(yaml.safe_dump({
+            "agent": {"template": "noop"}, "tasks": args.tasks, "target_gpu_model": "auto", "tasks_root": str(root),
+            "log_directory": str(Path(tmp) / "logs"), "workspace_directory_prefix": str(Path(tmp) / "ws")}))
+        for rep in range(args.repeats):
+            for result in run_experiment(config, suffix=f"aa{rep}", device=device).results:
+                results[result.task_name].append(result)
+        bench = {t.name: do_bench_ratios(t, args.repeats, Path(tmp)) for t in tasks if device.is_gpu}
+    lines = [f"# A/A noise on {device.name} ({device.arch or 'cpu'})",
+             f"Date (UTC): {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+             f"Command: `PYTHONPATH=src python3 benchmarks/aa_noise.py --repeats {args.repeats}`", "",
+             "| task | evaluator self-speedups | mean 95% CI | evaluator band | do_bench self-speedups | do_bench band "
+             "| band ratio | evaluation s (median) |", "|---|---|---|---|---|---|---|---|"]
+    within_1 = within_2 = counted = 0
+    for name, runs in results.items():
+        usable = [r for r in runs if r.status is TaskStatus.PASS and r.speedup_ratio]
+        if not usable:
+            lines.append(f"| {name} | {', '.join(r.status.value for r in runs)} | | | | | | |")
+            continue
+        ours = [r.speedup_ratio or 0.0 for r in usable]
+        band = max(abs(s - 1) for s in ours)
+        counted += 1
+        within_1 += band <= 0.01
+        within_2 += band <= 0.02
+        ci = statistics.fmean(((r.speedup_ci_high or 1) - (r.speedup_ci_low or 1)) / 2 for r in usable)
+        theirs = bench.get(name, [])
+        their_band = max((abs(s - 1) for s in theirs), default=float("nan"))
+        ratio = their_band / band if band > 0 else float("inf")
+        seconds = statistics.median(r.evaluation_seconds or 0 for r in usable)
+        lines.append(f"| {name} | {', '.join(f'{s:.4f}' for s in ours)} | +-{ci:.4f} | {band:.4f} | "
+                     f"{', '.join(f'{s:.4f}' for s in theirs)} | {their_band:.4f} | {ratio:.1f}x | {seconds:.1f} |")
+    lines.append(f"\nTasks within +-1%: {within_1}/{counted}; within +-2%: {within_2}/{counted}.")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -96,9 +96,9 @@ def first_error_lines(output: str, limit: int = 2) -> str:
 
 @functools.cache
 def private_build_dir() -> Path:
-    """A build folder made by this process, unknown to anything that ran before it, so no earlier
-    step can plant a library under the baseline's cache name."""
-    return Path(tempfile.mkdtemp(prefix="aka-build-"))
+    """A build folder made by this process (in the evaluation directory, under a random name), so
+    no earlier step can plant a library under the baseline's cache name."""
+    return Path(tempfile.mkdtemp(prefix=".aka-build-", dir=Path.cwd()))
 
 
 def compile_cuda_library(source: str | Path, arch: str | None = None, flags: Sequence[str] = (),

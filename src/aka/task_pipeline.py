@@ -17,7 +17,7 @@ from aka.device import DeviceInfo
 from aka.evaluator import Step, StepOutcome, Target, evaluate_candidate, step_environment
 from aka.process import run_command
 from aka.prompt import build_prompt
-from aka.result import AgentOutcome, FailureKind, TaskResult, TaskStatus, write_task_result
+from aka.result import CHEATING_KINDS, AgentOutcome, FailureKind, TaskResult, TaskStatus, write_task_result
 from aka.run_config import LoadedRunConfig
 from aka.run_layout import AGENT_WORK_DIR, EVALUATION_DIR, new_task_workspace
 from aka.scoring import Scorer
@@ -25,6 +25,9 @@ from aka.speedup import BASELINE_SLOWDOWN_LIMIT, apply_timings, slowed_baselines
 from aka.tasks import IGNORED_NAMES, Task, task_files, task_identity
 
 logger = logging.getLogger(__name__)
+
+
+WRONG_WHEN_TIMED = frozenset({FailureKind.INCORRECT, *CHEATING_KINDS})
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOu
     if compile_ is not None and not compile_.passed:
         result.compilation_error_message = compile_.message
     if correctness is not None:
-        wrong_when_timed = performance is not None and performance.failure is FailureKind.INCORRECT
+        wrong_when_timed = performance is not None and performance.failure in WRONG_WHEN_TIMED
         result.pass_correctness = correctness.passed and not wrong_when_timed
         if not correctness.passed:
             result.correctness_error_message = correctness.message

@@ -8,6 +8,9 @@ is zeroed) before every timed call, so neither a warm cache nor memoisation by p
 pays. Pairs are taken in batches until the distribution-free 95% interval of the median ratio is
 narrow enough or the case's time budget is spent.
 
+Before each timed call the GPU is also held busy for a moment (a sleep kernel), so the host's
+launch work is never inside the events: only GPU time is compared.
+
 Kernels under about 20 us cannot be timed per call by events (the events' own resolution and
 launch latency dominate), so they are timed by replaying a CUDA graph of many calls; before the
 check of a graph's outputs they are poisoned, so work the graph does not contain is caught.
@@ -15,6 +18,7 @@ check of a graph's outputs they are poisoned, so work the graph does not contain
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import statistics
@@ -55,11 +59,12 @@ class HiddenWorkError(Exception):
 @dataclass(frozen=True)
 class PairedConfig:
     warmup: int = 2
-    min_pairs: int = 30
+    min_pairs: int = 20
     max_pairs: int = 3000
     batch: int = 10
     target_rel_halfwidth: float = 0.004
-    budget_s: float = 1.5
+    budget_s: float = 1.0
+    hold_ms: float = 0.2
     graph_threshold_ms: float = 0.020
     graph_replay_ms: float = 0.5
     cpu_pairs: int = 3
@@ -99,6 +104,19 @@ def _narrow(base: list[float], cand: list[float], config: PairedConfig) -> bool:
     return (high - low) / 2 <= config.target_rel_halfwidth * speedup
 
 
+@functools.cache
+def _cycles_per_ms() -> int:
+    rate_khz = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "clock_rate", 0) or 1_500_000
+    return int(rate_khz)
+
+
+def _hold_gpu(milliseconds: float) -> None:
+    """Keep the GPU busy while the host enqueues the timed call: otherwise the events also count
+    the host's launch work (Python, guards, the launcher), which differs between the two sides."""
+    if milliseconds > 0:
+        torch.cuda._sleep(int(milliseconds * _cycles_per_ms()))  # type: ignore[no-untyped-call]
+
+
 def _event() -> torch.cuda.Event:
     return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
 
@@ -117,6 +135,7 @@ def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
             marks = [_event() for _ in range(4)]
             for which in ((0, 1) if index % 2 == 0 else (1, 0)):
                 flush.zero_()
+                _hold_gpu(config.hold_ms)
                 marks[2 * which].record()
                 out = source.candidate(index) if which else source.baseline(index)
                 marks[2 * which + 1].record()
@@ -204,6 +223,7 @@ def _time_graphs(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
             marks = [_event() for _ in range(4)]
             for which in ((0, 1) if rounds % 2 == 0 else (1, 0)):
                 flush.zero_()
+                _hold_gpu(config.hold_ms)
                 marks[2 * which].record()
                 graphs[which].replay()
                 marks[2 * which + 1].record()

@@ -22,6 +22,7 @@ import torch
 from aka.harness.cases import Case
 from aka.harness.checks import make_verifier
 from aka.harness.compare import Output
+from aka.harness.guard import ForbiddenOps
 from aka.harness.paired import HiddenWorkError, time_paired
 from aka.harness.report import CaseResult, StepResult, describe_exception
 from aka.harness.runner import (
@@ -85,7 +86,9 @@ class CasePairs:
         self.prepared[index] = (inputs, pristine, expected)
 
     def baseline(self, index: int) -> object:
-        return self.baseline_fn(*self.prepared[index][0])
+        """Under the same (ignored) torch-operator guard as the candidate: equal host overhead."""
+        with ForbiddenOps():
+            return self.baseline_fn(*self.prepared[index][0])
 
     def candidate(self, index: int) -> object:
         return self.verifier.call(self.candidate_fn, self.prepared[index][0], None)

@@ -54,9 +54,9 @@ def _run_dir(tmp_path: Path) -> Path:
 
 def test_full_quickstart_run(tmp_path: Path) -> None:
     config = yaml.safe_load((REPO / "example_configs/quickstart.yaml").read_text())
-    config["agent"]["solutions_dir"] = str(REPO / config["agent"]["solutions_dir"])
+    assert config["agent"]["template"] == "autotune" and config["agent"]["max_iterations"] <= 4, "keep it a quick run"
     (tmp_path / "quick.yaml").write_text(yaml.safe_dump(config))
-    done = _aka("run", "quick.yaml", cwd=tmp_path)
+    done = _aka("run", "quick.yaml", cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     reports = Path(done.stdout.strip().splitlines()[-1])
     assert reports.is_dir() and reports.name == "reports"
@@ -69,6 +69,10 @@ def test_full_quickstart_run(tmp_path: Path) -> None:
     assert softmax.status is TaskStatus.PASS and softmax.score >= 120
     assert vector_add.status is TaskStatus.SKIP
     assert "GPU" in (vector_add.failure_message or "")
+    assert vector_add.agent and vector_add.agent.exit_reason == "skipped"
+    for tuned in (gelu, softmax):
+        assert tuned.agent and tuned.agent.ok and "autotune" in (tuned.agent.message or "")
+    assert len(list(reports.parent.glob("triton2triton_basic_gelu_*/autotune_variants.json"))) == 1
     assert (tmp_path / "logs").is_dir() and any((tmp_path / "logs").iterdir())
 
 

@@ -4,6 +4,9 @@
 
 #include <cuda_runtime.h>
 
+// Threads per block of the launch (the kernel indexes with blockDim.x, so any value up to 1024 works).
+#define THREADS_PER_BLOCK 128
+
 __global__ void vector_add_kernel(const float* a, const float* b, float* out, long long n) {
     long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) {
@@ -16,7 +19,7 @@ extern "C" int vector_add_launch(const float* a, const float* b, float* out, lon
     if (n <= 0) {
         return 0;
     }
-    const int threads = 128;
+    const int threads = THREADS_PER_BLOCK;
     const long long blocks = (n + threads - 1) / threads;
     vector_add_kernel<<<static_cast<unsigned int>(blocks), threads, 0, stream>>>(a, b, out, n);
     return static_cast<int>(cudaGetLastError());

@@ -7,6 +7,8 @@ import torch
 import triton
 import triton.language as tl
 
+NUM_WARPS = 4
+
 
 @triton.jit
 def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
@@ -25,5 +27,5 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty_like(x)
     block_size = triton.next_power_of_2(n_cols)
-    softmax_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK_SIZE=block_size)
+    softmax_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK_SIZE=block_size, num_warps=NUM_WARPS)
     return out

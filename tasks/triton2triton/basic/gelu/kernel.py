@@ -9,6 +9,7 @@ import triton
 import triton.language as tl
 
 BLOCK_SIZE = 128
+NUM_WARPS = 4
 
 
 @triton.jit
@@ -26,5 +27,5 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     n_elements = x.numel()
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    gelu_kernel[grid](x, out, n_elements, BLOCK_SIZE=BLOCK_SIZE)
+    gelu_kernel[grid](x, out, n_elements, BLOCK_SIZE=BLOCK_SIZE, num_warps=NUM_WARPS)
     return out

@@ -218,3 +218,42 @@ def test_editing_the_harness_in_the_workspace_is_tampering(make_toy_task, write_
     result = run_experiment(write_run_config(agent={"template": "test_harness_editor"})).results[0]
     assert result.failure_kind is FailureKind.TAMPERING and result.tampered_files == ["harness.py"]
     assert result.score == 0 and result.pass_correctness, "evaluation itself used the pristine harness"
+
+
+HELDOUT_CHECK = '''
+if step != "compile" and os.environ.get("AKA_CASE_PROFILE", "").startswith("heldout") and kernel is not None:
+    namespace = {}
+    exec(open("heldout.py").read(), namespace)
+    general = getattr(kernel, "GENERAL", False) == namespace["EXPECTED_GENERAL"]
+    for case in out["cases"]:
+        case["id"] = "held_" + case["id"]
+        if step == "correctness":
+            case["correct"] = case["correct"] and general
+'''
+
+
+def test_heldout_cases_stay_hidden_and_measure_generalization(make_toy_task, write_run_config, tmp_path: Path) -> None:
+    task_dir = make_toy_task("triton2triton/toy/general", kernel=toy_kernel_source() + "GENERAL = True\n",
+                             hidden_files=["heldout.py"])
+    (task_dir / "heldout.py").write_text("EXPECTED_GENERAL = True\n")
+    harness = task_dir / "harness.py"
+    harness.write_text(harness.read_text().replace("token = sys.stdin", HELDOUT_CHECK + "token = sys.stdin"))
+    solutions = tmp_path / "sols"
+    for name, extra in (("general", "GENERAL = True\n"), ("tuned", "")):
+        (solutions / name / "triton2triton/toy/general").mkdir(parents=True)
+        (solutions / name / "triton2triton/toy/general/kernel.py").write_text(toy_kernel_source(time_ms=2.0) + extra)
+    verdicts = {}
+    for name in ("general", "tuned"):
+        outcome = run_experiment(write_run_config(agent={"template": "replay", "solutions_dir": str(solutions / name)}),
+                                 suffix=name)
+        result = outcome.results[0]
+        workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_general_"))
+        assert not (workspace / "work" / "heldout.py").exists() and "EXPECTED_GENERAL" not in (
+            workspace / "prompt.md").read_text()
+        assert result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE, result.failure_message
+        assert result.heldout is not None
+        verdicts[name] = result.heldout
+    assert verdicts["general"].outcome.value == "both_pass" and verdicts["general"].speedup_ratio == pytest.approx(2.0)
+    assert verdicts["general"].generalization_gap == pytest.approx(0.0)
+    assert [c.id for c in verdicts["general"].cases] == ["held_c1", "held_c2"]
+    assert verdicts["tuned"].outcome.value == "opt_regression" and not verdicts["tuned"].candidate_correct

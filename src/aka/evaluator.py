@@ -12,6 +12,7 @@ import shutil
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -123,6 +124,12 @@ def missing_kernels(task: Task, eval_dir: Path) -> list[str]:
     return [name for name in task.config.target_kernel_functions if name not in defined]
 
 
+def case_profile(device: DeviceInfo, heldout: bool = False) -> str:
+    """`full` on a GPU, `ci` (small cases) on the CPU; `heldout`/`heldout_ci` for the hidden cases."""
+    base = "full" if device.is_gpu else "ci"
+    return ("heldout" if base == "full" else "heldout_ci") if heldout else base
+
+
 def step_environment(task: Task, device: DeviceInfo, step: Step, target: Target, eval_dir: Path,
                      extra: dict[str, str] | None = None) -> dict[str, str]:
     """The contract of docs/result-format.md: who runs, on what, and what is being judged."""
@@ -132,7 +139,7 @@ def step_environment(task: Task, device: DeviceInfo, step: Step, target: Target,
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update({"AKA_STEP": step.value, "AKA_DEVICE": device.kind, "AKA_TARGET": target.value,
-                "AKA_CASE_PROFILE": "full" if device.is_gpu else "ci", "AKA_TASK_FAMILY": task.family,
+                "AKA_CASE_PROFILE": case_profile(device), "AKA_TASK_FAMILY": task.family,
                 "AKA_TARGET_KERNELS": ",".join(task.config.target_kernel_functions),
                 "AKA_BASELINE": task.config.baseline_source.value,
                 "AKA_BASELINE_DIR": str(eval_dir / BASELINE_SOURCES_DIR)})
@@ -198,15 +205,20 @@ def _report_failure(report: StepReport, step: Step) -> FailureKind:
 
 
 def run_step(task: Task, step: Step, eval_dir: Path, reports_dir: Path, device: DeviceInfo,
-             target: Target, log_path: Path, extra_env: dict[str, str] | None = None) -> StepOutcome:
+             target: Target, log_path: Path, extra_env: dict[str, str] | None = None,
+             rebuild: Callable[[], object] | None = None) -> StepOutcome:
     """Run every command of `step`; the first failing command decides the step's verdict.
 
     The exit status is cross-checked with the report: a non-zero exit is a failure even when a
     report says `ok`, and an exit of 0 without a valid report is a failure too. Reports that
-    arrive without the step's token, or more than one, are tampering.
+    arrive without the step's token, or more than one, are tampering. `rebuild` recreates the
+    evaluation directory before every command, so nothing a candidate wrote into it during one
+    step (a rewritten harness, a planted file) survives into the next.
     """
     outcome = StepOutcome(step, isolation=list(detect_sandbox().features))
     for index, command in enumerate(_commands(task, step)):
+        if rebuild is not None:
+            rebuild()
         env = step_environment(task, device, step, target, eval_dir, extra_env)
         ran, received, token = run_isolated(command, task, step, eval_dir, env, device, log_path)
         outcome.commands.append(ran)
@@ -256,14 +268,18 @@ def _check_cases(outcome: StepOutcome) -> StepOutcome:
     return outcome
 
 
-def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, device: DeviceInfo) -> list[StepOutcome]:
+def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, device: DeviceInfo,
+                       heldout: bool = False) -> list[StepOutcome]:
     """Judge the declared sources in `candidate_dir`: compile, correctness, performance.
 
     Everything is built in `scratch_dir/evaluation` from the pristine task; the steps stop at the
     first failure. Agents that test their own candidates (autotune, llm) call this too, so they
-    see exactly what the final evaluation will see.
+    see exactly what the final evaluation will see. `heldout=True` runs correctness and
+    performance on the task's hidden held-out cases instead (the candidate must have compiled).
     """
-    eval_dir, reports, log = scratch_dir / "evaluation", scratch_dir / ".reports", scratch_dir / "evaluation.log"
+    name = "evaluation_heldout" if heldout else "evaluation"
+    eval_dir, reports, log = scratch_dir / name, scratch_dir / f".reports_{name}", scratch_dir / f"{name}.log"
+    extra = {"AKA_CASE_PROFILE": case_profile(device, heldout=True)} if heldout else None
     deleted = build_eval_dir(task, eval_dir, candidate_dir)
     if deleted:
         return [StepOutcome(Step.COMPILE, FailureKind.COMPILE_ERROR, f"editable file(s) missing: {', '.join(deleted)}")]
@@ -275,7 +291,8 @@ def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, devic
     for step in (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE):
         if step is Step.PERFORMANCE and not task.config.performance_command:
             break
-        outcomes.append(run_step(task, step, eval_dir, reports, device, Target.CANDIDATE, log))
+        outcomes.append(run_step(task, step, eval_dir, reports, device, Target.CANDIDATE, log, extra,
+                                 rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir)))
         if not outcomes[-1].passed:
             break
     return outcomes

@@ -74,6 +74,30 @@ class CaseTiming(BaseModel):
     message: str | None = None
 
 
+class HeldoutOutcome(str, Enum):
+    BOTH_PASS = "both_pass"
+    OPT_REGRESSION = "opt_regression"
+    BOTH_FAIL = "both_fail"
+    OPT_IMPROVEMENT = "opt_improvement"
+
+
+class HeldoutResult(BaseModel):
+    """The accepted candidate on the task's hidden held-out cases (never in the agent's workspace).
+
+    Not part of the score: it measures generalization. `generalization_gap` is the main speedup
+    minus the held-out speedup (positive: the candidate is tuned to the shapes it saw)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: HeldoutOutcome
+    baseline_correct: bool
+    candidate_correct: bool
+    speedup_ratio: float | None = None
+    generalization_gap: float | None = None
+    message: str | None = None
+    cases: list[CaseTiming] = Field(default_factory=list)
+
+
 class AgentOutcome(BaseModel):
     """What the agent run itself reported (independent of how its files evaluate).
 
@@ -131,6 +155,7 @@ class TaskResult(BaseModel):
     agent: AgentOutcome | None = None
     exports: dict[str, bool] = Field(default_factory=dict)
     tampered_files: list[str] = Field(default_factory=list)
+    heldout: HeldoutResult | None = None
     eval_seed: int | None = None
     evaluation_seconds: float | None = None
     isolation: list[str] = Field(default_factory=list)

@@ -44,8 +44,7 @@ def apply_timings(result: TaskResult, baseline: BaselineRecord, performance: lis
     matched = [c for c in result.cases if c.speedup is not None]
     result.baseline_benchmark_methods = sorted({c.base_method for c in matched if c.base_method})
     result.optimized_benchmark_methods = sorted({c.optimized_method for c in matched if c.optimized_method})
-    result.benchmark_method_consistent = bool(matched) and (
-        result.baseline_benchmark_methods == result.optimized_benchmark_methods)
+    result.benchmark_method_consistent = bool(matched) and all(c.base_method == c.optimized_method for c in matched)
     if not matched:
         result.speedup_calculation_error_message = (
             baseline.message if not baseline.usable else "no test case was timed in both baseline and candidate")

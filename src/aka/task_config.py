@@ -93,6 +93,7 @@ class TaskConfig(BaseModel):
     prompt: PromptSection = Field(default_factory=PromptSection)
     platform_support: PlatformSupport = Field(default_factory=PlatformSupport)
     tunables: list[Tunable] = Field(default_factory=list)
+    hidden_files: list[str] = Field(default_factory=list)
     task_result_template: Any = None
     repo_url: str | None = None
     repository_language: str | None = None
@@ -108,6 +109,7 @@ class TaskConfig(BaseModel):
         "performance_command",
         "export_command",
         "post_clone_install",
+        "hidden_files",
         mode="before",
     )(_as_list)
 
@@ -119,7 +121,7 @@ class TaskConfig(BaseModel):
             raise ValueError(f"unknown task type '{value}'; allowed: {allowed}")
         return value
 
-    @field_validator("source_file_path")
+    @field_validator("source_file_path", "hidden_files")
     @classmethod
     def _relative_paths(cls, paths: list[str]) -> list[str]:
         for raw in paths:
@@ -142,6 +144,8 @@ class TaskConfig(BaseModel):
                 raise ValueError("repository tasks need repo_url and repository_language")
         elif not self.source_file_path or not self.target_kernel_functions:
             raise ValueError("kernel tasks need source_file_path and target_kernel_functions")
+        if set(self.hidden_files) & set(self.source_file_path):
+            raise ValueError("hidden_files may not include editable files (source_file_path)")
         for tunable in self.tunables:
             if tunable.file is not None and tunable.file not in self.source_file_path:
                 raise ValueError(f"tunable {tunable.name}: file '{tunable.file}' is not in source_file_path")
@@ -178,4 +182,7 @@ def load_task_config(task_dir: Path) -> TaskConfig:
     for rel in config.source_file_path:
         if config.task_type != REPOSITORY_FAMILY and not (task_dir / rel).is_file():
             raise ConfigError(f"{path}: field 'source_file_path': '{rel}' does not exist in {task_dir}")
+    for rel in config.hidden_files:
+        if not (task_dir / rel).is_file():
+            raise ConfigError(f"{path}: field 'hidden_files': '{rel}' does not exist in {task_dir}")
     return config

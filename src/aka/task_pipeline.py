@@ -14,19 +14,30 @@ from aka.agents.registry import AgentContext
 from aka.baseline import BaselineRecord, load_frozen_baseline, measure_baseline
 from aka.completion import source_hashes, write_completion
 from aka.device import DeviceInfo
-from aka.evaluator import Step, StepOutcome, Target, evaluate_candidate, step_environment
+from aka.evaluator import Step, StepOutcome, Target, build_eval_dir, evaluate_candidate, step_environment
 from aka.process import run_command
 from aka.prompt import build_prompt
-from aka.result import CHEATING_KINDS, AgentOutcome, FailureKind, TaskResult, TaskStatus, write_task_result
+from aka.result import (
+    CHEATING_KINDS,
+    AgentOutcome,
+    FailureKind,
+    HeldoutOutcome,
+    HeldoutResult,
+    TaskResult,
+    TaskStatus,
+    write_task_result,
+)
 from aka.run_config import LoadedRunConfig
 from aka.run_layout import AGENT_WORK_DIR, EVALUATION_DIR, new_task_workspace
 from aka.scoring import Scorer
 from aka.speedup import BASELINE_SLOWDOWN_LIMIT, apply_timings, slowed_baselines
+from aka.task_config import BaselineSource
 from aka.tasks import IGNORED_NAMES, Task, task_files, task_identity
 
 logger = logging.getLogger(__name__)
 
 
+HELDOUT_FILE = "heldout.py"
 WRONG_WHEN_TIMED = frozenset({FailureKind.INCORRECT, *CHEATING_KINDS})
 
 
@@ -60,11 +71,22 @@ def _run_agent(ctx: RunContext, task: Task, workspace: Path, prompt: str, baseli
     })
 
 
+def copy_for_agent(task: Task, work: Path) -> None:
+    """The agent's copy of the task: everything but caches and the hidden (held-out) files."""
+    hidden = {task.directory / rel for rel in task.config.hidden_files}
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skipped = set(shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc")(directory, names))
+        return skipped | {n for n in names if Path(directory) / n in hidden}
+
+    shutil.copytree(task.directory, work, ignore=ignore)
+
+
 def tampered_files(task: Task, work: Path) -> list[str]:
     """Task files other than the editable ones that the agent changed or deleted in its copy.
 
     They never reach the evaluation (it starts from the pristine task), but trying is cheating."""
-    editable = set(task.config.source_file_path)
+    editable = set(task.config.source_file_path) | set(task.config.hidden_files)
     changed = []
     for path in task_files(task.directory):
         rel = path.relative_to(task.directory).as_posix()
@@ -78,6 +100,7 @@ def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, b
     """Run the task's exports for an accepted candidate; each command's exit status is recorded."""
     export_dir = workspace / "exports"
     export_dir.mkdir(exist_ok=True)
+    build_eval_dir(task, workspace / EVALUATION_DIR, workspace / AGENT_WORK_DIR)
     env = step_environment(task, device, Step.EXPORT, Target.CANDIDATE, workspace / EVALUATION_DIR,
                            {"AKA_EXPORT_DIR": str(export_dir)})
     return {
@@ -85,6 +108,34 @@ def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, b
                              workspace / "exports.log").ok
         for command in task.config.export_command
     }
+
+
+def _heldout(ctx: RunContext, task: Task, workspace: Path, result: TaskResult) -> HeldoutResult | None:
+    """Correctness and paired speed of the candidate on the hidden held-out cases, next to the
+    baseline's own held-out correctness (the PyTorch reference is correct by definition)."""
+    if HELDOUT_FILE not in task.config.hidden_files or not result.pass_compilation:
+        return None
+    outcomes = evaluate_candidate(task, workspace / AGENT_WORK_DIR, workspace, ctx.device, heldout=True)
+    by_step = {o.step: o for o in outcomes}
+    correctness, performance = by_step.get(Step.CORRECTNESS), by_step.get(Step.PERFORMANCE)
+    candidate_ok = correctness is not None and correctness.passed and (
+        performance is None or performance.failure not in WRONG_WHEN_TIMED)
+    baseline_ok = True
+    if task.config.baseline_source is BaselineSource.SOURCE:
+        baseline_ok = all(o.passed for o in evaluate_candidate(task, task.directory, workspace / "heldout_baseline",
+                                                               ctx.device, heldout=True)[:2])
+    outcome = {(True, True): HeldoutOutcome.BOTH_PASS, (True, False): HeldoutOutcome.OPT_REGRESSION,
+               (False, True): HeldoutOutcome.OPT_IMPROVEMENT, (False, False): HeldoutOutcome.BOTH_FAIL}
+    timed = TaskResult(task_name=task.name, task_type=task.family)
+    if candidate_ok and performance is not None:
+        apply_timings(timed, BaselineRecord(task_name=task.name, task_identity="", device="",
+                                            source=task.config.baseline_source), performance.cases)
+    gap = (round(result.speedup_ratio - timed.speedup_ratio, 6)
+           if result.speedup_ratio is not None and timed.speedup_ratio is not None else None)
+    failed = next((o for o in outcomes if not o.passed), None)
+    return HeldoutResult(outcome=outcome[(baseline_ok, candidate_ok)], baseline_correct=baseline_ok,
+                         candidate_correct=candidate_ok, speedup_ratio=timed.speedup_ratio, generalization_gap=gap,
+                         message=failed.message if failed else None, cases=timed.cases)
 
 
 def _status(result: TaskResult) -> TaskStatus:
@@ -169,7 +220,7 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
             write_task_result(workspace, result)
             return workspace, result
         work = workspace / AGENT_WORK_DIR
-        shutil.copytree(task.directory, work, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"))
+        copy_for_agent(task, work)
         prompt = build_prompt(task, work, baseline, ctx.device)
         (workspace / "prompt.md").write_text(prompt, encoding="utf-8")
         agent = _run_agent(ctx, task, workspace, prompt, baseline)
@@ -179,6 +230,7 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         evaluation_seconds = round(time.monotonic() - started, 3)
         result = _judge(ctx, task, baseline, agent, outcomes, tampered_files(task, workspace / AGENT_WORK_DIR))
         result.evaluation_seconds = evaluation_seconds
+        result.heldout = _heldout(ctx, task, workspace, result) if result.pass_correctness else None
         if task.config.export_command and result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE:
             result.exports = _run_exports(task, workspace, ctx.device)
     except Exception as exc:

@@ -27,6 +27,8 @@ from aka.harness.report import CaseResult, StepResult, describe_exception
 from aka.harness.timing import TimingConfig
 
 STEPS = ("compile", "correctness", "performance")
+PROFILES = ("full", "ci", "heldout", "heldout_ci")
+HELDOUT_MODULE = "heldout.py"
 NO_GPU_MESSAGE = "needs an NVIDIA GPU; this machine has none"
 _TRITON_COMPILE_ERRORS = {"CompilationError", "CompileTimeAssertionFailure", "OutOfResources"}
 CandidateError: tuple[type[BaseException], ...] = (Exception, SystemExit)
@@ -66,8 +68,8 @@ class StepContext:
         profile = environ.get("AKA_CASE_PROFILE") or ("ci" if device.type == "cpu" else "full")
         if target not in ("candidate", "reference"):
             raise HarnessError(f"AKA_TARGET={target} is neither candidate nor reference")
-        if profile not in ("full", "ci"):
-            raise HarnessError(f"AKA_CASE_PROFILE={profile} is neither full nor ci")
+        if profile not in PROFILES:
+            raise HarnessError(f"AKA_CASE_PROFILE={profile} is not one of {', '.join(PROFILES)}")
         baseline = environ.get("AKA_BASELINE") or "source"
         baseline_dir = environ.get("AKA_BASELINE_DIR")
         kernels = tuple(k for k in (environ.get("AKA_TARGET_KERNELS") or "").split(",") if k)
@@ -101,8 +103,24 @@ class KernelTask:
     allowed_torch_ops: frozenset[str] = frozenset()
 
     def cases_for(self, profile: str) -> Sequence[Case]:
-        """`full` cases, or the small `ci` ones (falling back to `full` when a task has none)."""
+        """`full` cases, or the small `ci` ones (falling back to `full` when a task has none); the
+        held-out profiles read `CASES` / `CI_CASES` from the task's hidden `heldout.py`."""
+        if profile.startswith("heldout"):
+            return heldout_cases(profile)
         return self.ci_cases if profile == "ci" and self.ci_cases else self.cases
+
+
+def heldout_cases(profile: str) -> Sequence[Case]:
+    """Held-out cases live in `heldout.py`, a hidden file the agent's workspace never contains."""
+    path = Path.cwd() / HELDOUT_MODULE
+    if not path.is_file():
+        raise HarnessError(f"profile {profile} needs {HELDOUT_MODULE} in the evaluation directory")
+    namespace: dict[str, object] = {"__file__": str(path)}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    cases = namespace.get("CI_CASES" if profile == "heldout_ci" else "CASES") or namespace.get("CASES")
+    if not isinstance(cases, list | tuple) or not all(isinstance(c, Case) for c in cases) or not cases:
+        raise HarnessError(f"{HELDOUT_MODULE} must define CASES (and may define CI_CASES) as lists of Case")
+    return list(cases)
 
 
 def sync(device: torch.device) -> None:

@@ -5,8 +5,12 @@ PY := $(VENV)/bin/python
 CONFIG ?= example_configs/quickstart.yaml
 RUN_ARGS ?=
 TORCH_SPEC ?= torch==2.13.0
+# Pinned agent CLIs (npm) live here; the launchers look here before PATH (docs/agents.md).
+AGENT_CLI_DIR ?= $(or $(AKA_AGENT_CLI_DIR),.agent-clis)
+AGENTS ?= all
+LIVE ?=
 
-.PHONY: install install-test run smoke test lint clean-runs
+.PHONY: install install-test agent-clis check-agents run smoke test lint clean-runs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +23,20 @@ install: $(VENV)/bin/python
 install-test: $(VENV)/bin/python
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[test]"
+	@$(MAKE) --no-print-directory agent-clis
+
+# (Re)install the pinned CLIs when $(AGENT_CLI_DIR)/aka-pins.txt does not list exactly the pinned versions.
+agent-clis: $(VENV)/bin/python
+	@specs="$$($(PY) -c 'from aka.agents.cli_runner import npm_specs; print(" ".join(npm_specs()))')"; \
+	if [ "$$(cat $(AGENT_CLI_DIR)/aka-pins.txt 2>/dev/null)" != "$$specs" ]; then \
+		echo "installing agent CLIs into $(AGENT_CLI_DIR): $$specs"; \
+		npm install --prefix $(AGENT_CLI_DIR) --no-audit --no-fund --save-exact $$specs && \
+		echo "$$specs" > $(AGENT_CLI_DIR)/aka-pins.txt; \
+	fi
+
+# make check-agents AGENTS=claude_code,codex [LIVE=1]
+check-agents: install
+	$(VENV)/bin/aka check-agents --agents $(AGENTS) $(if $(LIVE),--live)
 
 run: install
 	$(VENV)/bin/aka run $(CONFIG) $(RUN_ARGS)
@@ -27,7 +45,7 @@ smoke: install
 	$(VENV)/bin/aka doctor
 
 lint: install-test
-	$(VENV)/bin/ruff check src tests scripts main.py
+	$(VENV)/bin/ruff check src tests scripts benchmarks main.py
 	$(VENV)/bin/mypy
 
 test: lint

@@ -108,6 +108,24 @@ def doctor(tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root")] =
     console.print(table)
 
 
+@app.command("check-agents")
+def check_agents(
+    agents: Annotated[str, typer.Option("--agents", help="Comma-separated agent names, or 'all'.")] = "all",
+    live: Annotated[bool, typer.Option("--live", help="Also make a one-turn call to each CLI agent.")] = False,
+    config: Annotated[Optional[Path], typer.Option("--config", help="Check this run config's agent.")] = None,
+) -> None:
+    """Per agent: installed binary, version, credentials or endpoint, and (--live) a one-turn call."""
+    from aka.check_agents import checks_table, run_checks
+
+    try:
+        checks = run_checks(agents, live, config)
+    except AkaError as exc:
+        raise fail(exc) from None
+    console.print(checks_table(checks))
+    if not all(check.ready for check in checks):
+        raise typer.Exit(1)
+
+
 def main() -> None:
     app()
 

@@ -181,7 +181,7 @@ def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOu
         changed = ", ".join(result.tampered_files[:5])
         result.failure_message = f"the agent modified task files it may not edit: {changed}"
     elif not agent.ok:
-        result.failure_kind = FailureKind.AGENT_ERROR
+        result.failure_kind = FailureKind.AGENT_TIMEOUT if agent.exit_reason == "timeout" else FailureKind.AGENT_ERROR
         result.failure_message = f"{agent.exit_reason}: {agent.message}"
     elif first_failure is not None:
         result.failure_kind, result.failure_message = first_failure.failure, first_failure.message

@@ -1,0 +1,297 @@
+"""Shared mechanics of the agents that drive a coding CLI (claude_code, codex, gemini, opencode, cursor).
+
+Each CLI runs headless with the task's `work/` folder as its working directory and a fresh HOME
+(`agent_home/`, beside `work/` in the task workspace: never evaluated, never shared between tasks).
+The prompt goes in on stdin; a CLI that only takes it as an argument gets a short instruction to
+read `AKA_PROMPT.md`, which is removed again afterwards. Standard output, the CLI's JSON event
+stream, is kept as `agent_transcript.jsonl` and normalized into an `AgentOutcome`; standard error
+goes to `agent.log`. The timeout kills the CLI's whole process group (`aka.process.run_command`),
+and afterwards whatever still carries the run's marker variable (tools in sessions of their own).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from aka.agents.registry import AgentContext, AgentSettings, load_agents
+from aka.process import CommandOutcome, run_command
+from aka.result import AgentOutcome
+
+logger = logging.getLogger(__name__)
+
+AGENT_CLI_DIR_ENV = "AKA_AGENT_CLI_DIR"
+RUN_MARKER_ENV = "AKA_AGENT_RUN_ID"
+REPO_ROOT = Path(__file__).resolve().parents[3]
+PROMPT_FILE_NAME = "AKA_PROMPT.md"
+TRANSCRIPT_NAME = "agent_transcript.jsonl"
+HOME_DIR_NAME = "agent_home"
+DEFAULT_TIMEOUT_SECONDS = 3600.0
+LOCAL_ENDPOINT_KEY = "aka-local-endpoint"
+MESSAGE_CHARS = 1000
+_REDIRECT_STDOUT = 'out=$1; shift; exec "$@" >"$out"'
+
+JsonEvent = dict[str, Any]
+
+
+class CliSetupError(Exception):
+    """The run cannot start as configured (e.g. `api_key_env` names an unset variable)."""
+
+
+class CliOptions(BaseModel):
+    """`agent:` options shared by the CLI agents."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    api_key_env: str | None = None
+
+
+class EndpointOptions(CliOptions):
+    """Options of CLIs that can talk to another endpoint (a proxy, vLLM, the scripted test server)."""
+
+    base_url: str | None = None
+
+
+@dataclass(frozen=True)
+class CliPackage:
+    """The CLI binary, the version this launcher was tested with, and how to install exactly that."""
+
+    binary: str
+    version: str
+    install: str
+    npm_spec: str | None = None
+
+
+@dataclass(frozen=True)
+class CliRequest:
+    """One headless run: where it runs, what it is told, and the isolated environment it starts from."""
+
+    workspace: Path
+    home: Path
+    transcript: Path
+    log_path: Path
+    prompt: str
+    settings: AgentSettings
+    base_url: str | None
+    api_key_env: str | None
+    binary: Path
+    env: dict[str, str]
+
+    def api_key(self) -> str | None:
+        """The key named by `api_key_env`, if that option is set (the CLI's own variables pass through)."""
+        if self.api_key_env is None:
+            return None
+        value = self.env.get(self.api_key_env)
+        if not value:
+            raise CliSetupError(f"agent option api_key_env names '{self.api_key_env}', which is not set")
+        return value
+
+
+@dataclass(frozen=True)
+class CliCommand:
+    argv: list[str]
+    env: dict[str, str]
+    stdin: bytes | None = None
+    prompt_file: bool = False
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What the event stream says: how the run ended and what it cost."""
+
+    exit_reason: str
+    message: str | None = None
+    turns: int | None = None
+    tool_calls: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class CliAgentSpec:
+    """Everything agent-specific: the package, its credential variables, and two functions."""
+
+    name: str
+    package: CliPackage
+    key_vars: tuple[str, ...]
+    endpoint_var: str | None
+    command: Callable[[CliRequest], CliCommand]
+    summarize: Callable[[list[JsonEvent], AgentSettings], RunSummary]
+    options_model: type[CliOptions] = EndpointOptions
+
+
+_CLI_AGENTS: dict[str, CliAgentSpec] = {}
+
+
+def cli_agent(spec: CliAgentSpec) -> CliAgentSpec:
+    """Record `spec` so that `aka check-agents` and the installers know it."""
+    _CLI_AGENTS[spec.name] = spec
+    return spec
+
+
+def cli_agents() -> dict[str, CliAgentSpec]:
+    load_agents()
+    return dict(_CLI_AGENTS)
+
+
+def npm_specs() -> list[str]:
+    """The pinned npm packages of all CLI agents, for `npm install --prefix .agent-clis`."""
+    return sorted(s.package.npm_spec for s in cli_agents().values() if s.package.npm_spec)
+
+
+def agent_cli_dir() -> Path:
+    override = os.environ.get(AGENT_CLI_DIR_ENV)
+    return Path(override).expanduser() if override else REPO_ROOT / ".agent-clis"
+
+
+def find_binary(name: str) -> Path | None:
+    """The project-local install (pinned) first, then PATH."""
+    root = agent_cli_dir()
+    for folder in (root / "node_modules" / ".bin", root):
+        candidate = folder / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+def isolated_env(home: Path, workspace: Path) -> dict[str, str]:
+    """This process's environment with HOME, the XDG folders and PWD moved to the run's own."""
+    env = dict(os.environ)
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
+               XDG_CACHE_HOME=str(home / ".cache"), XDG_STATE_HOME=str(home / ".local/state"), PWD=str(workspace))
+    return env
+
+
+def new_request(workspace: Path, log_path: Path, prompt: str, settings: AgentSettings, options: CliOptions,
+                binary: Path) -> CliRequest:
+    """A request with a fresh, empty home beside `log_path`."""
+    home = log_path.parent / HOME_DIR_NAME
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    return CliRequest(workspace=workspace, home=home, transcript=log_path.parent / TRANSCRIPT_NAME,
+                      log_path=log_path, prompt=prompt, settings=settings,
+                      base_url=getattr(options, "base_url", None), api_key_env=options.api_key_env,
+                      binary=binary, env=isolated_env(home, workspace))
+
+
+def not_installed(spec: CliAgentSpec) -> AgentOutcome:
+    return AgentOutcome(agent=spec.name, ok=False, exit_reason="not_installed",
+                        message=f"'{spec.package.binary}' is neither in {agent_cli_dir()} nor on PATH; "
+                                f"install it with: {spec.package.install}")
+
+
+def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) -> AgentOutcome:
+    """What a CLI agent's `launch_agent` does: find the binary, run it once, summarize."""
+    assert isinstance(context.options, CliOptions)
+    binary = find_binary(spec.package.binary)
+    if binary is None:
+        return not_installed(spec)
+    request = new_request(workspace, context.log_path, context.prompt, context.settings, context.options, binary)
+    return run_headless(spec, request)
+
+
+def run_headless(spec: CliAgentSpec, request: CliRequest) -> AgentOutcome:
+    timeout = request.settings.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+    try:
+        command = spec.command(request)
+    except CliSetupError as exc:
+        return AgentOutcome(agent=spec.name, ok=False, exit_reason="not_configured", message=str(exc))
+    prompt_path = request.workspace / PROMPT_FILE_NAME
+    if command.prompt_file:
+        prompt_path.write_text(request.prompt, encoding="utf-8")
+    marker = uuid.uuid4().hex
+    try:
+        argv = ["/bin/bash", "-c", _REDIRECT_STDOUT, "aka-agent", str(request.transcript), *command.argv]
+        result = run_command(argv, request.workspace, {**command.env, RUN_MARKER_ENV: marker}, timeout,
+                             request.log_path, stdin=command.stdin)
+    finally:
+        kill_escaped(marker)
+        if command.prompt_file:
+            prompt_path.unlink(missing_ok=True)
+    summary = spec.summarize(read_events(request.transcript), request.settings)
+    return _outcome(spec.name, summary, result, timeout, request.transcript)
+
+
+def kill_escaped(marker: str) -> list[int]:
+    """Kill what the run left outside its process group: tools that a CLI starts in a session of
+    their own (gemini's and opencode's shells do) survive the group kill. They are recognized by
+    the run's marker variable, which they inherit."""
+    needle = f"{RUN_MARKER_ENV}={marker}".encode()
+    killed: list[int] = []
+    for _ in range(2):
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and needle in (proc / "environ").read_bytes().split(b"\0"):
+                    os.kill(int(proc.name), signal.SIGKILL)
+                    killed.append(int(proc.name))
+            except OSError:
+                continue
+    if killed:
+        logger.warning("killed %d agent process(es) that outlived the CLI: %s", len(killed), sorted(set(killed)))
+    return killed
+
+
+def _outcome(name: str, summary: RunSummary, result: CommandOutcome, timeout: float,
+             transcript: Path) -> AgentOutcome:
+    reason, message = summary.exit_reason, summary.message
+    if result.timed_out:
+        reason, message = "timeout", f"killed after {timeout:g} s (timeout_seconds)"
+    elif reason == "finished" and result.exit_code != 0:
+        reason, message = "error", result.describe()
+    elif reason == "error":
+        message = f"{message}; {result.describe()}" if message else result.describe()
+    return AgentOutcome(
+        agent=name, ok=reason == "finished", exit_reason=reason, message=clip(message),
+        wall_seconds=round(result.seconds, 3), turns=summary.turns, tool_calls=summary.tool_calls,
+        input_tokens=summary.input_tokens, output_tokens=summary.output_tokens, cost_usd=summary.cost_usd,
+        transcript=str(transcript),
+    )
+
+
+def read_events(transcript: Path) -> list[JsonEvent]:
+    """The JSON objects of a JSON-lines stream; other lines (banners, warnings) are skipped."""
+    events: list[JsonEvent] = []
+    if not transcript.is_file():
+        return events
+    for line in transcript.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def count_turns(events: Iterable[JsonEvent], is_model_event: Callable[[JsonEvent], bool]) -> int:
+    """Model responses, counted as runs of consecutive model events (text, tool calls)."""
+    turns, inside = 0, False
+    for event in events:
+        model = is_model_event(event)
+        if model and not inside:
+            turns += 1
+        inside = model
+    return turns
+
+
+def number(value: object) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def clip(text: str | None) -> str | None:
+    if text is None:
+        return None
+    text = text.strip()
+    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 3] + "..."

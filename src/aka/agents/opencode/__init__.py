@@ -1,0 +1,122 @@
+"""`opencode`: opencode, `opencode run --format json --pure`, prompt on stdin.
+
+Its configuration is written to the fresh home (`.config/opencode/opencode.json`): edits, shell
+and web fetches allowed, no auto-update or sharing, and `max_iterations` as the build agent's
+`steps`. That limit is soft: at the last step opencode tells the model that tools are disabled and
+asks for a text answer. An endpoint (agent option `base_url`, an OpenAI-compatible URL ending in
+`/v1`) becomes provider `aka` using `@ai-sdk/openai-compatible`, and the model `aka/<model>`;
+without it `model` must be `provider/model` and the provider's own key variable is used.
+`PWD` must be the workspace: opencode takes its project directory from it, not from the cwd.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aka.agents.cli_runner import (
+    LOCAL_ENDPOINT_KEY,
+    CliAgentSpec,
+    CliCommand,
+    CliPackage,
+    CliRequest,
+    EndpointOptions,
+    JsonEvent,
+    RunSummary,
+    cli_agent,
+    clip,
+    number,
+    run_cli_agent,
+)
+from aka.agents.registry import AgentContext, AgentSettings, register_agent
+from aka.result import AgentOutcome
+
+VERSION = "1.18.33"
+PROVIDER = "aka"
+KEY_VARS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY", "GEMINI_API_KEY",
+            "OPENROUTER_API_KEY", "OPENCODE_API_KEY")
+
+
+def _config(request: CliRequest) -> tuple[dict[str, Any], str | None]:
+    """opencode.json content and the `-m` value."""
+    config: dict[str, Any] = {
+        "$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled",
+        "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow"},
+    }
+    if request.settings.max_iterations:
+        config["agent"] = {"build": {"steps": request.settings.max_iterations}}
+    model = request.settings.model
+    if request.base_url:
+        name = model or "default"
+        key = f"{{env:{request.api_key_env}}}" if request.api_key() else LOCAL_ENDPOINT_KEY
+        config["provider"] = {PROVIDER: {
+            "npm": "@ai-sdk/openai-compatible", "name": "aka endpoint",
+            "options": {"baseURL": request.base_url, "apiKey": key}, "models": {name: {"name": name}},
+        }}
+        model = f"{PROVIDER}/{name}"
+    return config, model
+
+
+def _command(request: CliRequest) -> CliCommand:
+    config, model = _config(request)
+    config_dir = request.home / ".config" / "opencode"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "opencode.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    argv = [str(request.binary), "run", "--format", "json", "--pure"]
+    if model:
+        argv += ["-m", model]
+    if request.settings.effort:
+        argv += ["--variant", request.settings.effort]
+    env = {**request.env, "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+           "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1", "OPENCODE_DISABLE_SHARE": "1"}
+    if request.base_url:
+        env["OPENCODE_DISABLE_MODELS_FETCH"] = "1"
+    return CliCommand(argv, env, stdin=request.prompt.encode())
+
+
+def _error_text(event: JsonEvent) -> str:
+    detail = event.get("error")
+    if isinstance(detail, dict):
+        data = detail.get("data")
+        return str((data.get("message") if isinstance(data, dict) else None) or detail.get("name") or detail)
+    return str(detail)
+
+
+def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
+    steps = [e.get("part") or {} for e in events if e.get("type") == "step_finish"]
+    started = sum(1 for e in events if e.get("type") == "step_start")
+    texts = [str((e.get("part") or {}).get("text", "")) for e in events if e.get("type") == "text"]
+    error = next((e for e in reversed(events) if e.get("type") == "error"), None)
+    message: str | None
+    if error is not None:
+        reason, message = "error", _error_text(error)
+    elif not steps:
+        reason, message = "error", "no step_finish event in the stream"
+    elif settings.max_iterations and started >= settings.max_iterations:
+        reason, message = "max_iterations", f"reached its step limit ({settings.max_iterations})"
+    elif steps[-1].get("reason") == "tool-calls":
+        reason, message = "error", "the stream ended in the middle of a step"
+    else:
+        reason, message = "finished", texts[-1] if texts else None
+    tokens = [s.get("tokens") or {} for s in steps]
+    costs = [float(cost) for s in steps if isinstance(cost := s.get("cost"), (int, float))]
+    return RunSummary(
+        reason, clip(message), turns=len(steps), tool_calls=sum(1 for e in events if e.get("type") == "tool_use"),
+        input_tokens=sum(number(t.get("input")) + number((t.get("cache") or {}).get("read")) for t in tokens),
+        output_tokens=sum(number(t.get("output")) + number(t.get("reasoning")) for t in tokens),
+        cost_usd=sum(costs) if costs else None,
+    )
+
+
+SPEC = cli_agent(CliAgentSpec(
+    name="opencode",
+    package=CliPackage("opencode", VERSION, f"npm install --prefix .agent-clis opencode-ai@{VERSION}",
+                       f"opencode-ai@{VERSION}"),
+    key_vars=KEY_VARS, endpoint_var=None, command=_command, summarize=_summarize,
+))
+
+
+@register_agent("opencode", options=EndpointOptions)
+def launch_agent(eval_config: AgentContext, task_config_dir: Path, workspace: Path) -> AgentOutcome:
+    return run_cli_agent(SPEC, eval_config, workspace)

@@ -1,0 +1,347 @@
+"""The real agent CLIs, end to end through `run_experiment`, against the scripted model server.
+
+The pinned CLIs are installed from npm into `.agent-clis/` once per session (a failed install
+fails these tests: CI installs them). Cursor cannot be pointed at another endpoint, so its
+launcher runs a stand-in executable that replays a recorded stream-json transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from scripted_model_server import RecordedRequest, Reply, ScriptedModelServer
+from typer.testing import CliRunner
+
+from aka.agents.cli_runner import AGENT_CLI_DIR_ENV, PROMPT_FILE_NAME, agent_cli_dir, cli_agents, npm_specs
+from aka.check_agents import run_checks
+from aka.cli import app
+from aka.errors import ConfigError
+from aka.result import FailureKind, TaskResult, TaskStatus
+from aka.runner import run_experiment
+
+pytestmark = pytest.mark.slow
+PINS_FILE = "aka-pins.txt"
+KEY = "sk-scripted-test-key"
+OLD, NEW = "TIME_MS = 4.0", "TIME_MS = 2.0"
+PATCH = f"*** Begin Patch\n*** Update File: kernel.py\n@@\n-{OLD}\n+{NEW}\n*** End Patch\n"
+ServerFactory = Callable[..., ScriptedModelServer]
+
+
+@pytest.fixture(scope="session")
+def agent_clis() -> Path:
+    """Install the pinned CLIs unless `.agent-clis/aka-pins.txt` already lists exactly these versions."""
+    root, specs = agent_cli_dir(), npm_specs()
+    stamp = root / PINS_FILE
+    if not stamp.is_file() or stamp.read_text().strip() != " ".join(specs):
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.fail("npm (Node.js 20+) is needed to install the agent CLIs under test")
+        done = subprocess.run([npm, "install", "--prefix", str(root), "--no-audit", "--no-fund", "--save-exact",
+                               *specs], capture_output=True, text=True, timeout=900, check=False)
+        if done.returncode != 0:
+            pytest.fail(f"npm install {' '.join(specs)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+        stamp.write_text(" ".join(specs) + "\n")
+    return root / "node_modules" / ".bin"
+
+
+@pytest.fixture
+def model_server() -> Iterator[ServerFactory]:
+    servers: list[ScriptedModelServer] = []
+
+    def start(*script: Reply | Callable[[RecordedRequest], Reply], **options: object) -> ScriptedModelServer:
+        server = ScriptedModelServer(list(script), lifetime_seconds=240, **options)  # type: ignore[arg-type]
+        servers.append(server.start())
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def _kernel(root: Path) -> str:
+    return str(next(root.glob("workspace_*/run_*/*/work/kernel.py")))
+
+
+def _script(agent: str, root: Path) -> list[Reply | Callable[[RecordedRequest], Reply]]:
+    """Per CLI: read the kernel, edit it with that CLI's own edit tool, then answer in text."""
+    done = Reply.final("Halved TIME_MS.")
+    edit = {"old_string": OLD, "new_string": NEW}
+    return {
+        "claude_code": [lambda r: Reply.tool("Read", file_path=_kernel(root)),
+                        lambda r: Reply.tool("Edit", file_path=_kernel(root), **edit), done],
+        "codex": [Reply.tool("exec_command", cmd="cat kernel.py"), Reply.tool("apply_patch", raw=PATCH), done],
+        "gemini": [lambda r: Reply.tool("read_file", file_path=_kernel(root)),
+                   lambda r: Reply.tool("replace", file_path=_kernel(root), instruction="halve TIME_MS", **edit),
+                   done],
+        "opencode": [lambda r: Reply.tool("read", filePath=_kernel(root)),
+                     lambda r: Reply.tool("edit", filePath=_kernel(root), oldString=OLD, newString=NEW), done],
+    }[agent]
+
+
+def _agent_section(agent: str, server: ScriptedModelServer, **settings: object) -> dict[str, object]:
+    base_url = server.base_url + ("/v1" if agent in ("codex", "opencode") else "")
+    model = "gpt-5.5" if agent == "codex" else "scripted-model"
+    return {"template": agent, "base_url": base_url, "api_key_env": "AKA_TEST_MODEL_KEY", "model": model,
+            **settings}
+
+
+def _run_one(make_toy_task, write_run_config, agent: dict[str, object]) -> tuple[TaskResult, Path]:
+    make_toy_task()
+    outcome = run_experiment(write_run_config(agent=agent))
+    workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_answer_"))
+    return outcome.results[0], workspace
+
+
+CLI_AGENTS = ["claude_code", "codex", "gemini", "opencode"]
+
+
+@pytest.mark.parametrize("agent", CLI_AGENTS)
+def test_cli_edits_the_kernel_and_the_platform_scores_it(agent: str, agent_clis: Path, model_server: ServerFactory,
+                                                         make_toy_task, write_run_config, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AKA_TEST_MODEL_KEY", KEY)
+    server = model_server(*_script(agent, tmp_path))
+    result, workspace = _run_one(make_toy_task, write_run_config,
+                                 _agent_section(agent, server, max_iterations=7, timeout_seconds=240))
+    out = result.agent
+    assert out is not None
+    assert (out.ok, out.exit_reason) == (True, "finished"), f"{out.message}\n{(workspace / 'agent.log').read_text()}"
+    assert (result.status, result.failure_kind) == (TaskStatus.PASS, FailureKind.NONE)
+    assert result.speedup_ratio == pytest.approx(2.0) and out.files_changed == ["kernel.py"]
+    assert NEW in (workspace / "work" / "kernel.py").read_text()
+    assert out.turns is not None and out.turns >= 2 and out.tool_calls == 2
+    assert (out.input_tokens or 0) > 0 and (out.output_tokens or 0) > 0 and out.wall_seconds > 0
+    assert (out.cost_usd is not None) == (agent in ("claude_code", "opencode")), "cost is reported by these two"
+    transcript = Path(out.transcript or "")
+    assert transcript == workspace / "agent_transcript.jsonl"
+    assert [json.loads(line) for line in transcript.read_text().splitlines() if line.strip()]
+    assert (workspace / "agent_home").is_dir() and not (workspace / "work" / PROMPT_FILE_NAME).exists()
+    turns = server.agent_requests
+    assert len(turns) == 3 and "toy_kernel" in json.dumps(turns[0].body), "the task prompt did not arrive"
+    assert all(any(KEY in value for value in r.headers.values()) for r in turns), "api_key_env was not used"
+    home, log = workspace / "agent_home", (workspace / "agent.log").read_text()
+    limit = {
+        "claude_code": lambda: "--max-turns 7" in log,
+        "gemini": lambda: json.loads((home / ".gemini/settings.json").read_text())["model"]["maxSessionTurns"] == 7,
+        "opencode": lambda: json.loads((home / ".config/opencode/opencode.json").read_text())["agent"]["build"]
+        ["steps"] == 7,
+        "codex": lambda: True,
+    }[agent]
+    assert limit(), "max_iterations was not passed to the CLI"
+
+
+@pytest.mark.parametrize("agent", ["claude_code", "gemini", "opencode"])
+def test_turn_limit_ends_the_run(agent: str, agent_clis: Path, model_server: ServerFactory, make_toy_task,
+                                 write_run_config, tmp_path: Path) -> None:
+    server = model_server(*_script(agent, tmp_path))
+    max_iterations = 2 if agent == "opencode" else 1
+    result, workspace = _run_one(make_toy_task, write_run_config,
+                                 _agent_section(agent, server, api_key_env=None, max_iterations=max_iterations))
+    out = result.agent
+    assert out is not None and (out.ok, out.exit_reason) == (False, "max_iterations"), out.message
+    assert result.failure_kind is FailureKind.AGENT_ERROR and "max_iterations" in (result.failure_message or "")
+    requests = server.agent_requests
+    if agent == "opencode":  # soft limit: the last step is told that tools are off
+        assert "MAXIMUM STEPS REACHED" in json.dumps(requests[-1].body)
+    else:
+        assert len(requests) == 1 and OLD in (workspace / "work" / "kernel.py").read_text()
+
+
+def _processes_under(root: Path) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.readlink(proc / "cwd").startswith(str(root)):
+                found.append(proc.name + ": " + (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return found
+
+
+SLEEP = {"claude_code": Reply.tool("Bash", command="sleep 300"), "codex": Reply.tool("exec_command", cmd="sleep 300"),
+         "gemini": Reply.tool("run_shell_command", command="sleep 300"),
+         "opencode": Reply.tool("bash", command="sleep 300", description="wait")}
+
+
+@pytest.mark.parametrize("agent", CLI_AGENTS)
+def test_timeout_kills_the_cli_and_its_tools(agent: str, agent_clis: Path, model_server: ServerFactory,
+                                             make_toy_task, write_run_config, tmp_path: Path) -> None:
+    """Every turn runs `sleep 300` through the CLI's shell tool; gemini's and opencode's shells start
+    their own session, so only the run-marker sweep catches them."""
+    server = model_server(*[SLEEP[agent]] * 5)
+    result, _ = _run_one(make_toy_task, write_run_config,
+                         _agent_section(agent, server, api_key_env=None, timeout_seconds=10))
+    out = result.agent
+    assert out is not None and (out.ok, out.exit_reason) == (False, "timeout"), out.message
+    assert 9 <= out.wall_seconds < 30 and server.agent_requests, "the CLI never reached the server"
+    assert _processes_under(tmp_path) == [], "a CLI or tool process outlived the timeout"
+
+
+@pytest.mark.parametrize("agent", ["claude_code", "codex"])
+def test_timeout_when_the_model_never_answers(agent: str, agent_clis: Path, model_server: ServerFactory,
+                                              make_toy_task, write_run_config, tmp_path: Path) -> None:
+    server = model_server(hang=True)
+    result, _ = _run_one(make_toy_task, write_run_config,
+                         _agent_section(agent, server, api_key_env=None, timeout_seconds=5))
+    out = result.agent
+    assert out is not None and (out.ok, out.exit_reason) == (False, "timeout"), out.message
+    assert out.message == "killed after 5 s (timeout_seconds)" and server.requests
+    assert _processes_under(tmp_path) == [], "a CLI process outlived the timeout"
+
+
+STAND_IN = textwrap.dedent("""\
+    #!{python}
+    # A stand-in for cursor-agent: records how it was called, edits the kernel, replays a transcript.
+    import json, os, pathlib, sys
+    prompt = pathlib.Path("AKA_PROMPT.md").read_text()
+    pathlib.Path(os.environ["STAND_IN_RECORD"]).write_text(json.dumps(
+        {{"argv": sys.argv[1:], "home": os.environ["HOME"], "key": os.environ.get("CURSOR_API_KEY"),
+          "prompt": prompt, "stdin": sys.stdin.read()}}))
+    kernel = pathlib.Path("kernel.py")
+    kernel.write_text(kernel.read_text().replace("{old}", "{new}"))
+    print(pathlib.Path(os.environ["STAND_IN_TRANSCRIPT"]).read_text(), end="")
+""")
+SESSION = "00000000-0000-4000-8000-000000000001"
+CURSOR_TRANSCRIPT = [  # shapes as printed by cursor-agent 2026.08.11-e8db854 (see docs/agents.md)
+    {"type": "system", "subtype": "init", "apiKeySource": "env", "cwd": "/w", "session_id": SESSION,
+     "model": "Auto", "permissionMode": "default"},
+    {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "Read AKA_PROMPT.md"}]},
+     "session_id": SESSION},
+    {"type": "tool_call", "subtype": "started", "call_id": "call-read-0",
+     "tool_call": {"readToolCall": {"args": {"path": "AKA_PROMPT.md"}}}, "session_id": SESSION},
+    {"type": "tool_call", "subtype": "completed", "call_id": "call-read-0",
+     "tool_call": {"readToolCall": {"args": {"path": "AKA_PROMPT.md"}, "result": {"success": {}}}},
+     "session_id": SESSION},
+    {"type": "tool_call", "subtype": "started", "call_id": "call-edit-1",
+     "tool_call": {"editToolCall": {"args": {"path": "kernel.py"}}}, "session_id": SESSION},
+    {"type": "tool_call", "subtype": "completed", "call_id": "call-edit-1",
+     "tool_call": {"editToolCall": {"args": {"path": "kernel.py"}, "result": {"success": {"linesAdded": 1}}}},
+     "session_id": SESSION},
+    {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "Halved it."}]},
+     "session_id": SESSION},
+    {"type": "result", "subtype": "success", "duration_ms": 4889, "is_error": False, "result": "Halved it.",
+     "session_id": SESSION, "request_id": "00000001", "usage": {"inputTokens": 14948, "outputTokens": 103}},
+]
+
+
+def test_cursor_launcher_with_a_stand_in(make_toy_task, write_run_config, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "cursor-agent"
+    stand_in.write_text(STAND_IN.format(python=sys.executable, old=OLD, new=NEW))
+    stand_in.chmod(0o755)
+    record, replay = tmp_path / "record.json", tmp_path / "cursor.jsonl"
+    replay.write_text("".join(json.dumps(event) + "\n" for event in CURSOR_TRANSCRIPT))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    for name, value in {AGENT_CLI_DIR_ENV: str(tmp_path / "none"), "STAND_IN_RECORD": str(record),
+                        "STAND_IN_TRANSCRIPT": str(replay), "MY_CURSOR_KEY": KEY}.items():
+        monkeypatch.setenv(name, value)
+    result, workspace = _run_one(make_toy_task, write_run_config,
+                                 {"template": "cursor", "model": "auto", "api_key_env": "MY_CURSOR_KEY"})
+    out = result.agent
+    assert out is not None and (out.ok, out.exit_reason) == (True, "finished"), out.message
+    assert result.status is TaskStatus.PASS and result.speedup_ratio == pytest.approx(2.0)
+    assert (out.turns, out.tool_calls, out.input_tokens, out.output_tokens) == (3, 2, 14948, 103)
+    called = json.loads(record.read_text())
+    assert called["argv"][:6] == ["-p", "--output-format", "stream-json", "--force", "--trust", "--model"]
+    assert PROMPT_FILE_NAME in called["argv"][-1] and "toy_kernel" in called["prompt"] and called["stdin"] == ""
+    assert called["key"] == KEY and called["home"] == str(workspace / "agent_home")
+    assert not (workspace / "work" / PROMPT_FILE_NAME).exists(), "the prompt file must not be evaluated"
+    assert Path(out.transcript or "").read_text().count("\n") == len(CURSOR_TRANSCRIPT)
+
+
+def test_missing_cli_is_not_installed(make_toy_task, write_run_config, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    binaries = [spec.package.binary for spec in cli_agents().values()]
+    path = [d for d in os.environ["PATH"].split(os.pathsep) if not any((Path(d) / b).exists() for b in binaries)]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+    monkeypatch.setenv(AGENT_CLI_DIR_ENV, str(tmp_path / "empty"))
+    result, _ = _run_one(make_toy_task, write_run_config, {"template": "claude_code"})
+    assert result.agent is not None and (result.agent.ok, result.agent.exit_reason) == (False, "not_installed")
+    assert "npm install --prefix .agent-clis @anthropic-ai/claude-code@" in (result.agent.message or "")
+    checks = {c.name: c for c in run_checks("claude_code,codex,gemini,opencode,cursor,noop", False, None)}
+    assert checks["noop"].ready and not any(checks[name].ready for name in [*CLI_AGENTS, "cursor"])
+    assert all(checks[name].binary.startswith("not installed") for name in [*CLI_AGENTS, "cursor"])
+    assert CliRunner().invoke(app, ["check-agents", "--agents", "claude_code"]).exit_code == 1
+
+
+def test_check_agents_with_the_clis(agent_clis: Path, model_server: ServerFactory, write_run_config,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    server = model_server(side_text="READY", final_text="READY")
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CODEX_API_KEY", "GEMINI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    offline = {c.name: c for c in run_checks("all", False, None)}
+    pinned = {name: spec.package.version for name, spec in cli_agents().items()}
+    for name in CLI_AGENTS:
+        assert offline[name].version == pinned[name] and Path(offline[name].binary).is_file()
+        assert not offline[name].ready and offline[name].credentials == "none found"
+    assert offline["noop"].ready and offline["replay"].ready
+
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.base_url)
+    live = {c.name: c for c in run_checks("claude_code,gemini,noop", True, None)}
+    assert all(c.ready for c in live.values()), live
+    assert live["claude_code"].live.startswith("ok") and "ANTHROPIC_BASE_URL" in live["claude_code"].credentials
+    config = write_run_config(agent={"template": "opencode", "base_url": server.base_url + "/v1",
+                                     "model": "scripted-model"})
+    (from_config,) = run_checks("all", True, config)
+    assert from_config.name == "opencode" and from_config.ready and from_config.live.startswith("ok"), from_config
+    assert CliRunner().invoke(app, ["check-agents", "--agents", "noop,replay"]).exit_code == 0
+
+
+def test_cli_agent_options_are_validated(make_toy_task, write_run_config) -> None:
+    make_toy_task()
+    with pytest.raises(ConfigError, match="agent.base_url.*unknown field"):
+        run_experiment(write_run_config(agent={"template": "cursor", "base_url": "http://127.0.0.1:9"}))
+    with pytest.raises(ConfigError, match="agent.endpoint"):
+        run_experiment(write_run_config(agent={"template": "claude_code", "endpoint": "x"}))
+
+
+def _post(url: str, body: dict[str, object]) -> str:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return str(response.read().decode())
+
+
+def test_scripted_server_speaks_each_protocol(model_server: ServerFactory) -> None:
+    """Non-streaming and streaming answers in all four formats, side requests, and the request log."""
+    write = Reply.tool("write", path="k.py", content="x")
+    server = model_server(write, write, write, write, write, Reply.final("done"))
+    url, tools = server.base_url, [{"name": "write", "input_schema": {}}]
+    message = json.loads(_post(f"{url}/v1/messages", {"model": "m", "tools": tools, "messages": []}))
+    assert message["stop_reason"] == "tool_use" and message["content"][0]["input"] == {"path": "k.py", "content": "x"}
+    sse = _post(f"{url}/v1/messages", {"model": "m", "stream": True, "tools": tools, "messages": []})
+    assert "event: message_start" in sse and "input_json_delta" in sse
+    assert sse.rstrip().endswith('{"type": "message_stop"}')
+    chat_tools = [{"type": "function", "function": {"name": "write", "parameters": {}}}]
+    chat = json.loads(_post(f"{url}/v1/chat/completions", {"model": "m", "tools": chat_tools, "messages": []}))
+    assert chat["choices"][0]["finish_reason"] == "tool_calls"
+    assert json.loads(chat["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"])["path"] == "k.py"
+    chunks = _post(f"{url}/v1/chat/completions", {"model": "m", "stream": True, "tools": chat_tools, "messages": []})
+    assert '"tool_calls": [{"index": 0' in chunks and chunks.rstrip().endswith("data: [DONE]")
+    responses = _post(f"{url}/v1/responses", {"model": "m", "stream": True, "tools": tools, "input": []})
+    assert "response.output_item.done" in responses and '"type": "function_call"' in responses
+    gemini = _post(f"{url}/v1beta/models/g:streamGenerateContent?alt=sse",
+                   {"contents": [], "tools": [{"functionDeclarations": [{"name": "write"}]}]})
+    assert gemini.startswith("data: ") and "Done." not in gemini and "done" in gemini
+    title = json.loads(_post(f"{url}/v1/chat/completions", {"model": "m", "messages": []}))
+    assert title["choices"][0]["message"]["content"] == "OK"
+    schema = {"type": "OBJECT", "properties": {"score": {"type": "INTEGER"}, "why": {"type": "STRING"}}}
+    routed = json.loads(_post(f"{url}/v1beta/models/g:generateContent",
+                              {"generationConfig": {"responseJsonSchema": schema}}))
+    assert json.loads(routed["candidates"][0]["content"]["parts"][0]["text"]) == {"score": 1, "why": "ok"}
+    assert [r.protocol for r in server.agent_requests] == ["anthropic", "anthropic", "chat", "chat", "responses",
+                                                           "gemini"]
+    assert len(server.requests) == 8 and server.requests[-1].model == "g"

@@ -24,6 +24,10 @@ install-test: $(VENV)/bin/python
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[test]"
 	@$(MAKE) --no-print-directory agent-clis
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		{ apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null && \
+		  apt-get install -y -q bubblewrap >/dev/null; }; }; } || \
+		echo "note: bubblewrap is not installed; the agent-sandbox tests will be skipped"
 
 # (Re)install the pinned CLIs when $(AGENT_CLI_DIR)/aka-pins.txt does not list exactly the pinned versions.
 agent-clis: $(VENV)/bin/python

@@ -20,10 +20,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from aka.agents.agent_sandbox import SandboxUnavailableError, bwrap_prefix, hidden_from_agent
 from aka.agents.registry import AgentContext, AgentSettings, load_agents
 from aka.process import CommandOutcome, run_command
 from aka.result import AgentOutcome
@@ -49,11 +50,12 @@ class CliSetupError(Exception):
 
 
 class CliOptions(BaseModel):
-    """`agent:` options shared by the CLI agents."""
+    """`agent:` options shared by the CLI agents. `sandbox: bwrap` runs the CLI in bubblewrap."""
 
     model_config = ConfigDict(extra="forbid")
 
     api_key_env: str | None = None
+    sandbox: Literal["none", "bwrap"] = "none"
 
 
 class EndpointOptions(CliOptions):
@@ -86,6 +88,7 @@ class CliRequest:
     api_key_env: str | None
     binary: Path
     env: dict[str, str]
+    sandbox: tuple[str, ...] = ()
 
     def api_key(self) -> str | None:
         """The key named by `api_key_env`, if that option is set (the CLI's own variables pass through)."""
@@ -175,7 +178,7 @@ def isolated_env(home: Path, workspace: Path) -> dict[str, str]:
 
 
 def new_request(workspace: Path, log_path: Path, prompt: str, settings: AgentSettings, options: CliOptions,
-                binary: Path) -> CliRequest:
+                binary: Path, sandbox: tuple[str, ...] = ()) -> CliRequest:
     """A request with a fresh, empty home beside `log_path`."""
     home = log_path.parent / HOME_DIR_NAME
     shutil.rmtree(home, ignore_errors=True)
@@ -183,7 +186,7 @@ def new_request(workspace: Path, log_path: Path, prompt: str, settings: AgentSet
     return CliRequest(workspace=workspace, home=home, transcript=log_path.parent / TRANSCRIPT_NAME,
                       log_path=log_path, prompt=prompt, settings=settings,
                       base_url=getattr(options, "base_url", None), api_key_env=options.api_key_env,
-                      binary=binary, env=isolated_env(home, workspace))
+                      binary=binary, env=isolated_env(home, workspace), sandbox=sandbox)
 
 
 def not_installed(spec: CliAgentSpec) -> AgentOutcome:
@@ -198,7 +201,14 @@ def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) ->
     binary = find_binary(spec.package.binary)
     if binary is None:
         return not_installed(spec)
-    request = new_request(workspace, context.log_path, context.prompt, context.settings, context.options, binary)
+    home = context.log_path.parent / HOME_DIR_NAME
+    try:
+        sandbox = (bwrap_prefix(workspace.resolve(), home.resolve(), hidden_from_agent(context), binary)
+                   if context.options.sandbox == "bwrap" else ())
+    except SandboxUnavailableError as exc:
+        return AgentOutcome(agent=spec.name, ok=False, exit_reason="not_configured", message=str(exc))
+    request = new_request(workspace, context.log_path, context.prompt, context.settings, context.options, binary,
+                          sandbox)
     return run_headless(spec, request)
 
 
@@ -213,7 +223,8 @@ def run_headless(spec: CliAgentSpec, request: CliRequest) -> AgentOutcome:
         prompt_path.write_text(request.prompt, encoding="utf-8")
     marker = uuid.uuid4().hex
     try:
-        argv = ["/bin/bash", "-c", _REDIRECT_STDOUT, "aka-agent", str(request.transcript), *command.argv]
+        argv = ["/bin/bash", "-c", _REDIRECT_STDOUT, "aka-agent", str(request.transcript), *request.sandbox,
+                *command.argv]
         result = run_command(argv, request.workspace, {**command.env, RUN_MARKER_ENV: marker}, timeout,
                              request.log_path, stdin=command.stdin)
     finally:

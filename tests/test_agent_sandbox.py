@@ -1,0 +1,73 @@
+"""The opt-in bubblewrap sandbox for agent CLIs: a stand-in CLI probes what it can see and touch."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from aka.agents.cli_runner import AGENT_CLI_DIR_ENV
+from aka.runner import run_experiment
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
+                                reason="bubblewrap is not installed (CI installs it)")
+
+PROBE = textwrap.dedent("""\
+    #!{python}
+    import json, os, pathlib
+    seen = {{}}
+    for name in ("TASKS_ROOT", "EXPERIMENTS", "OTHER_RUN"):
+        path = pathlib.Path(os.environ["PROBE_" + name])
+        seen[name] = sorted(p.name for p in path.iterdir()) if path.is_dir() else None
+    pathlib.Path(os.environ["PROBE_OUTSIDE"]).write_text("stays in the private /tmp")
+    try:
+        pathlib.Path(os.environ["PROBE_READ_ONLY"]).write_text("escaped")
+        seen["read_only_write"] = True
+    except OSError:
+        seen["read_only_write"] = False
+    seen["own_kernel"] = pathlib.Path("kernel.py").is_file()
+    pathlib.Path("probe.json").write_text(json.dumps(seen))
+    print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": "probed"}}))
+""")
+
+
+def test_sandboxed_cli_sees_only_its_workspace(make_toy_task, write_run_config, tasks_root: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    make_toy_task("triton2triton/toy/a")
+    make_toy_task("triton2triton/toy/b")
+    other_run = tmp_path / "workspace_cpu_cursor" / "run_20200101_000000"
+    other_run.mkdir(parents=True)
+    (other_run / "secret_solution.py").write_text("x = 1\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cursor-agent").write_text(PROBE.format(python=sys.executable))
+    (bin_dir / "cursor-agent").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    for name, value in {AGENT_CLI_DIR_ENV: str(tmp_path / "none"), "PROBE_TASKS_ROOT": str(tasks_root),
+                        "PROBE_EXPERIMENTS": str(tmp_path / "workspace_cpu_cursor"), "PROBE_OTHER_RUN": str(other_run),
+                        "PROBE_OUTSIDE": str(tmp_path / "outside.txt"), "CURSOR_API_KEY": "k",
+                        "PROBE_READ_ONLY": str(Path(sys.executable).parent / "aka_probe_escape")}.items():
+        monkeypatch.setenv(name, value)
+    config = write_run_config(agent={"template": "cursor", "sandbox": "bwrap"}, tasks=["triton2triton/toy/b"])
+    outcome = run_experiment(config)
+    workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_b_"))
+    seen = json.loads((workspace / "work" / "probe.json").read_text())
+    assert seen["TASKS_ROOT"] == [], "the task suite must be hidden"
+    assert seen["OTHER_RUN"] is None and seen["EXPERIMENTS"] == [outcome.run_dir.name], "other runs must be hidden"
+    assert seen["read_only_write"] is False and not (Path(sys.executable).parent / "aka_probe_escape").exists()
+    assert not (tmp_path / "outside.txt").exists(), "a write to /tmp must stay in the sandbox's own /tmp"
+    assert seen["own_kernel"] is True
+    assert outcome.results[0].agent is not None and outcome.results[0].agent.exit_reason == "finished"
+
+
+def test_sandbox_option_is_validated(write_run_config, make_toy_task) -> None:
+    from aka.errors import ConfigError
+
+    make_toy_task()
+    with pytest.raises(ConfigError, match="agent.sandbox"):
+        run_experiment(write_run_config(agent={"template": "cursor", "sandbox": "docker"}))

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from aka.agents.registry import agent_names
+from aka.check_agents import checks_table, run_checks
 from aka.device import detect_device
 from aka.errors import AkaError
 from aka.runner import package_versions, run_experiment
@@ -98,7 +98,9 @@ def doctor(tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root")] =
         table.add_row(name, value)
     table.add_row("python executable", sys.executable)
     table.add_row("nvcc", _tool_version(["nvcc", "--version"]))
-    table.add_row("agents", ", ".join(agent_names()))
+    checks = run_checks("all", False, None)
+    table.add_row("agents usable", ", ".join(c.name for c in checks if c.ready) or "none")
+    table.add_row("agents not ready", ", ".join(c.name for c in checks if not c.ready) or "none")
     root = (tasks_root or default_tasks_root()).resolve()
     try:
         runnable, dropped = gate_tasks(select_tasks(root, ["all"], "aka doctor"), device.arch)
@@ -115,7 +117,6 @@ def check_agents(
     config: Annotated[Optional[Path], typer.Option("--config", help="Check this run config's agent.")] = None,
 ) -> None:
     """Per agent: installed binary, version, credentials or endpoint, and (--live) a one-turn call."""
-    from aka.check_agents import checks_table, run_checks
 
     try:
         checks = run_checks(agents, live, config)

@@ -1,8 +1,8 @@
 """Fixtures: tiny real tasks whose steps are real subprocesses speaking the step-report format.
 
 The `toy` task's kernel declares a `VALUE` (correct when 42) and a `TIME_MS` (what its timed run
-reports, paired with a baseline of 4 ms), so evaluation outcomes are deterministic without a GPU
-or the Triton interpreter.
+reports, paired with the pristine kernel's TIME_MS, or 4 ms for a reference baseline), so
+evaluation outcomes are deterministic without a GPU or the Triton interpreter.
 """
 
 from __future__ import annotations
@@ -38,10 +38,16 @@ TOY_HARNESS = textwrap.dedent(
             out["cases"] = [{"id": "c1", "correct": ok}, {"id": "c2", "correct": ok}]
         elif kernel is not None and step == "performance":
             ms = kernel.TIME_MS
-            out["cases"] = [{"id": "c1", "time_ms": ms, "timing_method": "toy_clock", "baseline_time_ms": 4.0,
-                             "baseline_timing_method": "toy_clock", "speedup": 4.0 / ms},
-                            {"id": "c2", "time_ms": 2 * ms, "timing_method": "toy_clock", "baseline_time_ms": 8.0,
-                             "baseline_timing_method": "toy_clock", "speedup": 4.0 / ms}]
+            base = 4.0
+            pristine = os.path.join(os.environ.get("AKA_BASELINE_DIR", ""), "kernel.py")
+            if os.environ.get("AKA_BASELINE") == "source" and os.path.isfile(pristine):
+                namespace = {"__file__": pristine}
+                exec(open(pristine).read(), namespace)
+                base = namespace.get("TIME_MS", base)
+            out["cases"] = [{"id": "c1", "time_ms": ms, "timing_method": "toy_clock", "baseline_time_ms": base,
+                             "baseline_timing_method": "toy_clock", "speedup": base / ms},
+                            {"id": "c2", "time_ms": 2 * ms, "timing_method": "toy_clock", "baseline_time_ms": 2 * base,
+                             "baseline_timing_method": "toy_clock", "speedup": base / ms}]
     token = sys.stdin.readline().strip()
     os.write(int(os.environ["AKA_RESULT_FD"]), (json.dumps({"token": token, "report": out}) + "\\n").encode())
     """

@@ -1,4 +1,4 @@
-"""Agents: built-ins (noop, replay) and the registry that third-party agents join."""
+"""Agents: built-ins (noop, replay, autotune, llm, the agent CLIs) and the registry that plugins join."""
 
 from aka.agents.registry import (
     AgentContext,

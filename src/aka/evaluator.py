@@ -177,7 +177,8 @@ def run_isolated(command: str, task: Task, step: Step, eval_dir: Path, env: dict
     for another (e.g. a slow binary under the baseline's cache key).
     """
     token = secrets.token_hex(16)
-    env = {**env, "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix=f"triton-{secrets.token_hex(8)}-", dir=eval_dir.parent)}
+    cache = tempfile.mkdtemp(prefix=f"triton-{secrets.token_hex(8)}-", dir=eval_dir.parent)
+    env = {**env, "TRITON_CACHE_DIR": cache}
     read_fd, write_fd = os.pipe()
     received: list[bytes] = []
     reader = threading.Thread(target=_drain, args=(read_fd, received), daemon=True)
@@ -189,6 +190,7 @@ def run_isolated(command: str, task: Task, step: Step, eval_dir: Path, env: dict
                           preexec=step_limits(timeout, device.is_gpu).apply)
     finally:
         os.close(write_fd)
+        shutil.rmtree(cache, ignore_errors=True)
     reader.join(timeout=30)
     return ran, b"".join(received), token
 

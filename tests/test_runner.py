@@ -257,3 +257,7 @@ def test_heldout_cases_stay_hidden_and_measure_generalization(make_toy_task, wri
     assert verdicts["general"].generalization_gap == pytest.approx(0.0)
     assert [c.id for c in verdicts["general"].cases] == ["held_c1", "held_c2"]
     assert verdicts["tuned"].outcome.value == "opt_regression" and not verdicts["tuned"].candidate_correct
+    breakdown = json.loads((outcome.reports_dir / "task_type_breakdown.json").read_text())
+    assert breakdown["heldout"]["outcomes"]["opt_regression"] == 1
+    assert breakdown["heldout"]["correctness_retention"] == 0
+    assert "Correctness retention: 0.0" in (outcome.reports_dir / "overall_report.txt").read_text()

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from aka.heldout_report import heldout_lines, heldout_summary
 from aka.result import FailureKind, TaskResult, TaskStatus, write_text_atomic
 
 SUMMARY_CSV_NAME = "overall_summary.csv"
@@ -165,6 +166,9 @@ def render_breakdown(results: Sequence[TaskResult]) -> str:
             for family in families
         },
     }
+    heldout = heldout_summary(results)
+    if heldout is not None:
+        data["heldout"] = heldout
     return json.dumps(data, indent=2) + "\n"
 
 
@@ -280,6 +284,7 @@ def render_text_report(results: Sequence[TaskResult], header: RunHeader) -> str:
         "",
         "Skipped tasks (not in rates or averages)",
         *(skipped or ["none"]),
+        *heldout_lines(heldout_summary(ordered)),
     ]
     return "\n".join(lines) + "\n"
 

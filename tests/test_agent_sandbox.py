@@ -24,7 +24,11 @@ PROBE = textwrap.dedent("""\
     for name in ("TASKS_ROOT", "EXPERIMENTS", "OTHER_RUN"):
         path = pathlib.Path(os.environ["PROBE_" + name])
         seen[name] = sorted(p.name for p in path.iterdir()) if path.is_dir() else None
-    pathlib.Path(os.environ["PROBE_OUTSIDE"]).write_text("stays in the private /tmp")
+    try:
+        pathlib.Path(os.environ["PROBE_OUTSIDE"]).write_text("escaped")
+    except OSError:
+        pass
+    seen["tmpdir_writable"] = os.access(os.environ["TMPDIR"], os.W_OK)
     try:
         pathlib.Path(os.environ["PROBE_READ_ONLY"]).write_text("escaped")
         seen["read_only_write"] = True
@@ -60,7 +64,8 @@ def test_sandboxed_cli_sees_only_its_workspace(make_toy_task, write_run_config, 
     assert seen["TASKS_ROOT"] == [], "the task suite must be hidden"
     assert seen["OTHER_RUN"] is None and seen["EXPERIMENTS"] == [outcome.run_dir.name], "other runs must be hidden"
     assert seen["read_only_write"] is False and not (Path(sys.executable).parent / "aka_probe_escape").exists()
-    assert not (tmp_path / "outside.txt").exists(), "a write to /tmp must stay in the sandbox's own /tmp"
+    assert not (tmp_path / "outside.txt").exists(), "nothing outside the workspace and home is writable"
+    assert seen["tmpdir_writable"] is True
     assert seen["own_kernel"] is True
     assert outcome.results[0].agent is not None and outcome.results[0].agent.exit_reason == "finished"
 

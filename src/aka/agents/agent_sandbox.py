@@ -34,19 +34,17 @@ def hidden_from_agent(context: AgentContext) -> list[Path]:
     return [p for p in dict.fromkeys(h.resolve() for h in hidden) if p.is_dir()]
 
 
-def bwrap_prefix(workspace: Path, home: Path, hidden: Iterable[Path], binary_path: Path) -> tuple[str, ...]:
-    """bubblewrap: the file system read-only, a private /tmp, the hidden folders replaced by empty
-    ones (the CLI's own folder is mounted back), only the workspace and the agent's home writable,
-    its own PID namespace; the network stays (the model API is on it)."""
+def bwrap_prefix(workspace: Path, home: Path, hidden: Iterable[Path]) -> tuple[str, ...]:
+    """bubblewrap: the file system read-only, the hidden folders replaced by empty ones, only the
+    workspace and the agent's home (which holds its TMPDIR) writable, its own PID namespace; the
+    network stays (the model API is on it)."""
     binary = shutil.which("bwrap")
     if binary is None:
         raise SandboxUnavailableError(
             "agent option sandbox=bwrap, but bubblewrap is not installed (apt-get install bubblewrap)")
-    argv = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    argv = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for path in hidden:
         argv += ["--tmpfs", str(path)]
-    for folder in dict.fromkeys((binary_path.parent, binary_path.resolve().parent)):
-        argv += ["--ro-bind", str(folder), str(folder)]
     argv += ["--bind", str(workspace), str(workspace), "--bind", str(home), str(home),
              "--unshare-pid", "--die-with-parent", "--chdir", str(workspace)]
     return tuple(argv)

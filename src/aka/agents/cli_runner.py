@@ -170,10 +170,11 @@ def find_binary(name: str) -> Path | None:
 
 
 def isolated_env(home: Path, workspace: Path) -> dict[str, str]:
-    """This process's environment with HOME, the XDG folders and PWD moved to the run's own."""
+    """This process's environment with HOME, the XDG folders, TMPDIR and PWD moved to the run's own."""
     env = dict(os.environ)
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
-               XDG_CACHE_HOME=str(home / ".cache"), XDG_STATE_HOME=str(home / ".local/state"), PWD=str(workspace))
+               XDG_CACHE_HOME=str(home / ".cache"), XDG_STATE_HOME=str(home / ".local/state"), PWD=str(workspace),
+               TMPDIR=str(home / "tmp"))
     return env
 
 
@@ -182,7 +183,7 @@ def new_request(workspace: Path, log_path: Path, prompt: str, settings: AgentSet
     """A request with a fresh, empty home beside `log_path`."""
     home = log_path.parent / HOME_DIR_NAME
     shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
+    (home / "tmp").mkdir(parents=True)
     return CliRequest(workspace=workspace, home=home, transcript=log_path.parent / TRANSCRIPT_NAME,
                       log_path=log_path, prompt=prompt, settings=settings,
                       base_url=getattr(options, "base_url", None), api_key_env=options.api_key_env,
@@ -203,7 +204,7 @@ def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) ->
         return not_installed(spec)
     home = context.log_path.parent / HOME_DIR_NAME
     try:
-        sandbox = (bwrap_prefix(workspace.resolve(), home.resolve(), hidden_from_agent(context), binary)
+        sandbox = (bwrap_prefix(workspace.resolve(), home.resolve(), hidden_from_agent(context))
                    if context.options.sandbox == "bwrap" else ())
     except SandboxUnavailableError as exc:
         return AgentOutcome(agent=spec.name, ok=False, exit_reason="not_configured", message=str(exc))

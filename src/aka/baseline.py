@@ -78,8 +78,7 @@ def measure_baseline(run_dir: Path, task: Task, identity: str, device: DeviceInf
         if not outcomes[-1].passed:
             break
     else:
-        target = Target.REFERENCE if source is BaselineSource.REFERENCE else Target.CANDIDATE
-        outcomes.append(run_step(task, Step.PERFORMANCE, eval_dir, reports_dir, device, target, log))
+        outcomes.append(run_step(task, Step.PERFORMANCE, eval_dir, reports_dir, device, Target.BASELINE, log))
     problem = _first_problem(outcomes)
     record = BaselineRecord(
         task_name=task.name, task_identity=identity, device=device.name, source=source,

@@ -37,10 +37,12 @@ class Step(str, Enum):
 
 
 class Target(str, Enum):
-    """What a step exercises: the sources in the evaluation directory, or the PyTorch reference."""
+    """What a step exercises: the sources in the evaluation directory (paired with the baseline in
+    the performance step), the PyTorch reference, or the task's baseline timed alone."""
 
     CANDIDATE = "candidate"
     REFERENCE = "reference"
+    BASELINE = "baseline"
 
 
 _STEP_FAILURE = {

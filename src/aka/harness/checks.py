@@ -88,7 +88,7 @@ def correctness_step(task: KernelTask, ctx: StepContext) -> StepResult:
     """Every case against the reference; the first problem of a case is its verdict."""
     cases = task.cases_for(ctx.profile)
     eval_seed = secrets.randbelow(2**31)
-    if ctx.target == "reference":
+    if ctx.target != "candidate":
         loaded: object = task.reference
     else:
         source = load_source(task, "correctness", cases)

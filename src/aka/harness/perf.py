@@ -4,7 +4,8 @@ The baseline (the original sources from `.aka_baseline/`, or the PyTorch referen
 and called once, so its kernels are compiled and held in memory, before the candidate is
 imported. Every timed pair gets fresh inputs; the timed outputs go through the same checks as the
 correctness step; and a time under the case's speed-of-light floor is an impossible speedup.
-With `AKA_TARGET=reference` only the reference is timed (the run's frozen baseline record).
+With `AKA_TARGET=baseline` (or `reference`) only that side is timed, alone: the run's frozen
+baseline record.
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ def device_bandwidth(device: torch.device) -> float:
     return float(2 * source.numel() / statistics.median(times))
 
 
-def _time_reference(task: KernelTask, ctx: StepContext, case: Case) -> CaseResult:
+def _time_alone(task: KernelTask, ctx: StepContext, function: Callable[..., object], case: Case) -> CaseResult:
     inputs = make_case_inputs(task, case, case.seed, ctx.device)
-    timing = time_function(lambda: task.reference(*inputs), ctx.device, task.timing)
+    timing = time_function(lambda: function(*inputs), ctx.device, task.timing)
     return CaseResult(case, time_ms=timing.time_ms, timing_method=timing.method)
 
 
@@ -133,16 +134,17 @@ def _time_case(task: KernelTask, ctx: StepContext, verifier: CallVerifier, basel
 
 
 def performance_step(task: KernelTask, ctx: StepContext) -> StepResult:
-    """Paired times per case; `AKA_TARGET=reference` times the reference alone."""
+    """Paired times per case; `AKA_TARGET=reference` or `baseline` times that side alone (the run's
+    frozen baseline record)."""
     cases = task.cases_for(ctx.profile)
-    if ctx.target == "reference":
-        return StepResult("performance", "ok", None, [_time_reference(task, ctx, case) for case in cases])
-    if ctx.baseline == "reference":
+    if ctx.target == "reference" or (ctx.target == "baseline" and ctx.baseline == "reference"):
         baseline: Callable[..., object] | StepResult = task.reference
     else:
         baseline = load_source(task, "performance", cases, ctx.baseline_dir or Path.cwd() / ".aka_baseline")
     if isinstance(baseline, StepResult):
         raise RuntimeError(f"the task's own baseline sources do not load: {baseline.message}")
+    if ctx.target != "candidate":
+        return StepResult("performance", "ok", None, [_time_alone(task, ctx, baseline, case) for case in cases])
     if cases:
         baseline(*make_case_inputs(task, cases[0], cases[0].seed, ctx.device))
         sync(ctx.device)

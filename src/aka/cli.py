@@ -17,11 +17,14 @@ from aka.check_agents import checks_table, run_checks
 from aka.device import detect_device
 from aka.errors import AkaError
 from aka.runner import package_versions, run_experiment
+from aka.task_authoring import check_task, scaffold_task
 from aka.tasks import default_tasks_root, gate_tasks, select_tasks
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 tasks_app = typer.Typer(no_args_is_help=True, help="Inspect the task suite.")
+task_app = typer.Typer(no_args_is_help=True, help="Write and check one task.")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(task_app, name="task")
 console = Console()
 err_console = Console(stderr=True)
 
@@ -72,6 +75,41 @@ def list_tasks(
         table.add_row(task.name, task.family, ", ".join(task.config.source_file_path),
                       task.config.baseline_source.value)
     console.print(table)
+
+
+@task_app.command("new")
+def new_task(
+    name: Annotated[str, typer.Argument(help="FAMILY/SUITE/NAME, e.g. triton2triton/mine/scale")],
+    tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root", help="Folder of tasks.")] = None,
+) -> None:
+    """Write a working scaffold (config, kernel, harness, held-out cases) to start a task from."""
+    try:
+        path = scaffold_task((tasks_root or default_tasks_root()).resolve(), name)
+    except AkaError as exc:
+        raise fail(exc) from None
+    console.print(f"created {path}; next: aka task check {path}")
+
+
+@task_app.command("check")
+def check_task_command(
+    path: Annotated[Path, typer.Argument(help="The task folder.")],
+    tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root", help="Folder the task is under.")] = None,
+) -> None:
+    """Static checks, then the real evaluator on this machine (CPU: the ci cases under Triton's interpreter)."""
+    task_dir = path.resolve()
+    root = (tasks_root or _guess_root(task_dir)).resolve()
+    checks = check_task(root, task_dir, detect_device())
+    table = Table("check", "ok", "detail")
+    for check in checks:
+        table.add_row(check.name, "[green]yes[/]" if check.ok else "[red]no[/]", check.detail)
+    console.print(table)
+    if not all(check.ok for check in checks):
+        raise typer.Exit(1)
+
+
+def _guess_root(task_dir: Path) -> Path:
+    """The task's tasks root: the folder above FAMILY/SUITE/NAME."""
+    return task_dir.parents[2] if len(task_dir.parents) > 2 else task_dir.parent
 
 
 def _tool_version(command: list[str]) -> str:

@@ -24,6 +24,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 tasks_app = typer.Typer(no_args_is_help=True, help="Inspect the task suite.")
 task_app = typer.Typer(no_args_is_help=True, help="Write and check one task.")
 app.add_typer(tasks_app, name="tasks")
+import_app = typer.Typer(no_args_is_help=True, help="Import tasks from other benchmarks.")
+app.add_typer(import_app, name="import")
 app.add_typer(task_app, name="task")
 console = Console()
 err_console = Console(stderr=True)
@@ -110,6 +112,26 @@ def check_task_command(
 def _guess_root(task_dir: Path) -> Path:
     """The task's tasks root: the folder above FAMILY/SUITE/NAME."""
     return task_dir.parents[2] if len(task_dir.parents) > 2 else task_dir.parent
+
+
+@import_app.command("kernelbench")
+def import_kernelbench_cmd(
+    directory: Annotated[Path, typer.Argument(help="Folder of KernelBench problem files (*.py).")],
+    family: Annotated[str, typer.Option("--family", help="torch2triton or torch2cuda.")],
+    level: Annotated[Optional[int], typer.Option("--level", help="Read DIR/level{N}/ if it exists.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Tasks root to write into.")] = None,
+    suite: Annotated[Optional[str], typer.Option("--suite", help="Suite folder name.")] = None,
+) -> None:
+    """Turn KernelBench problems into task folders (docs/kernelbench-import.md)."""
+    from aka.kernelbench_import import import_kernelbench
+
+    try:
+        result = import_kernelbench(directory, family, out or default_tasks_root(), level, suite)
+    except AkaError as exc:
+        raise fail(exc) from None
+    for line in result.skipped:
+        err_console.print(line, highlight=False, soft_wrap=True)
+    console.print(f"{len(result.created)} tasks written, {len(result.skipped)} files skipped", highlight=False)
 
 
 def _tool_version(command: list[str]) -> str:

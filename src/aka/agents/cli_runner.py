@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from aka.agents.agent_sandbox import SandboxUnavailableError, bwrap_prefix, hidden_from_agent
-from aka.agents.registry import AgentContext, AgentSettings, load_agents
+from aka.agents.registry import AgentContext, AgentSettings, load_agents, register_agent
 from aka.process import CommandOutcome, run_command
 from aka.result import AgentOutcome
 
@@ -137,8 +137,15 @@ class CliAgentSpec:
 _CLI_AGENTS: dict[str, CliAgentSpec] = {}
 
 
-def cli_agent(spec: CliAgentSpec) -> CliAgentSpec:
-    """Record `spec` so that `aka check-agents` and the installers know it."""
+def cli_agent(spec: CliAgentSpec, module: str) -> CliAgentSpec:
+    """Record `spec` (for `aka check-agents` and the installers) and register its launcher under
+    `spec.name` with `spec.options_model`; `module` (the caller's `__name__`) holds its agent_config.yaml."""
+
+    def launch_agent(eval_config: AgentContext, task_config_dir: Path, workspace: Path) -> AgentOutcome:
+        return run_cli_agent(spec, eval_config, workspace)
+
+    launch_agent.__module__ = module
+    register_agent(spec.name, options=spec.options_model)(launch_agent)
     _CLI_AGENTS[spec.name] = spec
     return spec
 

@@ -8,24 +8,19 @@ passed as `--max-turns`, a hard limit: the run then ends with a `result` event o
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from aka.agents.cli_runner import (
     LOCAL_ENDPOINT_KEY,
     CliAgentSpec,
     CliCommand,
     CliPackage,
     CliRequest,
-    EndpointOptions,
     JsonEvent,
     RunSummary,
     cli_agent,
     clip,
     number,
-    run_cli_agent,
 )
-from aka.agents.registry import AgentContext, AgentSettings, register_agent
-from aka.result import AgentOutcome
+from aka.agents.registry import AgentSettings
 
 VERSION = "2.1.197"
 ALLOWED_TOOLS = "Read,Edit,Write,Bash,Glob,Grep,NotebookEdit,TodoWrite"
@@ -86,9 +81,4 @@ SPEC = cli_agent(CliAgentSpec(
     package=CliPackage("claude", VERSION, f"npm install --prefix .agent-clis @anthropic-ai/claude-code@{VERSION}",
                        f"@anthropic-ai/claude-code@{VERSION}"),
     key_vars=KEY_VARS, endpoint_var="ANTHROPIC_BASE_URL", command=_command, summarize=_summarize,
-))
-
-
-@register_agent("claude_code", options=EndpointOptions)
-def launch_agent(eval_config: AgentContext, task_config_dir: Path, workspace: Path) -> AgentOutcome:
-    return run_cli_agent(SPEC, eval_config, workspace)
+), __name__)

@@ -12,23 +12,19 @@ speaking the Responses API; its `env_key` is `api_key_env`, else CODEX_API_KEY o
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from aka.agents.cli_runner import (
     CliAgentSpec,
     CliCommand,
     CliPackage,
     CliRequest,
-    EndpointOptions,
     JsonEvent,
     RunSummary,
     cli_agent,
     clip,
     number,
-    run_cli_agent,
 )
-from aka.agents.registry import AgentContext, AgentSettings, register_agent
-from aka.result import AgentOutcome
+from aka.agents.registry import AgentSettings
 
 VERSION = "0.171.0"
 PROVIDER = "aka"
@@ -85,9 +81,4 @@ SPEC = cli_agent(CliAgentSpec(
     package=CliPackage("codex", VERSION, f"npm install --prefix .agent-clis @openai/codex@{VERSION}",
                        f"@openai/codex@{VERSION}"),
     key_vars=KEY_VARS, endpoint_var="OPENAI_BASE_URL", command=_command, summarize=_summarize,
-))
-
-
-@register_agent("codex", options=EndpointOptions)
-def launch_agent(eval_config: AgentContext, task_config_dir: Path, workspace: Path) -> AgentOutcome:
-    return run_cli_agent(SPEC, eval_config, workspace)
+), __name__)

@@ -11,8 +11,6 @@ Cursor's published documentation and captures of the pinned version.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from aka.agents.cli_runner import (
     PROMPT_FILE_NAME,
     CliAgentSpec,
@@ -26,10 +24,8 @@ from aka.agents.cli_runner import (
     clip,
     count_turns,
     number,
-    run_cli_agent,
 )
-from aka.agents.registry import AgentContext, AgentSettings, register_agent
-from aka.result import AgentOutcome
+from aka.agents.registry import AgentSettings
 
 VERSION = "2026.08.11-e8db854"
 KEY_VARS = ("CURSOR_API_KEY",)
@@ -73,9 +69,4 @@ SPEC = cli_agent(CliAgentSpec(
     name="cursor",
     package=CliPackage("cursor-agent", VERSION, "curl https://cursor.com/install -fsS | bash"),
     key_vars=KEY_VARS, endpoint_var=None, command=_command, summarize=_summarize, options_model=CliOptions,
-))
-
-
-@register_agent("cursor", options=CliOptions)
-def launch_agent(eval_config: AgentContext, task_config_dir: Path, workspace: Path) -> AgentOutcome:
-    return run_cli_agent(SPEC, eval_config, workspace)
+), __name__)

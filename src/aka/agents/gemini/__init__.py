@@ -9,7 +9,6 @@ with a `result` event of status `error`, exit status 53). The endpoint is `GOOGL
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from aka.agents.cli_runner import (
@@ -18,17 +17,14 @@ from aka.agents.cli_runner import (
     CliCommand,
     CliPackage,
     CliRequest,
-    EndpointOptions,
     JsonEvent,
     RunSummary,
     cli_agent,
     clip,
     count_turns,
     number,
-    run_cli_agent,
 )
-from aka.agents.registry import AgentContext, AgentSettings, register_agent
-from aka.result import AgentOutcome
+from aka.agents.registry import AgentSettings
 
 VERSION = "0.61.0"
 KEY_VARS = ("GEMINI_API_KEY",)
@@ -99,9 +95,4 @@ SPEC = cli_agent(CliAgentSpec(
     package=CliPackage("gemini", VERSION, f"npm install --prefix .agent-clis @google/gemini-cli@{VERSION}",
                        f"@google/gemini-cli@{VERSION}"),
     key_vars=KEY_VARS, endpoint_var="GOOGLE_GEMINI_BASE_URL", command=_command, summarize=_summarize,
-))
-
-
-@register_agent("gemini", options=EndpointOptions)
-def launch_agent(eval_config: AgentContext, task_config_dir: Path, workspace: Path) -> AgentOutcome:
-    return run_cli_agent(SPEC, eval_config, workspace)
+), __name__)

@@ -12,7 +12,6 @@ without it `model` must be `provider/model` and the provider's own key variable 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from aka.agents.cli_runner import (
@@ -21,16 +20,13 @@ from aka.agents.cli_runner import (
     CliCommand,
     CliPackage,
     CliRequest,
-    EndpointOptions,
     JsonEvent,
     RunSummary,
     cli_agent,
     clip,
     number,
-    run_cli_agent,
 )
-from aka.agents.registry import AgentContext, AgentSettings, register_agent
-from aka.result import AgentOutcome
+from aka.agents.registry import AgentSettings
 
 VERSION = "1.18.33"
 PROVIDER = "aka"
@@ -114,9 +110,4 @@ SPEC = cli_agent(CliAgentSpec(
     package=CliPackage("opencode", VERSION, f"npm install --prefix .agent-clis opencode-ai@{VERSION}",
                        f"opencode-ai@{VERSION}"),
     key_vars=KEY_VARS, endpoint_var=None, command=_command, summarize=_summarize,
-))
-
-
-@register_agent("opencode", options=EndpointOptions)
-def launch_agent(eval_config: AgentContext, task_config_dir: Path, workspace: Path) -> AgentOutcome:
-    return run_cli_agent(SPEC, eval_config, workspace)
+), __name__)

@@ -165,7 +165,7 @@ def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOu
             + (f" Agent: {agent.message}" if agent.message else "")
         ),
     )
-    result.pass_compilation = compile_ is not None and (compile_.passed or compile_.failure is FailureKind.NONE)
+    result.pass_compilation = compile_ is not None and compile_.passed
     if compile_ is not None and not compile_.passed:
         result.compilation_error_message = compile_.message
     if correctness is not None:

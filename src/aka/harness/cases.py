@@ -106,6 +106,12 @@ class Case:
         return parse_dtype(value)
 
 
+def sync(device: torch.device) -> None:
+    """Wait for all device work (every stream), so nothing a call launched escapes a check."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def make_generator(seed: int, device: torch.device | str) -> torch.Generator:
     """A generator on the device the inputs live on, so no host-to-device copy is needed."""
     generator = torch.Generator(device=torch.device(device))

@@ -205,12 +205,12 @@ def poison_allocator(expected: object) -> None:
     writes holds NaN (or a sentinel), not the reference's freed output."""
     tensors = [expected] if isinstance(expected, torch.Tensor) else list(expected) \
         if isinstance(expected, tuple | list) else []
-    blocks = []
-    for tensor in tensors:
-        if isinstance(tensor, torch.Tensor):
-            block = torch.empty_like(tensor)
-            sentinel: float | bool = float("nan") if tensor.dtype.is_floating_point else 90
-            block.fill_(True if tensor.dtype == torch.bool else sentinel)
-            blocks.append(block)
+    blocks = [fill_sentinel(torch.empty_like(t)) for t in tensors if isinstance(t, torch.Tensor)]
     del blocks
+
+
+def fill_sentinel(tensor: torch.Tensor) -> torch.Tensor:
+    """NaN for floating point, 90 for integers, True for booleans: values no correct output keeps."""
+    sentinel: float | bool = float("nan") if tensor.dtype.is_floating_point else 90
+    return tensor.fill_(True if tensor.dtype == torch.bool else sentinel)
 

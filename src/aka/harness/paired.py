@@ -29,6 +29,7 @@ from typing import Protocol
 
 import torch
 
+from aka.harness.guard import fill_sentinel
 from aka.harness.timing import flush_buffer
 
 EVENT_METHOD = "paired_cuda_event_l2flush"
@@ -202,7 +203,7 @@ def _capture(run: Callable[[int], object], sets: int,
 def _poison(output: object) -> None:
     for tensor in (output if isinstance(output, tuple | list) else [output]):
         if isinstance(tensor, torch.Tensor):
-            tensor.fill_(float("nan") if tensor.dtype.is_floating_point else 90)
+            fill_sentinel(tensor)
 
 
 def _time_graphs(source: PairSource, config: PairedConfig, flush: torch.Tensor, per_call_ms: float,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from aka.harness.cases import Case
+from aka.harness.cases import Case, sync
 from aka.harness.checks import make_verifier
 from aka.harness.compare import Output
 from aka.harness.guard import ForbiddenOps
@@ -34,7 +34,6 @@ from aka.harness.runner import (
     expected_output,
     load_source,
     make_case_inputs,
-    sync,
 )
 from aka.harness.timing import time_function
 from aka.harness.verify import IMPOSSIBLE, INCORRECT, POLICY, CallVerifier, Problem, ProblemError, worst

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from aka.harness.candidates import ToolMissingError
-from aka.harness.cases import Case, make_generator
+from aka.harness.cases import Case, make_generator, sync
 from aka.harness.channel import ReportChannel
 from aka.harness.compare import Output, Tolerance
 from aka.harness.guard import IntegritySnapshot
@@ -121,11 +121,6 @@ def heldout_cases(profile: str) -> Sequence[Case]:
     if not isinstance(cases, list | tuple) or not all(isinstance(c, Case) for c in cases) or not cases:
         raise HarnessError(f"{HELDOUT_MODULE} must define CASES (and may define CI_CASES) as lists of Case")
     return list(cases)
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def device_lost(device: torch.device) -> bool:

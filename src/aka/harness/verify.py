@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from aka.harness.cases import sync
 from aka.harness.compare import Output, Tolerance, compare_outputs
 from aka.harness.guard import ForbiddenOps, LaunchCounter, PersistingL2, overlaps, poison_allocator, storages
 
@@ -38,11 +39,6 @@ class ProblemError(Exception):
 def worst(problems: Sequence[Problem]) -> Problem | None:
     """Cheating outranks a wrong answer, so the reported kind is never the milder one."""
     return max(problems, key=lambda p: _SEVERITY[p.kind], default=None)
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from aka.device import DeviceInfo
-from aka.evaluator import Step, StepOutcome, Target, build_eval_dir, run_step
+from aka.evaluator import Step, StepOutcome, Target, build_eval_dir, run_steps
 from aka.result import FailureKind, write_text_atomic
 from aka.step_report import CaseReport
 from aka.task_config import BaselineSource
@@ -71,14 +71,9 @@ def measure_baseline(run_dir: Path, task: Task, identity: str, device: DeviceInf
     source = task.config.baseline_source
     eval_dir, reports_dir, log = work_dir / "evaluation", work_dir / "reports", work_dir / "baseline.log"
     build_eval_dir(task, eval_dir, candidate_dir=None)
-    outcomes: list[StepOutcome] = []
-    steps = [Step.COMPILE, Step.CORRECTNESS] if source is BaselineSource.SOURCE else []
-    for step in steps:
-        outcomes.append(run_step(task, step, eval_dir, reports_dir, device, Target.CANDIDATE, log))
-        if not outcomes[-1].passed:
-            break
-    else:
-        outcomes.append(run_step(task, Step.PERFORMANCE, eval_dir, reports_dir, device, Target.BASELINE, log))
+    validate = source is BaselineSource.SOURCE
+    steps = [(Step.COMPILE, Target.CANDIDATE), (Step.CORRECTNESS, Target.CANDIDATE)] if validate else []
+    outcomes = run_steps(task, [*steps, (Step.PERFORMANCE, Target.BASELINE)], eval_dir, reports_dir, device, log)
     problem = _first_problem(outcomes)
     record = BaselineRecord(
         task_name=task.name, task_identity=identity, device=device.name, source=source,

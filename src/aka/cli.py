@@ -96,11 +96,12 @@ def new_task(
 def check_task_command(
     path: Annotated[Path, typer.Argument(help="The task folder.")],
     tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root", help="Folder the task is under.")] = None,
+    solution: Annotated[Optional[Path], typer.Option("--solution", help="A solution's editable files.")] = None,
 ) -> None:
     """Static checks, then the real evaluator on this machine (CPU: the ci cases under Triton's interpreter)."""
     task_dir = path.resolve()
     root = (tasks_root or _guess_root(task_dir)).resolve()
-    checks = check_task(root, task_dir, detect_device())
+    checks = check_task(root, task_dir, detect_device(), solution.resolve() if solution else None)
     table = Table("check", "ok", "detail")
     for check in checks:
         table.add_row(check.name, "[green]yes[/]" if check.ok else "[red]no[/]", check.detail)

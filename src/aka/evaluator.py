@@ -8,9 +8,9 @@ import ast
 import os
 import re
 import secrets
+import shlex
 import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,9 +19,17 @@ from pathlib import Path
 
 from aka.device import DeviceInfo
 from aka.isolation import detect_sandbox, step_limits
-from aka.process import CommandOutcome, run_command
+from aka.process import CommandOutcome, StartedCommand
 from aka.result import FailureKind
-from aka.step_report import RESULT_FD_ENV, CaseReport, StepReport, StepReportError, StepStatus, parse_step_message
+from aka.step_report import (
+    READY_LINE,
+    RESULT_FD_ENV,
+    CaseReport,
+    StepReport,
+    StepReportError,
+    StepStatus,
+    parse_step_message,
+)
 from aka.tasks import IGNORED_NAMES, Task
 
 SRC_ROOT = Path(__file__).resolve().parents[1]
@@ -82,9 +90,9 @@ def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[s
     (deleted by the agent); those keep no copy at all, so a deleted kernel fails instead of
     silently falling back to the original.
     """
-    if dest.exists():
-        shutil.rmtree(dest)
-    shutil.copytree(task.directory, dest, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"))
+    _clear_in_place(dest)
+    shutil.copytree(task.directory, dest, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"),
+                    dirs_exist_ok=True)
     for rel in task.config.source_file_path:
         pristine = dest / BASELINE_SOURCES_DIR / rel
         pristine.parent.mkdir(parents=True, exist_ok=True)
@@ -100,6 +108,19 @@ def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[s
                 target.unlink(missing_ok=True)
                 missing.append(rel)
     return missing
+
+
+def _clear_in_place(directory: Path) -> None:
+    """Empty `directory` but keep it (its inode): step processes started early have it as their cwd."""
+    if not directory.is_dir() or directory.is_symlink():
+        if directory.is_symlink() or directory.exists():
+            directory.unlink()
+        return
+    for entry in directory.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def _defined_names(path: Path) -> set[str] | None:
@@ -161,40 +182,149 @@ def _commands(task: Task, step: Step) -> list[str]:
     return list(getattr(task.config, f"{step.value}_command"))
 
 
-def _drain(fd: int, sink: list[bytes]) -> None:
-    total = 0
-    with os.fdopen(fd, "rb", buffering=0) as pipe:
-        while chunk := pipe.read(65536):
-            total += len(chunk)
-            if total <= CHANNEL_LIMIT_BYTES:
-                sink.append(chunk)
+class _ResultPipe:
+    """A step's private result pipe, drained by a thread. `ready` is set once the harness says it
+    has loaded (aka.harness writes `ready` before it reads its token) or the command is gone."""
+
+    def __init__(self) -> None:
+        read_fd, self.write_fd = os.pipe()
+        self.chunks: list[bytes] = []
+        self.ready = threading.Event()
+        self._reader = threading.Thread(target=self._drain, args=(read_fd,), daemon=True)
+        self._reader.start()
+
+    def _drain(self, fd: int) -> None:
+        total = 0
+        with os.fdopen(fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(65536):
+                total += len(chunk)
+                if total <= CHANNEL_LIMIT_BYTES:
+                    self.chunks.append(chunk)
+                if b"".join(self.chunks[:2]).startswith(READY_LINE):
+                    self.ready.set()
+        self.ready.set()
+
+    def payload(self, wait: float = 30) -> bytes:
+        """Everything sent after the `ready` line (the report), once the pipe is closed."""
+        self._reader.join(timeout=wait)
+        data = b"".join(self.chunks)
+        return data[len(READY_LINE):] if data.startswith(READY_LINE) else data
+
+
+@dataclass
+class StepProcess:
+    """One step command, started (possibly early) in the sandbox and waiting for its token."""
+
+    command: str
+    step: Step
+    started: StartedCommand
+    pipe: _ResultPipe
+    token: str
+    cache: Path
+    timeout: float
+
+
+def start_isolated(command: str, task: Task, step: Step, eval_dir: Path, env: dict[str, str],
+                   device: DeviceInfo, log_path: Path) -> StepProcess:
+    """Start one step command sandboxed, with a private result pipe; it waits for its token.
+
+    Its Triton cache is a fresh, unguessable path created only when the command gets its turn,
+    so no other step can plant compiled kernels there (e.g. a slow binary under the baseline's
+    cache key).
+    """
+    cache = eval_dir.parent / f"triton-{secrets.token_hex(12)}"
+    pipe = _ResultPipe()
+    timeout = _timeout(task, step)
+    try:
+        started = StartedCommand(command, eval_dir, {**env, "TRITON_CACHE_DIR": str(cache),
+                                                     RESULT_FD_ENV: str(pipe.write_fd)},
+                                 log_path, True, (pipe.write_fd,), detect_sandbox().prefix,
+                                 step_limits(timeout, device.is_gpu).apply)
+    finally:
+        os.close(pipe.write_fd)
+    return StepProcess(command, step, started, pipe, secrets.token_hex(16), cache, timeout)
+
+
+def finish_isolated(process: StepProcess) -> tuple[CommandOutcome, bytes, str]:
+    """Give a started command its token and its turn; return how it ended and what it sent."""
+    process.cache.mkdir(mode=0o700, exist_ok=True)
+    try:
+        ran = process.started.finish(f"{process.token}\n".encode(), process.timeout)
+    finally:
+        shutil.rmtree(process.cache, ignore_errors=True)
+    return ran, process.pipe.payload(), process.token
 
 
 def run_isolated(command: str, task: Task, step: Step, eval_dir: Path, env: dict[str, str],
                  device: DeviceInfo, log_path: Path) -> tuple[CommandOutcome, bytes, str]:
-    """Run one step command sandboxed, with a private result pipe and a one-time token on stdin.
+    """Run one step command sandboxed, with a private result pipe and a one-time token on stdin."""
+    return finish_isolated(start_isolated(command, task, step, eval_dir, env, device, log_path))
 
-    Returns how the command ended, what came through the pipe, and the token it had to echo.
-    Each command gets its own unguessable Triton cache, so no step can plant compiled kernels
-    for another (e.g. a slow binary under the baseline's cache key).
-    """
-    token = secrets.token_hex(16)
-    cache = tempfile.mkdtemp(prefix=f"triton-{secrets.token_hex(8)}-", dir=eval_dir.parent)
-    env = {**env, "TRITON_CACHE_DIR": cache}
-    read_fd, write_fd = os.pipe()
-    received: list[bytes] = []
-    reader = threading.Thread(target=_drain, args=(read_fd, received), daemon=True)
-    reader.start()
+
+def _uses_aka_harness(command: str, eval_dir: Path) -> bool:
+    """`python3 SCRIPT.py ...` where the script ends in aka.harness's `run_task` (which says `ready`)."""
     try:
-        timeout = _timeout(task, step)
-        ran = run_command(command, eval_dir, {**env, RESULT_FD_ENV: str(write_fd)}, timeout, log_path,
-                          stdin=f"{token}\n".encode(), pass_fds=(write_fd,), prefix=detect_sandbox().prefix,
-                          preexec=step_limits(timeout, device.is_gpu).apply)
-    finally:
-        os.close(write_fd)
-        shutil.rmtree(cache, ignore_errors=True)
-    reader.join(timeout=30)
-    return ran, b"".join(received), token
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    if len(argv) < 2 or not Path(argv[0]).name.startswith("python") or not argv[1].endswith(".py"):
+        return False
+    script = eval_dir / argv[1]
+    return script.is_file() and "run_task(" in script.read_text(encoding="utf-8", errors="replace")
+
+
+@dataclass
+class Prestarted:
+    """Every command of a sequence of steps, started at once so their start-up (Python, torch,
+    the harness) overlaps; each still runs alone, in turn, after the directory is rebuilt.
+
+    Only with the PID-namespace sandbox (a waiting process is invisible to the candidate code
+    of earlier steps) and only for aka.harness scripts, which load the harness and then wait
+    for their token: all of them are loaded before any candidate code runs.
+    """
+
+    eval_dir: Path
+    inode: int
+    processes: dict[Step, list[StepProcess]]
+
+    @classmethod
+    def start(cls, task: Task, steps: list[tuple[Step, Target]], eval_dir: Path, device: DeviceInfo,
+              log_path: Path, extra_env: dict[str, str] | None = None) -> Prestarted | None:
+        commands = [c for step, _ in steps for c in _commands(task, step)]
+        if not detect_sandbox().prefix or not commands or not all(_uses_aka_harness(c, eval_dir) for c in commands):
+            return None
+        processes: dict[Step, list[StepProcess]] = {}
+        for step, target in steps:
+            env = step_environment(task, device, step, target, eval_dir, extra_env)
+            processes[step] = [start_isolated(c, task, step, eval_dir, env, device, _own_log(log_path, step, i))
+                               for i, c in enumerate(_commands(task, step))]
+        for process in (p for group in processes.values() for p in group):
+            process.pipe.ready.wait(timeout=process.timeout)
+        return cls(eval_dir, eval_dir.stat().st_ino, processes)
+
+    def replaced(self) -> bool:
+        """Candidate code swapped the evaluation directory for another (waiting steps would not see it)."""
+        try:
+            return self.eval_dir.stat().st_ino != self.inode
+        except OSError:
+            return True
+
+    def abandon(self) -> None:
+        for process in (p for group in self.processes.values() for p in group):
+            if process.started.proc.poll() is None:
+                process.started.abandon()
+
+
+def _own_log(log_path: Path, step: Step, index: int) -> Path:
+    return log_path.with_name(f"{log_path.name}.{step.value}{index}")
+
+
+def _append_log(own: Path, log_path: Path) -> None:
+    """Early-started commands log to their own file (they start together); keep one log for people."""
+    if own != log_path and own.is_file():
+        with log_path.open("ab") as log:
+            log.write(own.read_bytes())
+        own.unlink()
 
 
 def _report_failure(report: StepReport, step: Step) -> FailureKind:
@@ -210,7 +340,7 @@ def _report_failure(report: StepReport, step: Step) -> FailureKind:
 
 def run_step(task: Task, step: Step, eval_dir: Path, reports_dir: Path, device: DeviceInfo,
              target: Target, log_path: Path, extra_env: dict[str, str] | None = None,
-             rebuild: Callable[[], object] | None = None) -> StepOutcome:
+             rebuild: Callable[[], object] | None = None, prestarted: Prestarted | None = None) -> StepOutcome:
     """Run every command of `step`; the first failing command decides the step's verdict.
 
     The exit status is cross-checked with the report: a non-zero exit is a failure even when a
@@ -223,8 +353,17 @@ def run_step(task: Task, step: Step, eval_dir: Path, reports_dir: Path, device: 
     for index, command in enumerate(_commands(task, step)):
         if rebuild is not None:
             rebuild()
-        env = step_environment(task, device, step, target, eval_dir, extra_env)
-        ran, received, token = run_isolated(command, task, step, eval_dir, env, device, log_path)
+        if prestarted is not None:
+            if prestarted.replaced():
+                outcome.failure = FailureKind.TAMPERING
+                outcome.message = "candidate code replaced the evaluation directory"
+                return outcome
+            process = prestarted.processes[step][index]
+        else:
+            env = step_environment(task, device, step, target, eval_dir, extra_env)
+            process = start_isolated(command, task, step, eval_dir, env, device, log_path)
+        ran, received, token = finish_isolated(process)
+        _append_log(process.started.log_path, log_path)
         outcome.commands.append(ran)
         reports_dir.mkdir(parents=True, exist_ok=True)
         (reports_dir / f"{target.value}_{step.value}_{index}.raw").write_bytes(received)
@@ -273,13 +412,14 @@ def _check_cases(outcome: StepOutcome) -> StepOutcome:
 
 
 def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, device: DeviceInfo,
-                       heldout: bool = False) -> list[StepOutcome]:
+                       heldout: bool = False, through: int = 3) -> list[StepOutcome]:
     """Judge the declared sources in `candidate_dir`: compile, correctness, performance.
 
     Everything is built in `scratch_dir/evaluation` from the pristine task; the steps stop at the
     first failure. Agents that test their own candidates (autotune, llm) call this too, so they
     see exactly what the final evaluation will see. `heldout=True` runs correctness and
     performance on the task's hidden held-out cases instead (the candidate must have compiled).
+    `through=2` stops after correctness.
     """
     name = "evaluation_heldout" if heldout else "evaluation"
     eval_dir, reports, log = scratch_dir / name, scratch_dir / f".reports_{name}", scratch_dir / f"{name}.log"
@@ -291,12 +431,26 @@ def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, devic
     if absent:
         return [StepOutcome(Step.COMPILE, FailureKind.MISSING_KERNEL,
                             f"target kernel function(s) not defined: {', '.join(absent)}")]
+    steps = [s for s in (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE)[:through]
+             if s is not Step.PERFORMANCE or task.config.performance_command]
+    return run_steps(task, [(s, Target.CANDIDATE) for s in steps], eval_dir, reports, device, log, extra,
+                     rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir))
+
+
+def run_steps(task: Task, steps: list[tuple[Step, Target]], eval_dir: Path, reports_dir: Path, device: DeviceInfo,
+              log_path: Path, extra_env: dict[str, str] | None = None,
+              rebuild: Callable[[], object] | None = None) -> list[StepOutcome]:
+    """Run `steps` in order, stopping at the first that does not pass; their commands start
+    together (see `Prestarted`) where that is safe."""
+    prestarted = Prestarted.start(task, steps, eval_dir, device, log_path, extra_env)
     outcomes: list[StepOutcome] = []
-    for step in (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE):
-        if step is Step.PERFORMANCE and not task.config.performance_command:
-            break
-        outcomes.append(run_step(task, step, eval_dir, reports, device, Target.CANDIDATE, log, extra,
-                                 rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir)))
-        if not outcomes[-1].passed:
-            break
+    try:
+        for step, target in steps:
+            outcomes.append(run_step(task, step, eval_dir, reports_dir, device, target, log_path, extra_env,
+                                     rebuild, prestarted))
+            if not outcomes[-1].passed:
+                break
+    finally:
+        if prestarted is not None:
+            prestarted.abandon()
     return outcomes

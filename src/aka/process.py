@@ -59,33 +59,63 @@ def run_command(command: str | list[str], cwd: Path, env: dict[str, str], timeou
     (no argv length limit); without it, standard input is closed. `prefix` wraps the command
     (e.g. a namespace sandbox), `pass_fds` are inherited, `preexec` runs in the child (limits).
     """
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    argv = [*prefix, *(["/bin/bash", "-c", command] if isinstance(command, str) else command)]
-    shown = command if isinstance(command, str) else shlex.join(command)
-    start = time.monotonic()
-    with log_path.open("ab") as log:
-        log.write(f"$ {shown}\n".encode())
-        log.flush()
-        offset = log.tell()
-        proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds, preexec_fn=preexec,
-        )
+    started = StartedCommand(command, cwd, env, log_path, stdin is not None, pass_fds, prefix, preexec)
+    return started.finish(stdin, timeout)
+
+
+class StartedCommand:
+    """A command started now and finished later: `finish` feeds its stdin and enforces the timeout.
+
+    Starting early lets a step command pay its start-up (Python, torch) while earlier commands
+    run; it blocks on its standard input until `finish` (see aka.evaluator).
+    """
+
+    def __init__(self, command: str | list[str], cwd: Path, env: dict[str, str], log_path: Path,
+                 with_stdin: bool = True, pass_fds: tuple[int, ...] = (), prefix: tuple[str, ...] = (),
+                 preexec: Callable[[], None] | None = None) -> None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = [*prefix, *(["/bin/bash", "-c", command] if isinstance(command, str) else command)]
+        self.shown = command if isinstance(command, str) else shlex.join(command)
+        self.log_path = log_path
+        with log_path.open("ab") as log:
+            log.write(f"$ {self.shown}\n".encode())
+            log.flush()
+            self.offset = log.tell()
+            self.proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
+                preexec_fn=preexec,
+            )
+
+    def finish(self, stdin: bytes | None, timeout: float) -> CommandOutcome:
+        """Feed `stdin`, wait at most `timeout` seconds, then kill whatever is left in the group."""
+        start = time.monotonic()
         timed_out = False
         try:
-            proc.communicate(input=stdin, timeout=timeout)
+            self.proc.communicate(input=stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(proc.pid)
+            _kill_group(self.proc.pid)
             try:
-                proc.wait(timeout=KILL_GRACE_SECONDS)
+                self.proc.wait(timeout=KILL_GRACE_SECONDS)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                self.proc.kill()
+                self.proc.wait()
         else:
-            _kill_group(proc.pid)
-    seconds = time.monotonic() - start
-    with log_path.open("rb") as log:
-        log.seek(offset)
-        tail = log.read()[-TAIL_CHARS:].decode("utf-8", errors="replace")
-    return CommandOutcome(shown, None if timed_out else proc.returncode, timed_out, seconds, tail)
+            _kill_group(self.proc.pid)
+        seconds = time.monotonic() - start
+        with self.log_path.open("rb") as log:
+            log.seek(self.offset)
+            tail = log.read()[-TAIL_CHARS:].decode("utf-8", errors="replace")
+        return CommandOutcome(self.shown, None if timed_out else self.proc.returncode, timed_out, seconds, tail)
+
+    def abandon(self) -> None:
+        """Kill a started command that will never get its turn (an earlier step failed)."""
+        _kill_group(self.proc.pid)
+        try:
+            self.proc.wait(timeout=KILL_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()

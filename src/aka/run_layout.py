@@ -19,6 +19,7 @@ WORKSPACE_SUFFIX = re.compile(r"_(\d{8}_\d{6})(?:_(\d+))?$")
 REPORTS_DIR = "reports"
 AGENT_WORK_DIR = "work"
 EVALUATION_DIR = "evaluation"
+REPOSITORIES_DIR = "repos"  # repository tasks, cloned at their pinned revision (aka.repository)
 MANIFEST_NAME = "run_manifest.json"
 EVENTS_NAME = "events.jsonl"
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 STEP_REPORT_FORMAT = "aka-step-report/1"
 RESULT_FD_ENV = "AKA_RESULT_FD"
+READY_LINE = b"ready\n"  # aka.harness.channel sends it before reading its token (same value there)
 
 
 class StepStatus(str, Enum):

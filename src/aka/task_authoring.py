@@ -14,11 +14,13 @@ from aka.baseline import measure_baseline
 from aka.device import DeviceInfo
 from aka.errors import AkaError, ConfigError
 from aka.evaluator import build_eval_dir, evaluate_candidate, missing_kernels
+from aka.repository import materialize
 from aka.result import FailureKind
 from aka.tasks import load_task, task_identity
 
 TRITON_FAMILIES = ("triton2triton", "torch2triton", "instruction2triton")
 CUDA_FAMILIES = ("cuda2cuda", "torch2cuda")
+SKELETON_FAMILIES = ("instruction2triton",)
 
 TRITON_KERNEL = '''"""The editable source: `scale(x)` returns 2 * x, computed by the Triton kernel `scale_kernel`."""
 
@@ -178,26 +180,46 @@ class TaskCheck:
     detail: str
 
 
-def check_task(root: Path, task_dir: Path, device: DeviceInfo) -> list[TaskCheck]:
-    """Static checks, then the real evaluator on this machine: baseline, noop candidate, held-out."""
+def check_task(root: Path, task_dir: Path, device: DeviceInfo, solution: Path | None = None) -> list[TaskCheck]:
+    """Static checks, then the real evaluator on this machine: baseline, candidate, held-out.
+
+    The candidate is the task's own editable sources (the noop agent), or `solution`'s copies of
+    them. An instruction2triton task gives no kernel, so its untouched skeleton must fail cleanly
+    (a failure kind, not a harness crash) and a solution proves the task is solvable.
+    """
     try:
         task = load_task(root, task_dir)
     except ConfigError as exc:
         return [TaskCheck("config", False, str(exc))]
     checks = [TaskCheck("config", True, f"{task.family}, baseline: {task.config.baseline_source.value}")]
+    skeleton = task.family in SKELETON_FAMILIES and solution is None
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        build_eval_dir(task, scratch / "static", None)
+        try:
+            task = materialize(task, scratch / "repos")
+        except AkaError as exc:
+            return [*checks, TaskCheck("repository", False, str(exc))]
+        build_eval_dir(task, scratch / "static", solution)
         absent = missing_kernels(task, scratch / "static")
-        checks.append(TaskCheck("target kernels defined", not absent, ", ".join(absent) or "all found"))
+        if skeleton:
+            checks.append(TaskCheck("target kernels defined", True, "skeleton: written by the agent"))
+        else:
+            checks.append(TaskCheck("target kernels defined", not absent, ", ".join(absent) or "all found"))
         baseline = measure_baseline(scratch, task, task_identity(task), device, scratch / "baseline")
         skipped = baseline.status is FailureKind.SKIPPED
         checks.append(TaskCheck("baseline", baseline.usable or skipped,
                                 baseline.message or f"{len(baseline.cases)} case(s) timed"))
+        candidate = solution or task.directory
+        name = "solution" if solution else "noop candidate"
         for heldout in (False, True) if "heldout.py" in task.config.hidden_files else (False,):
-            outcomes = evaluate_candidate(task, task.directory, scratch / f"noop{heldout}", device, heldout=heldout)
+            outcomes = evaluate_candidate(task, candidate, scratch / f"candidate{heldout}", device, heldout=heldout)
             failed = next((o for o in outcomes if not o.passed), None)
-            label = "held-out cases (noop)" if heldout else "noop candidate"
+            label = f"held-out cases ({name})" if heldout else name
+            if skeleton:
+                clean = failed is not None and failed.failure is not FailureKind.INFRA_ERROR
+                checks.append(TaskCheck(f"{label} fails cleanly", clean or bool(failed and failed.skipped),
+                                        failed.failure.value if failed else "the skeleton passed: give no kernel"))
+                continue
             ok = failed is None or failed.skipped
             checks.append(TaskCheck(label, ok, failed.message or failed.failure.value if failed else "passes"))
     return checks

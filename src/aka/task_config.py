@@ -96,6 +96,7 @@ class TaskConfig(BaseModel):
     hidden_files: list[str] = Field(default_factory=list)
     task_result_template: Any = None
     repo_url: str | None = None
+    repo_revision: str | None = None  # the pinned commit (or tag) of repo_url; ours, not in the seed
     repository_language: str | None = None
     post_clone_install: list[str] = Field(default_factory=list)
     post_clone_install_mode: str | None = None

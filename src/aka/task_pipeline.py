@@ -17,6 +17,7 @@ from aka.device import DeviceInfo
 from aka.evaluator import Step, StepOutcome, Target, build_eval_dir, evaluate_candidate, step_environment
 from aka.process import run_command
 from aka.prompt import build_prompt
+from aka.repository import materialize
 from aka.result import (
     CHEATING_KINDS,
     AgentOutcome,
@@ -28,7 +29,7 @@ from aka.result import (
     write_task_result,
 )
 from aka.run_config import LoadedRunConfig
-from aka.run_layout import AGENT_WORK_DIR, EVALUATION_DIR, new_task_workspace
+from aka.run_layout import AGENT_WORK_DIR, EVALUATION_DIR, REPOSITORIES_DIR, new_task_workspace
 from aka.scoring import Scorer
 from aka.speedup import BASELINE_SLOWDOWN_LIMIT, apply_timings, slowed_baselines
 from aka.task_config import BaselineSource
@@ -123,7 +124,7 @@ def _heldout(ctx: RunContext, task: Task, workspace: Path, result: TaskResult) -
     baseline_ok = True
     if task.config.baseline_source is BaselineSource.SOURCE:
         baseline_ok = all(o.passed for o in evaluate_candidate(task, task.directory, workspace / "heldout_baseline",
-                                                               ctx.device, heldout=True)[:2])
+                                                               ctx.device, heldout=True, through=2))
     outcome = {(True, True): HeldoutOutcome.BOTH_PASS, (True, False): HeldoutOutcome.OPT_REGRESSION,
                (False, True): HeldoutOutcome.OPT_IMPROVEMENT, (False, False): HeldoutOutcome.BOTH_FAIL}
     timed = TaskResult(task_name=task.name, task_type=task.family)
@@ -211,8 +212,9 @@ def _infra_result(ctx: RunContext, task: Task, message: str) -> TaskResult:
 def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
     """Run one task in a new workspace; infrastructure faults become INFRA results, not crashes."""
     workspace = new_task_workspace(ctx.run_dir, task)
-    identity = task_identity(task)
+    identity = task_identity(task)  # the task folder's (config pins a repository's revision)
     try:
+        task = materialize(task, ctx.run_dir / REPOSITORIES_DIR)
         baseline = load_frozen_baseline(ctx.run_dir, task, identity, ctx.device) or measure_baseline(
             ctx.run_dir, task, identity, ctx.device, workspace / "baseline")
         if baseline.status is FailureKind.INFRA_ERROR:

@@ -9,7 +9,7 @@ from pathlib import Path
 from aka.errors import ConfigError
 from aka.task_config import TASK_CONFIG_NAME, TaskConfig, load_task_config
 
-IGNORED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", "build"})
+IGNORED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", "build", ".git"})
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ The evaluator passes the pipe's write end as `$AKA_RESULT_FD` and the token as t
 standard input. `claim()` removes the variable, reads the token, closes standard input and moves
 the pipe to a random close-on-exec descriptor, so a candidate imported later finds neither a path
 to write to nor the token to sign with; the evaluator rejects any message without the token, and
-more than one message. Without `$AKA_RESULT_FD` (an author running a step by hand) the report
+more than one message. Before reading the token it writes `ready` on the pipe: the harness is
+loaded, so an evaluator that started this step early (while earlier steps ran) knows the harness
+was read before any candidate code ran. Without `$AKA_RESULT_FD` (an author running a step by hand) the report
 goes to standard output instead.
 """
 
@@ -18,6 +20,7 @@ import sys
 from dataclasses import dataclass
 
 RESULT_FD_ENV = "AKA_RESULT_FD"
+READY_LINE = b"ready\n"
 _HIDDEN_FD_RANGE = (300, 1000)
 
 
@@ -31,6 +34,7 @@ class ReportChannel:
         raw = os.environ.pop(RESULT_FD_ENV, None)
         if raw is None:
             return cls(None, None)
+        os.write(int(raw), READY_LINE)  # loaded; an evaluator that started us early now sends the token
         token = sys.stdin.readline().strip()
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)

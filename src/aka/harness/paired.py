@@ -18,6 +18,7 @@ check of a graph's outputs they are poisoned, so work the graph does not contain
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import random
@@ -65,10 +66,18 @@ class PairedConfig:
     batch: int = 10
     target_rel_halfwidth: float = 0.004
     budget_s: float = 1.0
+    step_budget_s: float = 6.0
+    min_budget_s: float = 0.3
     hold_ms: float = 0.2
     graph_threshold_ms: float = 0.020
     graph_replay_ms: float = 0.5
     cpu_pairs: int = 3
+
+    def for_cases(self, count: int) -> PairedConfig:
+        """Per-case budget when a step times `count` cases: the step's budget shared out, so that
+        a task with many cases still evaluates in seconds (never under `min_budget_s` a case)."""
+        share = self.step_budget_s / max(count, 1)
+        return dataclasses.replace(self, budget_s=min(self.budget_s, max(self.min_budget_s, share)))
 
 
 @dataclass(frozen=True)

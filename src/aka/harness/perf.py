@@ -24,7 +24,7 @@ from aka.harness.cases import Case, sync
 from aka.harness.checks import make_verifier
 from aka.harness.compare import Output
 from aka.harness.guard import ForbiddenOps
-from aka.harness.paired import HiddenWorkError, time_paired
+from aka.harness.paired import HiddenWorkError, PairedConfig, time_paired
 from aka.harness.report import CaseResult, StepResult, describe_exception
 from aka.harness.runner import (
     CandidateError,
@@ -103,11 +103,11 @@ class CasePairs:
 
 
 def _time_case(task: KernelTask, ctx: StepContext, verifier: CallVerifier, baseline: Callable[..., object],
-               candidate: Callable[..., object], case: Case) -> CaseResult:
+               candidate: Callable[..., object], case: Case, config: PairedConfig) -> CaseResult:
     pairs = CasePairs(task, ctx, case, verifier, baseline, candidate, secrets.randbits(62))
     launches_before = verifier.launches.total()
     try:
-        paired = time_paired(pairs, ctx.device, task.paired)
+        paired = time_paired(pairs, ctx.device, config)
     except ProblemError as exc:
         return CaseResult(case, correct=False, message=f"[{exc.problem.kind}] timed call: {exc.problem.message}",
                           kind=exc.problem.kind)
@@ -152,8 +152,9 @@ def performance_step(task: KernelTask, ctx: StepContext) -> StepResult:
         return candidate
     verifier = make_verifier(task, ctx)
     results: list[CaseResult] = []
+    config = task.paired.for_cases(len(cases))
     for index, case in enumerate(cases):
-        results.append(_time_case(task, ctx, verifier, baseline, candidate, case))
+        results.append(_time_case(task, ctx, verifier, baseline, candidate, case, config))
         log.info("%s: %s", case.id, results[-1].message or f"{results[-1].speedup:.4f}x")
         if results[-1].correct is False and device_lost(ctx.device):
             results += [CaseResult(c, correct=False, message="not run: the GPU context was lost")

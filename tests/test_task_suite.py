@@ -1,0 +1,99 @@
+"""Every task in tasks/ meets the suite's rules and passes its CPU profile through the real evaluator.
+
+Static rules (issue #4): at least 4 cases and 4 held-out cases (hidden, never in the workspace),
+a small `ci` profile, instructions and a cheatsheet, tunables where the family has knobs. Then
+`aka task check` on this machine: baseline, the untouched sources (an instruction2triton skeleton
+must fail cleanly), held-out cases; and every solution in solutions/examples compiles and is
+correct on the CPU profile. On a machine without a GPU the CUDA tasks compile with nvcc and
+report that their other steps need a GPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from aka.device import DeviceInfo
+from aka.evaluator import evaluate_candidate
+from aka.harness import Case
+from aka.task_authoring import SKELETON_FAMILIES, check_task
+from aka.task_config import REPOSITORY_FAMILY
+from aka.tasks import Task, select_tasks
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS_ROOT = REPO / "tasks"
+SOLUTIONS = REPO / "solutions" / "examples"
+CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
+ALL_TASKS = select_tasks(TASKS_ROOT, ["all"])
+KERNEL_TASKS = [t for t in ALL_TASKS if t.family != REPOSITORY_FAMILY]
+MINIMUM_PER_FAMILY = {"triton2triton": 14, "instruction2triton": 6, "torch2triton": 8, "torch2cuda": 4,
+                      "cuda2cuda": 4, "repository": 1, "e2e": 2}
+STARTERS = {"triton2triton/basic/gelu", "torch2triton/basic/softmax", "cuda2cuda/basic/vector_add"}
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    before = Path.cwd()
+    os.chdir(path.parent)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        os.chdir(before)
+    return module
+
+
+def test_the_suite_has_every_family_it_promises() -> None:
+    counts = Counter(t.family for t in ALL_TASKS)
+    assert len(ALL_TASKS) >= 40, counts
+    short = {family: (counts[family], needed) for family, needed in MINIMUM_PER_FAMILY.items()
+             if counts[family] < needed}
+    assert not short, f"family: (have, need) {short}"
+
+
+@pytest.mark.parametrize("task", KERNEL_TASKS, ids=lambda t: t.name)
+def test_task_declares_what_the_suite_requires(task: Task) -> None:
+    config = task.config
+    assert config.prompt.instructions.strip() and config.prompt.cheatsheet.strip()
+    harness = _load(task.directory / "harness.py", f"suite_{task.slug}")
+    kernel_task = harness.TASK
+    assert kernel_task.name == task.name
+    assert len(kernel_task.cases) >= 4 and kernel_task.ci_cases, "need >= 4 cases and a ci profile"
+    assert len({c.id for c in kernel_task.cases}) == len(kernel_task.cases), "case ids must be unique"
+    if task.name in STARTERS:
+        return
+    assert config.tunables, "declare tunables (block sizes, warps, threads) for the autotune agent"
+    assert "heldout.py" in config.hidden_files
+    heldout = _load(task.directory / "heldout.py", f"heldout_{task.slug}")
+    assert len(heldout.CASES) >= 4 and all(isinstance(c, Case) for c in heldout.CASES)
+    assert heldout.CI_CASES
+    shown = {c.id for c in kernel_task.cases}
+    assert not shown & {c.id for c in heldout.CASES}, "held-out cases must differ from the visible ones"
+
+
+@pytest.mark.parametrize("task", KERNEL_TASKS, ids=lambda t: t.name)
+def test_task_passes_its_cpu_profile(task: Task) -> None:
+    solution = SOLUTIONS / task.name if task.family in SKELETON_FAMILIES else None
+    checks = check_task(TASKS_ROOT, task.directory, CPU)
+    failed = [f"{c.name}: {c.detail}" for c in checks if not c.ok]
+    assert not failed, failed
+    if solution is not None:
+        assert solution.is_dir(), f"an {task.family} task needs a solution in {solution}"
+
+
+SOLVED = [t for t in KERNEL_TASKS if (SOLUTIONS / t.name).is_dir()]
+
+
+@pytest.mark.parametrize("task", SOLVED, ids=lambda t: t.name)
+def test_solution_is_correct_on_the_cpu_profile(task: Task) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        outcomes = evaluate_candidate(task, SOLUTIONS / task.name, Path(tmp), CPU, through=2)
+    failed = [o for o in outcomes if not (o.passed or o.skipped)]
+    assert not failed, f"{failed[0].step.value}: {failed[0].failure.value}: {failed[0].message}"

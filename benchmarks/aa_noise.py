@@ -17,22 +17,26 @@ import argparse
 import contextlib
 import functools
 import importlib.util
+import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
+
+from suite_copy import copy_tasks, shard  # noqa: E402
 
 from aka.device import detect_device  # noqa: E402
 from aka.evaluator import build_eval_dir  # noqa: E402
+from aka.repository import materialize  # noqa: E402
 from aka.result import TaskResult, TaskStatus  # noqa: E402
 from aka.runner import run_experiment  # noqa: E402
 from aka.tasks import Task, select_tasks  # noqa: E402
@@ -48,15 +52,6 @@ def _cwd(path: Path) -> Iterator[None]:
         os.chdir(before)
 
 
-def _source_baseline_copy(tasks: list[Task], root: Path) -> None:
-    for task in tasks:
-        shutil.copytree(task.directory, root / task.name)
-        config_path = root / task.name / "config.yaml"
-        config = yaml.safe_load(config_path.read_text())
-        config["baseline"] = "source"
-        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-
-
 def do_bench_ratios(task: Task, repeats: int, scratch: Path) -> list[float]:
     """Task-level do_bench self-speedups: per repeat, the mean over cases of median(A)/median(A')."""
     import torch
@@ -64,6 +59,7 @@ def do_bench_ratios(task: Task, repeats: int, scratch: Path) -> list[float]:
 
     from aka.harness.runner import make_case_inputs
 
+    task = materialize(task, scratch / "repos")
     eval_dir = scratch / task.slug
     build_eval_dir(task, eval_dir, None)
     with _cwd(eval_dir):
@@ -90,50 +86,91 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tasks", nargs="*", default=["all"])
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--shard", default="1/1", help="K/N: every N-th task from the K-th (one GPU each)")
+    parser.add_argument("--out", type=Path, help="markdown table")
+    parser.add_argument("--json", type=Path, help="rows as JSON (to --merge shards)")
+    parser.add_argument("--merge", type=Path, nargs="*", help="render the table from shards' --json files")
     args = parser.parse_args()
+    if args.merge:
+        rows = [row for path in args.merge for row in json.loads(path.read_text())]
+        return _write(render(rows, "merged shards", args.repeats), args.out)
     device = detect_device()
-    tasks = select_tasks(REPO / "tasks", args.tasks)
+    tasks = shard(select_tasks(REPO / "tasks", args.tasks), args.shard)
     results: dict[str, list[TaskResult]] = {t.name: [] for t in tasks}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "tasks"
-        _source_baseline_copy(tasks, root)
+        copy_tasks(tasks, root, source_baseline=True)
         config = Path(tmp) / "aa.yaml"
         config.write_text(yaml.safe_dump({
-            "agent": {"template": "noop"}, "tasks": args.tasks, "target_gpu_model": "auto", "tasks_root": str(root),
-            "log_directory": str(Path(tmp) / "logs"), "workspace_directory_prefix": str(Path(tmp) / "ws")}))
+            "agent": {"template": "noop"}, "tasks": [t.name for t in tasks], "target_gpu_model": "auto",
+            "tasks_root": str(root), "log_directory": str(Path(tmp) / "logs"),
+            "workspace_directory_prefix": str(Path(tmp) / "ws")}))
         for rep in range(args.repeats):
             for result in run_experiment(config, suffix=f"aa{rep}", device=device).results:
                 results[result.task_name].append(result)
-        bench = {t.name: do_bench_ratios(t, args.repeats, Path(tmp)) for t in tasks if device.is_gpu}
-    lines = [f"# A/A noise on {device.name} ({device.arch or 'cpu'})",
+        copies = select_tasks(root, [t.name for t in tasks])
+        bench = {t.name: do_bench_ratios(t, args.repeats, Path(tmp)) for t in copies if device.is_gpu}
+    rows = [_row(name, runs, bench.get(name, [])) for name, runs in results.items()]
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return _write(render(rows, f"{device.name} ({device.arch or 'cpu'})", args.repeats), args.out)
+
+
+def _row(name: str, runs: list[TaskResult], theirs: list[float]) -> dict[str, object]:
+    usable = [r for r in runs if r.status is TaskStatus.PASS and r.speedup_ratio]
+    return {"task": name, "statuses": [r.status.value for r in runs],
+            "ours": [r.speedup_ratio for r in usable],
+            "ci_half": [((r.speedup_ci_high or 1) - (r.speedup_ci_low or 1)) / 2 for r in usable],
+            "theirs": theirs, "seconds": [r.evaluation_seconds or 0 for r in usable],
+            "message": next((r.failure_message for r in runs if r.failure_message), None)}
+
+
+def render(rows: list[dict[str, Any]], device: str, repeats: int) -> str:
+    lines = [f"# A/A noise on {device}",
              f"Date (UTC): {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
-             f"Command: `PYTHONPATH=src python3 benchmarks/aa_noise.py --repeats {args.repeats}`", "",
+             f"Command: `PYTHONPATH=src python3 benchmarks/aa_noise.py --repeats {repeats}` (per GPU shard: "
+             "`--shard K/N --json F`, then `--merge F...`)", "",
              "| task | evaluator self-speedups | mean 95% CI | evaluator band | do_bench self-speedups | do_bench band "
              "| band ratio | evaluation s (median) |", "|---|---|---|---|---|---|---|---|"]
     within_1 = within_2 = counted = 0
-    for name, runs in results.items():
-        usable = [r for r in runs if r.status is TaskStatus.PASS and r.speedup_ratio]
-        if not usable:
-            lines.append(f"| {name} | {', '.join(r.status.value for r in runs)} | | | | | | |")
+    bands: list[float] = []
+    their_bands: list[float] = []
+    for row in rows:
+        ours, theirs = row["ours"], row["theirs"]
+        if not ours:
+            lines.append(f"| {row['task']} | {', '.join(row['statuses'])}: {(row['message'] or '')[:120]} "
+                         "| | | | | | |")
             continue
-        ours = [r.speedup_ratio or 0.0 for r in usable]
         band = max(abs(s - 1) for s in ours)
         counted += 1
         within_1 += band <= 0.01
         within_2 += band <= 0.02
-        ci = statistics.fmean(((r.speedup_ci_high or 1) - (r.speedup_ci_low or 1)) / 2 for r in usable)
-        theirs = bench.get(name, [])
         their_band = max((abs(s - 1) for s in theirs), default=float("nan"))
+        if theirs:
+            bands.append(band)
+            their_bands.append(their_band)
         ratio = their_band / band if band > 0 else float("inf")
-        seconds = statistics.median(r.evaluation_seconds or 0 for r in usable)
-        lines.append(f"| {name} | {', '.join(f'{s:.4f}' for s in ours)} | +-{ci:.4f} | {band:.4f} | "
-                     f"{', '.join(f'{s:.4f}' for s in theirs)} | {their_band:.4f} | {ratio:.1f}x | {seconds:.1f} |")
-    lines.append(f"\nTasks within +-1%: {within_1}/{counted}; within +-2%: {within_2}/{counted}.")
-    text = "\n".join(lines) + "\n"
+        ci_half = statistics.fmean(row["ci_half"])
+        lines.append(f"| {row['task']} | {', '.join(f'{s:.4f}' for s in ours)} | +-{ci_half:.4f} "
+                     f"| {band:.4f} | {', '.join(f'{s:.4f}' for s in theirs)} | {their_band:.4f} | {ratio:.1f}x "
+                     f"| {statistics.median(row['seconds']):.1f} |")
+    lines.append(f"\nTasks within +-1%: {within_1}/{counted}; within +-2%: {within_2}/{counted} "
+                 f"(of {len(rows)} tasks; the others did not pass, see their rows).")
+    if bands:
+        ours_median, theirs_median = statistics.median(bands), statistics.median(their_bands)
+        lines.append(f"Median band: evaluator {ours_median:.4f}, do_bench {theirs_median:.4f} "
+                     f"(the evaluator's is {theirs_median / max(ours_median, 1e-9):.1f}x narrower).")
+    seconds = [s for row in rows for s in row["seconds"]]
+    if seconds:
+        lines.append("Evaluation time per task (compile, correctness, paired timing): "
+                     f"median {statistics.median(seconds):.1f} s.")
+    return "\n".join(lines) + "\n"
+
+
+def _write(text: str, out: Path | None) -> int:
     print(text)
-    if args.out:
-        args.out.write_text(text)
+    if out:
+        out.write_text(text)
     return 0
 
 

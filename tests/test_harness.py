@@ -348,3 +348,30 @@ def test_nvcc_errors_become_one_line_build_errors(tmp_path: Path) -> None:
         compile_cuda_library(source, build_dir=tmp_path / "build")
     assert "\n" not in str(info.value)
     assert not list((tmp_path / "build").glob("*.so"))
+
+
+def test_a_step_run_by_hand_reads_the_family_from_config_yaml(tmp_path: Path) -> None:
+    from aka.harness.runner import family_from_config
+
+    assert family_from_config(tmp_path) == "triton2triton"
+    (tmp_path / "config.yaml").write_text("# e2e workload\ntask_type: e2e\nsource_file_path: [kernel.py]\n")
+    assert family_from_config(tmp_path) == "e2e"
+
+
+def test_the_baseline_is_built_before_compiling_moves_to_the_shared_cache(tmp_path: Path, monkeypatch) -> None:
+    """Builds planted in the evaluation's shared cache by an earlier step never reach the baseline."""
+    private, shared = tmp_path / "private", tmp_path / "shared"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(private))
+    monkeypatch.setenv("AKA_SHARED_CACHE_DIR", str(shared))
+    monkeypatch.chdir(tmp_path)
+    cache_at_load: dict[str, str] = {}
+
+    def load(directory: Path) -> object:
+        cache_at_load[directory.name] = os.environ["TRITON_CACHE_DIR"]
+        return lambda x: x * 2
+
+    assert run_step(_task(load_candidate=load), _ctx("performance")).status == "ok"
+    assert cache_at_load == {".aka_baseline": str(private), tmp_path.name: str(shared)}
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(private))
+    assert run_step(_task(load_candidate=load), _ctx("correctness")).status == "ok"
+    assert cache_at_load[tmp_path.name] == str(shared)  # no baseline there: shared from the start

@@ -119,6 +119,8 @@ def test_noop_agent_passes_on_the_pinned_revision(tmp_path: Path, repo_task: Pat
     assert result.status is TaskStatus.PASS, result.failure_message
     assert (workspace / "work" / "minik" / "minik" / "ops.py").read_text() == GOOD_OPS
     assert not (workspace / "work" / "minik" / ".git").exists()
+    # the original editable file, where a performance step run by hand finds the baseline
+    assert (workspace / "work" / ".aka_baseline" / "minik" / "minik" / "ops.py").read_text() == GOOD_OPS
 
 
 def test_agent_edits_inside_the_clone_are_evaluated(tmp_path: Path, repo_task: Path) -> None:

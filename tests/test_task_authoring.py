@@ -24,7 +24,7 @@ def test_triton_scaffold_passes_every_check(tmp_path: Path) -> None:
     assert config.hidden_files == ["heldout.py"] and config.tunables[0].name == "BLOCK_SIZE"
     checks = check_task(tmp_path, task_dir, CPU)
     assert [c.name for c in checks] == ["config", "target kernels defined", "baseline", "noop candidate",
-                                        "held-out cases (noop)"]
+                                        "held-out cases (noop candidate)"]
     assert all(c.ok for c in checks), checks
 
 
@@ -57,3 +57,17 @@ def test_scaffold_refuses_bad_names_and_existing_tasks(tmp_path: Path) -> None:
         scaffold_task(tmp_path, "triton2triton/mine/scale")
     result = CliRunner().invoke(app, ["task", "new", "bad", "--tasks-root", str(tmp_path)])
     assert result.exit_code == 2
+
+
+def test_a_skeleton_fails_cleanly_and_its_solution_passes(tmp_path: Path) -> None:
+    task_dir = scaffold_task(tmp_path, "instruction2triton/mine/scale")
+    solution = tmp_path / "solution"
+    solution.mkdir()
+    kernel = task_dir / "kernel.py"
+    shutil.copyfile(kernel, solution / "kernel.py")
+    kernel.write_text('def scale(x):\n    raise NotImplementedError("write the Triton kernel scale_kernel")\n')
+    checks = {c.name: c for c in check_task(tmp_path, task_dir, CPU)}
+    assert all(c.ok for c in checks.values()), checks
+    assert "skeleton fails cleanly" in checks["noop candidate"].detail
+    solved = {c.name: c for c in check_task(tmp_path, task_dir, CPU, solution)}
+    assert all(c.ok for c in solved.values()) and solved["solution"].detail == "passes", solved

@@ -8,6 +8,7 @@ tasks the PyTorch reference is timed instead.
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -48,6 +49,12 @@ def baseline_path(run_dir: Path, task: Task) -> Path:
     return run_dir / BASELINE_DIR / f"{task.slug}.json"
 
 
+def baseline_builds(run_dir: Path, task: Task) -> Path:
+    """The baseline's compiled kernels (pristine code only), reused by every evaluation's
+    performance step (aka.evaluator.BuildCaches)."""
+    return run_dir / BASELINE_DIR / f"{task.slug}.builds"
+
+
 def load_frozen_baseline(run_dir: Path, task: Task, identity: str, device: DeviceInfo) -> BaselineRecord | None:
     """The run's frozen baseline for this task, if it was measured for the same task and device."""
     path = baseline_path(run_dir, task)
@@ -73,7 +80,10 @@ def measure_baseline(run_dir: Path, task: Task, identity: str, device: DeviceInf
     build_eval_dir(task, eval_dir, candidate_dir=None)
     validate = source is BaselineSource.SOURCE
     steps = [(Step.COMPILE, Target.CANDIDATE), (Step.CORRECTNESS, Target.CANDIDATE)] if validate else []
-    outcomes = run_steps(task, [*steps, (Step.PERFORMANCE, Target.BASELINE)], eval_dir, reports_dir, device, log)
+    builds = baseline_builds(run_dir, task)
+    shutil.rmtree(builds, ignore_errors=True)
+    outcomes = run_steps(task, [*steps, (Step.PERFORMANCE, Target.BASELINE)], eval_dir, reports_dir, device, log,
+                         shared_cache=builds)
     problem = _first_problem(outcomes)
     record = BaselineRecord(
         task_name=task.name, task_identity=identity, device=device.name, source=source,

@@ -11,6 +11,7 @@ import secrets
 import shlex
 import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from aka.result import FailureKind
 from aka.step_report import (
     READY_LINE,
     RESULT_FD_ENV,
+    SHARED_CACHE_ENV,
     CaseReport,
     StepReport,
     StepReportError,
@@ -222,15 +224,16 @@ class StepProcess:
     token: str
     cache: Path
     timeout: float
+    seed_cache: Path | None = None
 
 
 def start_isolated(command: str, task: Task, step: Step, eval_dir: Path, env: dict[str, str],
-                   device: DeviceInfo, log_path: Path) -> StepProcess:
+                   device: DeviceInfo, log_path: Path, seed_cache: Path | None = None) -> StepProcess:
     """Start one step command sandboxed, with a private result pipe; it waits for its token.
 
     Its Triton cache is a fresh, unguessable path created only when the command gets its turn,
     so no other step can plant compiled kernels there (e.g. a slow binary under the baseline's
-    cache key).
+    cache key). `seed_cache` (the frozen baseline's own builds) is copied into it at that moment.
     """
     cache = eval_dir.parent / f"triton-{secrets.token_hex(12)}"
     pipe = _ResultPipe()
@@ -242,11 +245,13 @@ def start_isolated(command: str, task: Task, step: Step, eval_dir: Path, env: di
                                  step_limits(timeout, device.is_gpu).apply)
     finally:
         os.close(pipe.write_fd)
-    return StepProcess(command, step, started, pipe, secrets.token_hex(16), cache, timeout)
+    return StepProcess(command, step, started, pipe, secrets.token_hex(16), cache, timeout, seed_cache)
 
 
 def finish_isolated(process: StepProcess) -> tuple[CommandOutcome, bytes, str]:
     """Give a started command its token and its turn; return how it ended and what it sent."""
+    if process.seed_cache is not None and process.seed_cache.is_dir():
+        shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
     process.cache.mkdir(mode=0o700, exist_ok=True)
     try:
         ran = process.started.finish(f"{process.token}\n".encode(), process.timeout)
@@ -261,6 +266,12 @@ def run_isolated(command: str, task: Task, step: Step, eval_dir: Path, env: dict
     return finish_isolated(start_isolated(command, task, step, eval_dir, env, device, log_path))
 
 
+def uses_aka_harness(task: Task, steps: list[Step], eval_dir: Path) -> bool:
+    """Every command of `steps` is an aka.harness script (they say `ready` and share caches safely)."""
+    commands = [c for step in steps for c in _commands(task, step)]
+    return bool(commands) and all(_uses_aka_harness(c, eval_dir) for c in commands)
+
+
 def _uses_aka_harness(command: str, eval_dir: Path) -> bool:
     """`python3 SCRIPT.py ...` where the script ends in aka.harness's `run_task` (which says `ready`)."""
     try:
@@ -271,6 +282,26 @@ def _uses_aka_harness(command: str, eval_dir: Path) -> bool:
         return False
     script = eval_dir / argv[1]
     return script.is_file() and "run_task(" in script.read_text(encoding="utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class BuildCaches:
+    """Compiled-kernel caches of one evaluation (see `aka.harness.candidates.use_shared_cache`).
+
+    `shared`: the candidate's builds, kept across its steps (compiled once per evaluation).
+    `trusted`: the frozen baseline's builds, made from pristine code only; copied into each
+    performance command's fresh cache, where the baseline is built before any candidate code
+    runs, so the baseline is not recompiled for every evaluation.
+    """
+
+    shared: Path | None = None
+    trusted: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        return {SHARED_CACHE_ENV: str(self.shared)} if self.shared else {}
+
+    def seed_for(self, step: Step) -> Path | None:
+        return self.trusted if step is Step.PERFORMANCE else None
 
 
 @dataclass
@@ -289,14 +320,15 @@ class Prestarted:
 
     @classmethod
     def start(cls, task: Task, steps: list[tuple[Step, Target]], eval_dir: Path, device: DeviceInfo,
-              log_path: Path, extra_env: dict[str, str] | None = None) -> Prestarted | None:
-        commands = [c for step, _ in steps for c in _commands(task, step)]
-        if not detect_sandbox().prefix or not commands or not all(_uses_aka_harness(c, eval_dir) for c in commands):
+              log_path: Path, extra_env: dict[str, str] | None = None,
+              caches: BuildCaches = BuildCaches()) -> Prestarted | None:
+        if not detect_sandbox().prefix or not uses_aka_harness(task, [s for s, _ in steps], eval_dir):
             return None
         processes: dict[Step, list[StepProcess]] = {}
         for step, target in steps:
-            env = step_environment(task, device, step, target, eval_dir, extra_env)
-            processes[step] = [start_isolated(c, task, step, eval_dir, env, device, _own_log(log_path, step, i))
+            env = step_environment(task, device, step, target, eval_dir, {**(extra_env or {}), **caches.env()})
+            processes[step] = [start_isolated(c, task, step, eval_dir, env, device, _own_log(log_path, step, i),
+                                              caches.seed_for(step))
                                for i, c in enumerate(_commands(task, step))]
         for process in (p for group in processes.values() for p in group):
             process.pipe.ready.wait(timeout=process.timeout)
@@ -340,7 +372,8 @@ def _report_failure(report: StepReport, step: Step) -> FailureKind:
 
 def run_step(task: Task, step: Step, eval_dir: Path, reports_dir: Path, device: DeviceInfo,
              target: Target, log_path: Path, extra_env: dict[str, str] | None = None,
-             rebuild: Callable[[], object] | None = None, prestarted: Prestarted | None = None) -> StepOutcome:
+             rebuild: Callable[[], object] | None = None, prestarted: Prestarted | None = None,
+             caches: BuildCaches = BuildCaches()) -> StepOutcome:
     """Run every command of `step`; the first failing command decides the step's verdict.
 
     The exit status is cross-checked with the report: a non-zero exit is a failure even when a
@@ -360,8 +393,8 @@ def run_step(task: Task, step: Step, eval_dir: Path, reports_dir: Path, device: 
                 return outcome
             process = prestarted.processes[step][index]
         else:
-            env = step_environment(task, device, step, target, eval_dir, extra_env)
-            process = start_isolated(command, task, step, eval_dir, env, device, log_path)
+            env = step_environment(task, device, step, target, eval_dir, {**(extra_env or {}), **caches.env()})
+            process = start_isolated(command, task, step, eval_dir, env, device, log_path, caches.seed_for(step))
         ran, received, token = finish_isolated(process)
         _append_log(process.started.log_path, log_path)
         outcome.commands.append(ran)
@@ -412,14 +445,15 @@ def _check_cases(outcome: StepOutcome) -> StepOutcome:
 
 
 def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, device: DeviceInfo,
-                       heldout: bool = False, through: int = 3) -> list[StepOutcome]:
+                       heldout: bool = False, through: int = 3, trusted_cache: Path | None = None) -> list[StepOutcome]:
     """Judge the declared sources in `candidate_dir`: compile, correctness, performance.
 
     Everything is built in `scratch_dir/evaluation` from the pristine task; the steps stop at the
     first failure. Agents that test their own candidates (autotune, llm) call this too, so they
     see exactly what the final evaluation will see. `heldout=True` runs correctness and
     performance on the task's hidden held-out cases instead (the candidate must have compiled).
-    `through=2` stops after correctness.
+    `through=2` stops after correctness. `trusted_cache`: the frozen baseline's builds (see
+    `BuildCaches`).
     """
     name = "evaluation_heldout" if heldout else "evaluation"
     eval_dir, reports, log = scratch_dir / name, scratch_dir / f".reports_{name}", scratch_dir / f"{name}.log"
@@ -434,23 +468,34 @@ def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, devic
     steps = [s for s in (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE)[:through]
              if s is not Step.PERFORMANCE or task.config.performance_command]
     return run_steps(task, [(s, Target.CANDIDATE) for s in steps], eval_dir, reports, device, log, extra,
-                     rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir))
+                     rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir), trusted_cache=trusted_cache)
 
 
 def run_steps(task: Task, steps: list[tuple[Step, Target]], eval_dir: Path, reports_dir: Path, device: DeviceInfo,
-              log_path: Path, extra_env: dict[str, str] | None = None,
-              rebuild: Callable[[], object] | None = None) -> list[StepOutcome]:
+              log_path: Path, extra_env: dict[str, str] | None = None, rebuild: Callable[[], object] | None = None,
+              trusted_cache: Path | None = None, shared_cache: Path | None = None) -> list[StepOutcome]:
     """Run `steps` in order, stopping at the first that does not pass; their commands start
-    together (see `Prestarted`) where that is safe."""
-    prestarted = Prestarted.start(task, steps, eval_dir, device, log_path, extra_env)
+    together (see `Prestarted`) and share a build cache (see `BuildCaches`) where that is safe:
+    for aka.harness scripts. `shared_cache` keeps the shared builds (else a temporary folder)."""
+    caches = BuildCaches()
+    owned: Path | None = None
+    if uses_aka_harness(task, [s for s, _ in steps], eval_dir):
+        if shared_cache is None:
+            owned = Path(tempfile.mkdtemp(prefix="builds-", dir=eval_dir.parent))
+        else:
+            shared_cache.mkdir(parents=True, exist_ok=True)
+        caches = BuildCaches(shared_cache or owned, trusted_cache)
+    prestarted = Prestarted.start(task, steps, eval_dir, device, log_path, extra_env, caches)
     outcomes: list[StepOutcome] = []
     try:
         for step, target in steps:
             outcomes.append(run_step(task, step, eval_dir, reports_dir, device, target, log_path, extra_env,
-                                     rebuild, prestarted))
+                                     rebuild, prestarted, caches))
             if not outcomes[-1].passed:
                 break
     finally:
         if prestarted is not None:
             prestarted.abandon()
+        if owned is not None:
+            shutil.rmtree(owned, ignore_errors=True)
     return outcomes

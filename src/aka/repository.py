@@ -110,7 +110,9 @@ def materialize(task: Task, cache_root: Path) -> Task:
                     raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    config = task.config.model_copy(update={"source_file_path": _editable(task.config, target)})
+    subdir = repo_subdir(task.config)
+    tunables = [t.model_copy(update={"file": f"{subdir}/{t.file}"}) if t.file else t for t in task.config.tunables]
+    config = task.config.model_copy(update={"source_file_path": _editable(task.config, target), "tunables": tunables})
     return dataclasses.replace(task, directory=target, config=config)
 
 

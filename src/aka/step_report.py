@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 STEP_REPORT_FORMAT = "aka-step-report/1"
 RESULT_FD_ENV = "AKA_RESULT_FD"
+SHARED_CACHE_ENV = "AKA_SHARED_CACHE_DIR"  # aka.harness.candidates.use_shared_cache (same value there)
 READY_LINE = b"ready\n"  # aka.harness.channel sends it before reading its token (same value there)
 
 

@@ -11,10 +11,18 @@ from pathlib import Path
 
 from aka import __version__
 from aka.agents.registry import AgentContext
-from aka.baseline import BaselineRecord, load_frozen_baseline, measure_baseline
+from aka.baseline import BaselineRecord, baseline_builds, load_frozen_baseline, measure_baseline
 from aka.completion import source_hashes, write_completion
 from aka.device import DeviceInfo
-from aka.evaluator import Step, StepOutcome, Target, build_eval_dir, evaluate_candidate, step_environment
+from aka.evaluator import (
+    BASELINE_SOURCES_DIR,
+    Step,
+    StepOutcome,
+    Target,
+    build_eval_dir,
+    evaluate_candidate,
+    step_environment,
+)
 from aka.process import run_command
 from aka.prompt import build_prompt
 from aka.repository import materialize
@@ -73,7 +81,9 @@ def _run_agent(ctx: RunContext, task: Task, workspace: Path, prompt: str, baseli
 
 
 def copy_for_agent(task: Task, work: Path) -> None:
-    """The agent's copy of the task: everything but caches and the hidden (held-out) files."""
+    """The agent's copy of the task: everything but caches and the hidden (held-out) files, plus
+    the original editable files in `.aka_baseline/`, where the harness's performance step looks
+    for the baseline, so the agent can time its edits by hand as the evaluation will."""
     hidden = {task.directory / rel for rel in task.config.hidden_files}
 
     def ignore(directory: str, names: list[str]) -> set[str]:
@@ -81,6 +91,10 @@ def copy_for_agent(task: Task, work: Path) -> None:
         return skipped | {n for n in names if Path(directory) / n in hidden}
 
     shutil.copytree(task.directory, work, ignore=ignore)
+    for rel in task.config.source_file_path:
+        pristine = work / BASELINE_SOURCES_DIR / rel
+        pristine.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(task.directory / rel, pristine)
 
 
 def tampered_files(task: Task, work: Path) -> list[str]:
@@ -116,7 +130,8 @@ def _heldout(ctx: RunContext, task: Task, workspace: Path, result: TaskResult) -
     baseline's own held-out correctness (the PyTorch reference is correct by definition)."""
     if HELDOUT_FILE not in task.config.hidden_files or not result.pass_compilation:
         return None
-    outcomes = evaluate_candidate(task, workspace / AGENT_WORK_DIR, workspace, ctx.device, heldout=True)
+    outcomes = evaluate_candidate(task, workspace / AGENT_WORK_DIR, workspace, ctx.device, heldout=True,
+                                  trusted_cache=baseline_builds(ctx.run_dir, task))
     by_step = {o.step: o for o in outcomes}
     correctness, performance = by_step.get(Step.CORRECTNESS), by_step.get(Step.PERFORMANCE)
     candidate_ok = correctness is not None and correctness.passed and (
@@ -228,7 +243,8 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         agent = _run_agent(ctx, task, workspace, prompt, baseline)
         evaluated = source_hashes(workspace, task)
         started = time.monotonic()
-        outcomes = evaluate_candidate(task, workspace / AGENT_WORK_DIR, workspace, ctx.device)
+        outcomes = evaluate_candidate(task, workspace / AGENT_WORK_DIR, workspace, ctx.device,
+                                      trusted_cache=baseline_builds(ctx.run_dir, task))
         evaluation_seconds = round(time.monotonic() - started, 3)
         result = _judge(ctx, task, baseline, agent, outcomes, tampered_files(task, workspace / AGENT_WORK_DIR))
         result.evaluation_seconds = evaluation_seconds

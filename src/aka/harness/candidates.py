@@ -94,11 +94,32 @@ def first_error_lines(output: str, limit: int = 2) -> str:
     return " | ".join(picked)[:500] or "no compiler output"
 
 
+SHARED_CACHE_ENV = "AKA_SHARED_CACHE_DIR"
+NVCC_SUBDIR = "aka-nvcc"
+
+
+def use_shared_cache() -> None:
+    """Compile from now on into the evaluation's shared cache (`$AKA_SHARED_CACHE_DIR`), which the
+    candidate's later steps reuse, so its kernels compile once per evaluation instead of once per
+    step. Only called once no baseline code can compile any more: at the start of the compile
+    and correctness steps, and in the performance step after the baseline was built and called
+    on every case (its binaries are in memory), so nothing planted there can reach the baseline.
+    """
+    shared = os.environ.get(SHARED_CACHE_ENV)
+    if shared:
+        os.environ["TRITON_CACHE_DIR"] = shared
+
+
 @functools.cache
-def private_build_dir() -> Path:
-    """A build folder made by this process (in the evaluation directory, under a random name), so
-    no earlier step can plant a library under the baseline's cache name."""
+def _scratch_build_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix=".aka-build-", dir=Path.cwd()))
+
+
+def private_build_dir() -> Path:
+    """Where nvcc builds go: next to this command's Triton cache (a fresh, unguessable folder per
+    command, or the shared one after `use_shared_cache`), else a folder this process made."""
+    cache = os.environ.get("TRITON_CACHE_DIR")
+    return Path(cache) / NVCC_SUBDIR if cache else _scratch_build_dir()
 
 
 def compile_cuda_library(source: str | Path, arch: str | None = None, flags: Sequence[str] = (),

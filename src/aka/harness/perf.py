@@ -1,9 +1,10 @@
 """The performance step: the candidate timed against the baseline, paired, in this one process.
 
 The baseline (the original sources from `.aka_baseline/`, or the PyTorch reference) is loaded
-and called once, so its kernels are compiled and held in memory, before the candidate is
-imported. Every timed pair gets fresh inputs; the timed outputs go through the same checks as the
-correctness step; and a time under the case's speed-of-light floor is an impossible speedup.
+and called once per case, so its kernels are compiled and held in memory, before the candidate
+is imported (and before compiling switches to the evaluation's shared cache). Every timed pair
+gets fresh inputs; the timed outputs go through the same checks as the correctness step; and a
+time under the case's speed-of-light floor is an impossible speedup.
 With `AKA_TARGET=baseline` (or `reference`) only that side is timed, alone: the run's frozen
 baseline record.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from aka.harness.candidates import use_shared_cache
 from aka.harness.cases import Case, sync
 from aka.harness.checks import make_verifier
 from aka.harness.compare import Output
@@ -144,9 +146,10 @@ def performance_step(task: KernelTask, ctx: StepContext) -> StepResult:
         raise RuntimeError(f"the task's own baseline sources do not load: {baseline.message}")
     if ctx.target != "candidate":
         return StepResult("performance", "ok", None, [_time_alone(task, ctx, baseline, case) for case in cases])
-    if cases:
-        baseline(*make_case_inputs(task, cases[0], cases[0].seed, ctx.device))
+    for case in cases:  # every specialization of the baseline is compiled before any candidate code runs
+        baseline(*make_case_inputs(task, case, case.seed, ctx.device))
         sync(ctx.device)
+    use_shared_cache()
     candidate = load_source(task, "performance", cases)
     if isinstance(candidate, StepResult):
         return candidate

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from aka.harness.candidates import ToolMissingError
+from aka.harness.candidates import ToolMissingError, use_shared_cache
 from aka.harness.cases import Case, make_generator, sync
 from aka.harness.channel import ReportChannel
 from aka.harness.compare import Output, Tolerance
@@ -74,8 +75,17 @@ class StepContext:
         baseline_dir = environ.get("AKA_BASELINE_DIR")
         kernels = tuple(k for k in (environ.get("AKA_TARGET_KERNELS") or "").split(",") if k)
         return cls(step, device, target, profile, environ.get("AKA_CUDA_ARCH") or None,
-                   environ.get("AKA_TASK_FAMILY") or "triton2triton", kernels, baseline,
+                   environ.get("AKA_TASK_FAMILY") or family_from_config(), kernels, baseline,
                    Path(baseline_dir) if baseline_dir else None)
+
+
+def family_from_config(directory: Path | None = None) -> str:
+    """`task_type` of the task's config.yaml (a step run by hand has no AKA_TASK_FAMILY), read
+    without a YAML parser so the harness needs nothing beyond torch; triton2triton if absent."""
+    path = (directory or Path.cwd()) / "config.yaml"
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    found = re.search(r"^task_type:\s*['\"]?([A-Za-z0-9_]+)", text, re.MULTILINE)
+    return found.group(1) if found else "triton2triton"
 
 
 @dataclass(frozen=True)
@@ -190,6 +200,8 @@ def run_step(task: KernelTask, ctx: StepContext) -> StepResult:
 
     if task.requires_gpu and ctx.device.type != "cuda" and ctx.step != "compile":
         return StepResult(ctx.step, "skipped", NO_GPU_MESSAGE)
+    if ctx.step != "performance" or ctx.target != "candidate":
+        use_shared_cache()  # no baseline is built next to a candidate here (see performance_step)
     steps: dict[str, Callable[[KernelTask, StepContext], StepResult]] = {
         "compile": compile_step, "correctness": correctness_step, "performance": performance_step}
     return steps[ctx.step](task, ctx)

@@ -21,7 +21,7 @@ from aka.harness import (
 )
 
 SOURCE = "vector_add.cu"
-SIZES = (1_000_003, 16_777_216, 50_331_653)
+SIZES = (1_000_003, 4_194_305, 16_777_216, 50_331_653)
 
 
 def build(directory: Path) -> None:

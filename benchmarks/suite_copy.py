@@ -1,0 +1,43 @@
+"""Copies of tasks for the suite benchmarks, and sharding over GPUs (one process per GPU).
+
+A/A runs time the task's own sources on both sides (`baseline: source`); a task whose editable
+file is a skeleton (instruction2triton) gets its solution from solutions/examples on both sides
+instead. Held-out files are dropped: the benchmarks do not measure generalization.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+from aka.task_authoring import SKELETON_FAMILIES
+from aka.tasks import Task
+
+REPO = Path(__file__).resolve().parents[1]
+SOLUTIONS = REPO / "solutions" / "examples"
+
+
+def shard(tasks: list[Task], spec: str) -> list[Task]:
+    """`K/N`: tasks K, K+N, K+2N, ... (1-based), so N processes split a suite evenly."""
+    index, count = (int(part) for part in spec.split("/"))
+    if not 1 <= index <= count:
+        raise SystemExit(f"--shard {spec}: use K/N with 1 <= K <= N")
+    return tasks[index - 1::count]
+
+
+def copy_tasks(tasks: list[Task], root: Path, source_baseline: bool) -> None:
+    for task in tasks:
+        target = root / task.name
+        shutil.copytree(task.directory, target)
+        config_path = target / "config.yaml"
+        config = yaml.safe_load(config_path.read_text())
+        for hidden in config.pop("hidden_files", []) or []:
+            (target / hidden).unlink(missing_ok=True)
+        if source_baseline:
+            config["baseline"] = "source"
+            if task.family in SKELETON_FAMILIES and (SOLUTIONS / task.name).is_dir():
+                for rel in task.config.source_file_path:
+                    shutil.copyfile(SOLUTIONS / task.name / rel, target / rel)
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -49,7 +49,7 @@ smoke: install
 	$(VENV)/bin/aka doctor
 
 lint: install-test
-	$(VENV)/bin/ruff check src tests scripts benchmarks main.py
+	$(VENV)/bin/ruff check src tests scripts benchmarks main.py tasks solutions/examples solutions/wrong
 	$(VENV)/bin/mypy
 
 test: lint

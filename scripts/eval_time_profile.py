@@ -35,11 +35,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     device = detect_device()
+    with_cuda = startup_seconds("import torch, triton; torch.zeros(1, device=0) if torch.cuda.is_available() else 0")
     lines = [f"# Evaluation time per step on {device.name}", "",
              f"python + import torch: {startup_seconds('import torch'):.2f} s; "
-             f"+ import triton + cuda init: "
-             f"{startup_seconds('import torch, triton; torch.zeros(1, device=0) if torch.cuda.is_available() else 0'):.2f} s",
-             "", "| task | compile s | correctness s | performance s | total s | verdict |", "|---|---|---|---|---|---|"]
+             f"+ import triton + cuda init: {with_cuda:.2f} s", "",
+             "| task | compile s | correctness s | performance s | total s | verdict |", "|---|---|---|---|---|---|"]
     for task in select_tasks(REPO / "tasks", args.tasks):
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()

@@ -3,8 +3,9 @@
 
     PYTHONPATH=src python3 benchmarks/aa_noise.py [--repeats 3] [--tasks all] [--out FILE]
 
-For each repeat the real runner evaluates the noop candidate (the task's own kernel) against the
-baseline (the same kernel, from the pristine copy): the self-speedup should be 1. Tasks whose
+For each repeat the real evaluator judges the noop candidate (the task's own kernel) against the
+baseline (the same kernel, from the pristine copy), exactly as a run's evaluation does (compile,
+correctness, paired timing): the self-speedup should be 1. Tasks whose
 baseline is the PyTorch reference are measured with `baseline: source` here, so that both sides
 are the same kernel. Then, in this process, `do_bench(return_mode="median")` times the two copies
 of each case's kernel alternately, `--repeats` times: its self-speedup is the ratio of the two
@@ -27,18 +28,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
-from suite_copy import copy_tasks, shard  # noqa: E402
+from suite_copy import copy_tasks, evaluate, shard  # noqa: E402
 
 from aka.device import detect_device  # noqa: E402
 from aka.evaluator import build_eval_dir  # noqa: E402
 from aka.repository import materialize  # noqa: E402
-from aka.result import TaskResult, TaskStatus  # noqa: E402
-from aka.runner import run_experiment  # noqa: E402
 from aka.tasks import Task, select_tasks  # noqa: E402
 
 
@@ -88,41 +85,30 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="*", default=["all"])
     parser.add_argument("--shard", default="1/1", help="K/N: every N-th task from the K-th (one GPU each)")
     parser.add_argument("--out", type=Path, help="markdown table")
-    parser.add_argument("--json", type=Path, help="rows as JSON (to --merge shards)")
+    parser.add_argument("--json", type=Path, help="rows as JSON, rewritten after every task (to --merge shards)")
     parser.add_argument("--merge", type=Path, nargs="*", help="render the table from shards' --json files")
     args = parser.parse_args()
     if args.merge:
-        rows = [row for path in args.merge for row in json.loads(path.read_text())]
-        return _write(render(rows, "merged shards", args.repeats), args.out)
+        merged = [row for path in args.merge for row in json.loads(path.read_text())]
+        return _write(render(merged, "merged shards", args.repeats), args.out)
     device = detect_device()
     tasks = shard(select_tasks(REPO / "tasks", args.tasks), args.shard)
-    results: dict[str, list[TaskResult]] = {t.name: [] for t in tasks}
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "tasks"
         copy_tasks(tasks, root, source_baseline=True)
-        config = Path(tmp) / "aa.yaml"
-        config.write_text(yaml.safe_dump({
-            "agent": {"template": "noop"}, "tasks": [t.name for t in tasks], "target_gpu_model": "auto",
-            "tasks_root": str(root), "log_directory": str(Path(tmp) / "logs"),
-            "workspace_directory_prefix": str(Path(tmp) / "ws")}))
-        for rep in range(args.repeats):
-            for result in run_experiment(config, suffix=f"aa{rep}", device=device).results:
-                results[result.task_name].append(result)
-        copies = select_tasks(root, [t.name for t in tasks])
-        bench = {t.name: do_bench_ratios(t, args.repeats, Path(tmp)) for t in copies if device.is_gpu}
-    rows = [_row(name, runs, bench.get(name, [])) for name, runs in results.items()]
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        for task in select_tasks(root, [t.name for t in tasks]):
+            runs = [evaluate(task, task.directory, Path(tmp) / f"{task.slug}-{rep}", device)
+                    for rep in range(args.repeats)]
+            theirs = do_bench_ratios(task, args.repeats, Path(tmp)) if device.is_gpu and runs[0]["speedup"] else []
+            rows.append({"task": task.name, "statuses": [r["verdict"] for r in runs],
+                         "ours": [r["speedup"] for r in runs if r["speedup"]],
+                         "ci_half": [r["ci_half"] for r in runs if r["speedup"]], "theirs": theirs,
+                         "seconds": [r["seconds"] for r in runs], "message": runs[0]["message"]})
+            print(rows[-1], flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(rows, indent=1))
     return _write(render(rows, f"{device.name} ({device.arch or 'cpu'})", args.repeats), args.out)
-
-
-def _row(name: str, runs: list[TaskResult], theirs: list[float]) -> dict[str, object]:
-    usable = [r for r in runs if r.status is TaskStatus.PASS and r.speedup_ratio]
-    return {"task": name, "statuses": [r.status.value for r in runs],
-            "ours": [r.speedup_ratio for r in usable],
-            "ci_half": [((r.speedup_ci_high or 1) - (r.speedup_ci_low or 1)) / 2 for r in usable],
-            "theirs": theirs, "seconds": [r.evaluation_seconds or 0 for r in usable],
-            "message": next((r.failure_message for r in runs if r.failure_message), None)}
 
 
 def render(rows: list[dict[str, Any]], device: str, repeats: int) -> str:

@@ -3,8 +3,8 @@
     PYTHONPATH=src python3 benchmarks/solutions_table.py [--tasks all] [--shard K/N --json F] [--out FILE]
     PYTHONPATH=src python3 benchmarks/solutions_table.py --merge F1 F2 --out FILE
 
-The replay agent copies `solutions/examples/<task>/...` over the editable files of every task that
-has one, and the real runner evaluates them against each task's baseline (its original source,
+Every task's editable files are replaced by `solutions/examples/<task>/...` (what the replay agent
+does), and the real evaluator judges them against the task's baseline (its original source,
 or the PyTorch reference for torch2* / instruction2triton tasks); every task's own baseline
 and its noop A/A are in benchmarks/aa_noise.py. One row per solved task:
 baseline ms and solution ms (means over the cases), the speedup (mean of per-case ratios) with
@@ -15,45 +15,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import shutil
 import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
-from suite_copy import SOLUTIONS, copy_tasks, shard  # noqa: E402
+from suite_copy import SOLUTIONS, copy_tasks, evaluate, shard  # noqa: E402
 
 from aka.device import detect_device  # noqa: E402
-from aka.result import TaskResult  # noqa: E402
-from aka.runner import run_experiment  # noqa: E402
 from aka.tasks import select_tasks  # noqa: E402
-
-
-def run(names: list[str], root: Path, scratch: Path, agent: dict[str, object]) -> list[TaskResult]:
-    if not names:
-        return []
-    config = scratch / f"{agent['template']}.yaml"
-    config.write_text(yaml.safe_dump({
-        "agent": agent, "tasks": names, "target_gpu_model": "auto", "tasks_root": str(root),
-        "log_directory": str(scratch / "logs"), "workspace_directory_prefix": str(scratch / "ws")}))
-    return run_experiment(config, suffix=str(agent["template"]), device=detect_device()).results
-
-
-def row(result: TaskResult) -> dict[str, Any]:
-    base = [c.base_ms for c in result.cases if c.base_ms]
-    mine = [c.optimized_ms for c in result.cases if c.optimized_ms]
-    return {"task": result.task_name, "family": result.task_type, "status": result.status.value,
-            "failure": result.failure_kind.value,
-            "message": (result.failure_message or "")[:160],
-            "base_ms": statistics.fmean(base) if base else None, "ms": statistics.fmean(mine) if mine else None,
-            "speedup": result.speedup_ratio, "ci": [result.speedup_ci_low, result.speedup_ci_high],
-            "seconds": result.evaluation_seconds}
 
 
 def render(rows: list[dict[str, Any]], device: str) -> str:
@@ -87,19 +62,26 @@ def main() -> int:
     parser.add_argument("--merge", type=Path, nargs="*")
     args = parser.parse_args()
     if args.merge:
-        rows = [r for path in args.merge for r in json.loads(path.read_text())]
-        text = render(rows, "merged shards")
+        text = render([r for path in args.merge for r in json.loads(path.read_text())], "merged shards")
     else:
-        tasks = shard(select_tasks(REPO / "tasks", args.tasks), args.shard)
-        solved = [t.name for t in tasks if (SOLUTIONS / t.name).is_dir()]
+        device = detect_device()
+        tasks = shard([t for t in select_tasks(REPO / "tasks", args.tasks) if (SOLUTIONS / t.name).is_dir()],
+                      args.shard)
+        rows: list[dict[str, Any]] = []
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "tasks"
-            copy_tasks([t for t in tasks if t.name in solved], root, source_baseline=False)
-            results = run(solved, root, Path(tmp), {"template": "replay", "solutions_dir": str(SOLUTIONS)})
-        rows = [row(r) for r in results]
-        if args.json:
-            args.json.write_text(json.dumps(rows, indent=1))
-        device = detect_device()
+            copy_tasks(tasks, root, source_baseline=False)
+            for task in select_tasks(root, [t.name for t in tasks]):
+                candidate = Path(tmp) / "solutions" / task.slug
+                shutil.copytree(task.directory, candidate)
+                for rel in task.config.source_file_path:
+                    shutil.copyfile(SOLUTIONS / task.name / rel, candidate / rel)
+                result = evaluate(task, candidate, Path(tmp) / task.slug, device)
+                rows.append({"task": task.name, "status": "PASS" if result["verdict"] == "PASS" else "FAIL",
+                             "failure": "none" if result["verdict"] == "PASS" else result["verdict"], **result})
+                print(rows[-1], flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps(rows, indent=1))
         text = render(rows, f"{device.name} ({device.arch or 'cpu'})")
     print(text)
     if args.out:

@@ -8,10 +8,16 @@ instead. Held-out files are dropped: the benchmarks do not measure generalizatio
 from __future__ import annotations
 
 import shutil
+import statistics
+import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from aka.device import DeviceInfo
+from aka.evaluator import Step, evaluate_candidate
+from aka.step_report import CaseReport
 from aka.task_authoring import SKELETON_FAMILIES
 from aka.tasks import Task
 
@@ -41,3 +47,26 @@ def copy_tasks(tasks: list[Task], root: Path, source_baseline: bool) -> None:
                 for rel in task.config.source_file_path:
                     shutil.copyfile(SOLUTIONS / task.name / rel, target / rel)
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def evaluate(task: Task, candidate: Path, scratch: Path, device: DeviceInfo) -> dict[str, Any]:
+    """One evaluation as a run makes it; the task-level numbers come from the paired cases."""
+    started = time.monotonic()
+    outcomes = evaluate_candidate(task, candidate, scratch, device)
+    seconds = time.monotonic() - started
+    failed = next((o for o in outcomes if not o.passed), None)
+    cases: list[CaseReport] = next((o.cases for o in outcomes if o.step is Step.PERFORMANCE), [])
+    timed = [c for c in cases if c.speedup and c.time_ms and c.baseline_time_ms]
+    ok = failed is None and bool(timed)
+    return {
+        "verdict": "PASS" if ok else (failed.failure.value if failed else "untimed"),
+        "message": (failed.message or "")[:200] if failed else None,
+        "speedup": statistics.fmean(c.speedup or 0 for c in timed) if ok else None,
+        "ci_half": statistics.fmean(((c.speedup_ci_high or 1) - (c.speedup_ci_low or 1)) / 2 for c in timed)
+        if ok else None,
+        "base_ms": statistics.fmean(c.baseline_time_ms or 0 for c in timed) if timed else None,
+        "ms": statistics.fmean(c.time_ms or 0 for c in timed) if timed else None,
+        "ci": [statistics.fmean(c.speedup_ci_low or 0 for c in timed),
+               statistics.fmean(c.speedup_ci_high or 0 for c in timed)] if ok else [None, None],
+        "seconds": round(seconds, 1),
+    }

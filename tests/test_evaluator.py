@@ -171,3 +171,13 @@ def test_steps_cannot_see_or_signal_the_evaluator(tasks_root, make_toy_task, tmp
     assert outcome.passed, outcome.message
     if "pid-namespace" in outcome.isolation:
         assert "evaluator hidden" in log and "net no" in log
+
+
+def test_cuda_kernels_are_found_behind_launch_bounds(tmp_path: Path) -> None:
+    from aka.evaluator import _defined_names
+
+    source = tmp_path / "kernel.cu"
+    source.write_text("__global__ void __launch_bounds__(256, 2) row_sum_kernel(const float* x) {}\n"
+                      "__launch_bounds__(128) __global__ void other_kernel(float* y) {}\n"
+                      "template <int N> __global__ void tiled_kernel(float* y) {}\n")
+    assert {"row_sum_kernel", "other_kernel", "tiled_kernel"} <= (_defined_names(source) or set())

@@ -134,6 +134,7 @@ def _defined_names(path: Path) -> set[str] | None:
         except SyntaxError:
             return None
         return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    text = re.sub(r"__launch_bounds__\s*\([^)]*\)", " ", text)  # `__global__ void __launch_bounds__(256) k(`
     pattern = re.compile(r"__global__[^;{}]*?\b([A-Za-z_]\w*)\s*\(")
     return set(pattern.findall(text))
 

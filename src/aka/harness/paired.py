@@ -8,8 +8,9 @@ is zeroed) before every timed call, so neither a warm cache nor memoisation by p
 pays. Pairs are taken in batches until the distribution-free 95% interval of the median ratio is
 narrow enough or the case's time budget is spent.
 
-Before each timed call the GPU is also held busy for a moment (a sleep kernel), so the host's
-launch work is never inside the events: only GPU time is compared.
+Before each timed call the GPU is also held busy for a moment (a sleep kernel, longer than the
+host takes to enqueue either side's call), so the host's launch work is never inside the events:
+only GPU time is compared.
 
 Kernels under about 20 us cannot be timed per call by events (the events' own resolution and
 launch latency dominate), so they are timed by replaying a CUDA graph of many calls; before the
@@ -66,7 +67,7 @@ class PairedConfig:
     batch: int = 10
     target_rel_halfwidth: float = 0.004
     budget_s: float = 1.0
-    step_budget_s: float = 6.0
+    step_budget_s: float = 4.0
     min_budget_s: float = 0.3
     hold_ms: float = 0.2
     graph_threshold_ms: float = 0.020
@@ -125,6 +126,24 @@ def _hold_gpu(milliseconds: float) -> None:
     the host's launch work (Python, guards, the launcher), which differs between the two sides."""
     if milliseconds > 0:
         torch.cuda._sleep(int(milliseconds * _cycles_per_ms()))  # type: ignore[no-untyped-call]
+
+
+MAX_HOLD_MS = 25.0
+
+
+def _hold_for(source: PairSource, minimum_ms: float) -> float:
+    """A hold longer than either side's host enqueue time (1.5x + 50 us), so the events see only
+    GPU work: a torch-heavy workload (an e2e block) can take longer to launch than to run."""
+    source.prepare(1, False)
+    host: list[float] = []
+    for rep in range(3):
+        for side in (source.baseline, source.candidate) if rep % 2 == 0 else (source.candidate, source.baseline):
+            start = time.perf_counter()
+            side(1)
+            host.append((time.perf_counter() - start) * 1000.0)
+            torch.cuda.synchronize()
+    source.release()
+    return min(MAX_HOLD_MS, max(minimum_ms, 1.5 * statistics.median(sorted(host)[-3:]) + 0.05))
 
 
 def _event() -> torch.cuda.Event:
@@ -283,6 +302,7 @@ def time_paired(source: PairSource, device: torch.device, config: PairedConfig |
         source.check(index, source.candidate(index))
         source.release()
     torch.cuda.synchronize()
+    settings = dataclasses.replace(settings, hold_ms=_hold_for(source, settings.hold_ms))
     probe = [_event() for _ in range(6)]
     source.prepare(0, False)
     for rep in range(3):

@@ -8,6 +8,7 @@ ran; a target kernel was launched; the persisting-L2 carve-out is still zero.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -53,12 +54,14 @@ class CallVerifier:
     _launched: int = 0
 
     def call(self, function: Callable[..., object], inputs: Sequence[torch.Tensor], expected: Output | None) -> object:
-        """Call the candidate under the torch-operator guard; poison fresh memory first."""
+        """Call the candidate under the torch-operator guard (where the family has the policy: the
+        guard's per-operator Python hook is host time a torch-heavy e2e workload cannot afford);
+        poison fresh memory first."""
         if expected is not None:
             poison_allocator(expected)
-        self._mode = ForbiddenOps(self.extra_allowed)
+        self._mode = ForbiddenOps(self.extra_allowed) if self.enforce_policy else None
         before = self.launches.total()
-        with self._mode:
+        with self._mode or contextlib.nullcontext():
             output = function(*inputs)
         self._launched = self.launches.total() - before
         return output

@@ -98,7 +98,7 @@ def main() -> int:
         root = Path(tmp) / "tasks"
         copy_tasks(tasks, root, source_baseline=True)
         for task in select_tasks(root, [t.name for t in tasks]):
-            runs = [evaluate(task, task.directory, Path(tmp) / f"{task.slug}-{rep}", device)
+            runs = [evaluate(task, None, Path(tmp) / f"{task.slug}-{rep}", device)
                     for rep in range(args.repeats)]
             theirs = do_bench_ratios(task, args.repeats, Path(tmp)) if device.is_gpu and runs[0]["speedup"] else []
             rows.append({"task": task.name, "statuses": [r["verdict"] for r in runs],

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import tempfile
 from datetime import datetime, timezone
@@ -72,11 +71,7 @@ def main() -> int:
             root = Path(tmp) / "tasks"
             copy_tasks(tasks, root, source_baseline=False)
             for task in select_tasks(root, [t.name for t in tasks]):
-                candidate = Path(tmp) / "solutions" / task.slug
-                shutil.copytree(task.directory, candidate)
-                for rel in task.config.source_file_path:
-                    shutil.copyfile(SOLUTIONS / task.name / rel, candidate / rel)
-                result = evaluate(task, candidate, Path(tmp) / task.slug, device)
+                result = evaluate(task, SOLUTIONS / task.name, Path(tmp) / task.slug, device)
                 rows.append({"task": task.name, "status": "PASS" if result["verdict"] == "PASS" else "FAIL",
                              "failure": "none" if result["verdict"] == "PASS" else result["verdict"], **result})
                 print(rows[-1], flush=True)

@@ -17,6 +17,7 @@ import yaml
 
 from aka.device import DeviceInfo
 from aka.evaluator import Step, evaluate_candidate
+from aka.repository import materialize
 from aka.step_report import CaseReport
 from aka.task_authoring import SKELETON_FAMILIES
 from aka.tasks import Task
@@ -49,8 +50,14 @@ def copy_tasks(tasks: list[Task], root: Path, source_baseline: bool) -> None:
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
-def evaluate(task: Task, candidate: Path, scratch: Path, device: DeviceInfo) -> dict[str, Any]:
-    """One evaluation as a run makes it; the task-level numbers come from the paired cases."""
+def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInfo) -> dict[str, Any]:
+    """One evaluation as a run makes it, of the task's own sources or of `solution`'s copies of
+    them (as the replay agent places them); the task-level numbers come from the paired cases."""
+    task = materialize(task, scratch / "repos")
+    candidate = scratch / "candidate"
+    shutil.copytree(task.directory, candidate)
+    for rel in task.config.source_file_path if solution is not None else ():
+        shutil.copyfile(solution / rel, candidate / rel)
     started = time.monotonic()
     outcomes = evaluate_candidate(task, candidate, scratch, device)
     seconds = time.monotonic() - started

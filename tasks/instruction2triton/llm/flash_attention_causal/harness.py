@@ -34,11 +34,7 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
 
 
 def load_candidate(directory: Path) -> Callable[..., object]:
-    """The entry point of kernel.py in `directory`. Work-around: the performance step pairs the
-    candidate with the sources in `.aka_baseline/` even under `baseline: reference`, and there they
-    are the skeleton; the baseline of this task is the PyTorch reference, so time that instead."""
-    if directory.name == ".aka_baseline":
-        return reference
+    """The entry point of kernel.py in `directory` (the baseline is the PyTorch reference)."""
     return candidate_function("kernel", "flash_attention_causal")(directory)
 
 

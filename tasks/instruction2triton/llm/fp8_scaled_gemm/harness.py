@@ -45,16 +45,15 @@ def make_inputs(case: Case, generator: torch.Generator, device: torch.device) ->
 
 def reference(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor) -> torch.Tensor:
     """Upcast to float16 (exact), float16 GEMM (float32 accumulation), scales in float32, bfloat16 out."""
+    # cuBLAS may otherwise reduce split-K partial sums in float16, which moves outputs that cancel
+    # to near zero by up to 1.5e-2 (seen on the H200); the contract promises float32 accumulation.
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     product = torch.mm(a.to(torch.float16), b.to(torch.float16))
     return (product.float() * scale_a * scale_b).to(torch.bfloat16)
 
 
 def load_candidate(directory: Path) -> Callable[..., object]:
-    """The entry point of kernel.py in `directory`. Work-around: the performance step pairs the
-    candidate with the sources in `.aka_baseline/` even under `baseline: reference`, and there they
-    are the skeleton; the baseline of this task is the PyTorch reference, so time that instead."""
-    if directory.name == ".aka_baseline":
-        return reference
+    """The entry point of kernel.py in `directory` (the baseline is the PyTorch reference)."""
     return candidate_function("kernel", "fp8_scaled_gemm")(directory)
 
 

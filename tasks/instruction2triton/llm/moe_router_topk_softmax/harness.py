@@ -45,11 +45,7 @@ def reference(gating_logits: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tenso
 
 
 def load_candidate(directory: Path) -> Callable[..., object]:
-    """The entry point of kernel.py in `directory`. Work-around: the performance step pairs the
-    candidate with the sources in `.aka_baseline/` even under `baseline: reference`, and there they
-    are the skeleton; the baseline of this task is the PyTorch reference, so time that instead."""
-    if directory.name == ".aka_baseline":
-        return reference
+    """The entry point of kernel.py in `directory` (the baseline is the PyTorch reference)."""
     return candidate_function("kernel", "moe_router_topk_softmax")(directory)
 
 

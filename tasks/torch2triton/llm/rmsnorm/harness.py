@@ -2,7 +2,7 @@
 
 import torch
 
-from aka.harness import Case, KernelTask, candidate_function, random_tensor, run_task
+from aka.harness import Case, KernelTask, Tolerance, candidate_function, random_tensor, run_task
 
 EPS = 1e-6  # Llama's rms_norm_eps; fixed by the contract, not an input
 CASES = (
@@ -13,9 +13,11 @@ CASES = (
     (16384, 2048, "float16"),   # small hidden size, many rows (1B-class models)
 )
 
-# Default tolerances fit: the math is float32 like the reference; the only difference is the
-# summation order of 2k-8k squares (relative error ~1e-7, far below fp32's 1e-5) and, in 16-bit,
-# at most one rounding step of the output (fp16 1e-3/1e-3 and bf16 1e-2/1.6e-2 cover one ulp).
+# fp32 and bf16 use the defaults: the math is float32 like the reference; the only difference is
+# the summation order of 2k-8k squares (relative error ~1e-7). fp16 gets 2e-3/2e-3: the reference
+# rounds twice (the normalized x to fp16, then x * weight), so a kernel that rounds once is off by
+# up to two fp16 ulps (seen on the H200: 2.6855 vs 2.6816, 1 value in 33M, over 1e-3/1e-3).
+TOLERANCES = {"float16": Tolerance(atol=2e-3, rtol=2e-3)}
 
 
 def make_inputs(case: Case, generator: torch.Generator, device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -43,6 +45,7 @@ TASK = KernelTask(
     make_inputs=make_inputs,
     reference=reference,
     load_candidate=candidate_function("kernel", "rmsnorm"),
+    tolerances=TOLERANCES,
     # x read once, weight read once, output written once.
     min_bytes=lambda case: (2 * case.int_param("rows") + 1) * case.int_param("hidden") * case.dtype().itemsize,
 )

@@ -22,7 +22,7 @@ GROUP_SIZE = 32
 BLOCK = 4096
 NUM_WARPS = 4
 
-INT32_MIN = -(2**31)
+INT32_MIN = tl.constexpr(-(2**31))  # globals read by @triton.jit code must be constexpr
 
 
 @triton.jit

@@ -82,7 +82,7 @@ def topk(x: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     values = torch.empty((rows, kk), dtype=x.dtype, device=x.device)
     indices = torch.empty((rows, kk), dtype=torch.int64, device=x.device)
     num_groups = triton.cdiv(n, GROUP_SIZE)
-    k_pad = triton.next_power_of_2(kk)
+    k_pad = max(2, triton.next_power_of_2(kk))  # tl.topk does not compile for k = 1 (seen on the H200)
     m_pad = max(triton.next_power_of_2(num_groups), k_pad)
     fused = n <= BLOCK
     gmax = values

@@ -318,6 +318,7 @@ class Prestarted:
     eval_dir: Path
     inode: int
     processes: dict[Step, list[StepProcess]]
+    log_path: Path
 
     @classmethod
     def start(cls, task: Task, steps: list[tuple[Step, Target]], eval_dir: Path, device: DeviceInfo,
@@ -333,7 +334,7 @@ class Prestarted:
                                for i, c in enumerate(_commands(task, step))]
         for process in (p for group in processes.values() for p in group):
             process.pipe.ready.wait(timeout=process.timeout)
-        return cls(eval_dir, eval_dir.stat().st_ino, processes)
+        return cls(eval_dir, eval_dir.stat().st_ino, processes, log_path)
 
     def replaced(self) -> bool:
         """Candidate code swapped the evaluation directory for another (waiting steps would not see it)."""
@@ -343,9 +344,11 @@ class Prestarted:
             return True
 
     def abandon(self) -> None:
+        """Kill the commands that never got their turn (an earlier step failed); keep their logs."""
         for process in (p for group in self.processes.values() for p in group):
             if process.started.proc.poll() is None:
                 process.started.abandon()
+            _append_log(process.started.log_path, self.log_path)
 
 
 def _own_log(log_path: Path, step: Step, index: int) -> Path:

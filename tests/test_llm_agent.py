@@ -123,8 +123,8 @@ def test_model_edits_evaluates_and_finishes(api: str, model_server: ServerFactor
     assert [m for body in sent for m in body["messages"]] == requests[-1].body["messages"]
     assert sent[0]["tools"] == requests[0].body["tools"] and "tools" not in sent[1]
     assert (workspace / "llm_evaluations" / "001" / "candidate" / "kernel.py").read_text().count(NEW) == 1
-    assert sorted(p.name for p in (workspace / "work").iterdir()) == ["config.yaml", "harness.py", "kernel.py",
-                                                                      "send.py"]
+    assert sorted(p.name for p in (workspace / "work").iterdir()) == [".aka_baseline", "config.yaml", "harness.py",
+                                                                      "kernel.py", "send.py"]
 
 
 def test_file_tools_stay_in_the_workspace(model_server: ServerFactory, make_toy_task, write_run_config,

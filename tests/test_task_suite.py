@@ -22,6 +22,7 @@ import pytest
 from aka.device import DeviceInfo
 from aka.evaluator import evaluate_candidate
 from aka.harness import Case
+from aka.repository import materialize
 from aka.task_authoring import SKELETON_FAMILIES, check_task
 from aka.tasks import Task, select_tasks
 
@@ -90,6 +91,7 @@ SOLVED = [t for t in ALL_TASKS if (SOLUTIONS / t.name).is_dir()]
 @pytest.mark.parametrize("task", SOLVED, ids=lambda t: t.name)
 def test_solution_is_correct_on_the_cpu_profile(task: Task) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        outcomes = evaluate_candidate(task, SOLUTIONS / task.name, Path(tmp), CPU, through=2)
+        ready = materialize(task, Path(tmp) / "repos")  # a repository task's editable files are in its clone
+        outcomes = evaluate_candidate(ready, SOLUTIONS / task.name, Path(tmp), CPU, through=2)
     failed = [o for o in outcomes if not (o.passed or o.skipped)]
     assert not failed, f"{failed[0].step.value}: {failed[0].failure.value}: {failed[0].message}"

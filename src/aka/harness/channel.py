@@ -6,8 +6,8 @@ the pipe to a random close-on-exec descriptor, so a candidate imported later fin
 to write to nor the token to sign with; the evaluator rejects any message without the token, and
 more than one message. Before reading the token it writes `ready` on the pipe: the harness is
 loaded, so an evaluator that started this step early (while earlier steps ran) knows the harness
-was read before any candidate code ran. Without `$AKA_RESULT_FD` (an author running a step by hand) the report
-goes to standard output instead.
+was read before any candidate code ran. Without `$AKA_RESULT_FD` (an author running a step by
+hand) the report goes to standard output instead.
 """
 
 from __future__ import annotations

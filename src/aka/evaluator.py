@@ -95,10 +95,7 @@ def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[s
     _clear_in_place(dest)
     shutil.copytree(task.directory, dest, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"),
                     dirs_exist_ok=True)
-    for rel in task.config.source_file_path:
-        pristine = dest / BASELINE_SOURCES_DIR / rel
-        pristine.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(task.directory / rel, pristine)
+    copy_original_sources(task, dest)
     missing: list[str] = []
     if candidate_dir is not None:
         for rel in task.config.source_file_path:
@@ -110,6 +107,15 @@ def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[s
                 target.unlink(missing_ok=True)
                 missing.append(rel)
     return missing
+
+
+def copy_original_sources(task: Task, dest: Path) -> None:
+    """The pristine editable files into `dest/.aka_baseline/`, where the performance step loads
+    the baseline from (in the evaluation directory, and in the agent's workspace for self-checks)."""
+    for rel in task.config.source_file_path:
+        pristine = dest / BASELINE_SOURCES_DIR / rel
+        pristine.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(task.directory / rel, pristine)
 
 
 def _clear_in_place(directory: Path) -> None:

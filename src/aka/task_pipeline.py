@@ -15,11 +15,11 @@ from aka.baseline import BaselineRecord, baseline_builds, load_frozen_baseline, 
 from aka.completion import source_hashes, write_completion
 from aka.device import DeviceInfo
 from aka.evaluator import (
-    BASELINE_SOURCES_DIR,
     Step,
     StepOutcome,
     Target,
     build_eval_dir,
+    copy_original_sources,
     evaluate_candidate,
     step_environment,
 )
@@ -91,10 +91,7 @@ def copy_for_agent(task: Task, work: Path) -> None:
         return skipped | {n for n in names if Path(directory) / n in hidden}
 
     shutil.copytree(task.directory, work, ignore=ignore)
-    for rel in task.config.source_file_path:
-        pristine = work / BASELINE_SOURCES_DIR / rel
-        pristine.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(task.directory / rel, pristine)
+    copy_original_sources(task, work)
 
 
 def tampered_files(task: Task, work: Path) -> list[str]:

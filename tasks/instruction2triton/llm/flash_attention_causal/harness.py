@@ -5,8 +5,6 @@ The reference (and the timed baseline) is PyTorch's fused `scaled_dot_product_at
 production path a Triton kernel has to beat.
 """
 
-from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
@@ -33,11 +31,6 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
-def load_candidate(directory: Path) -> Callable[..., object]:
-    """The entry point of kernel.py in `directory` (the baseline is the PyTorch reference)."""
-    return candidate_function("kernel", "flash_attention_causal")(directory)
-
-
 def case_of(batch: int, heads: int, seqlen: int, head_dim: int, dtype: str) -> Case:
     return Case.make(batch=batch, heads=heads, seqlen=seqlen, head_dim=head_dim, dtype=dtype)
 
@@ -58,7 +51,7 @@ TASK = KernelTask(
     ci_cases=[case_of(*shape) for shape in CI_SHAPES],
     make_inputs=make_inputs,
     reference=reference,
-    load_candidate=load_candidate,
+    load_candidate=candidate_function("kernel", "flash_attention_causal"),
     min_bytes=min_bytes,
 )
 

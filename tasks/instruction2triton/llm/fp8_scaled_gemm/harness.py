@@ -9,8 +9,6 @@ cases run on the CPU too.
 """
 
 import math
-from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
@@ -52,11 +50,6 @@ def reference(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     return (product.float() * scale_a * scale_b).to(torch.bfloat16)
 
 
-def load_candidate(directory: Path) -> Callable[..., object]:
-    """The entry point of kernel.py in `directory` (the baseline is the PyTorch reference)."""
-    return candidate_function("kernel", "fp8_scaled_gemm")(directory)
-
-
 def case_of(m: int, n: int, k: int, scaling: str) -> Case:
     return Case.make(m=m, n=n, k=k, scaling=scaling)
 
@@ -78,7 +71,7 @@ TASK = KernelTask(
     ci_cases=[case_of(*shape) for shape in CI_SHAPES],
     make_inputs=make_inputs,
     reference=reference,
-    load_candidate=load_candidate,
+    load_candidate=candidate_function("kernel", "fp8_scaled_gemm"),
     min_bytes=min_bytes,
 )
 

@@ -6,8 +6,6 @@ take whole blocks of one expert. The order inside an expert is fixed (ascending 
 the output sizes depend only on the shapes, so all three int32 outputs are compared exactly.
 """
 
-from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
@@ -65,11 +63,6 @@ def reference(topk_ids: torch.Tensor, num_experts: torch.Tensor,
     return sorted_token_ids, expert_ids, ends[-1:].to(torch.int32)
 
 
-def load_candidate(directory: Path) -> Callable[..., object]:
-    """The entry point of kernel.py in `directory` (the baseline is the PyTorch reference)."""
-    return candidate_function("kernel", "moe_align_block_size")(directory)
-
-
 def case_of(num_tokens: int, topk: int, num_experts: int, block_size: int) -> Case:
     return Case.make(num_tokens=num_tokens, topk=topk, num_experts=num_experts, block_size=block_size)
 
@@ -88,7 +81,7 @@ TASK = KernelTask(
     ci_cases=[case_of(*shape) for shape in CI_SHAPES],
     make_inputs=make_inputs,
     reference=reference,
-    load_candidate=load_candidate,
+    load_candidate=candidate_function("kernel", "moe_align_block_size"),
     min_bytes=min_bytes,
 )
 

@@ -6,8 +6,6 @@ The logits of a row are pairwise distinct (at least 1/16 apart), so the ids are 
 compared exactly; the weights are float32.
 """
 
-from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
@@ -44,11 +42,6 @@ def reference(gating_logits: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tenso
     return weights, ids.to(torch.int32)
 
 
-def load_candidate(directory: Path) -> Callable[..., object]:
-    """The entry point of kernel.py in `directory` (the baseline is the PyTorch reference)."""
-    return candidate_function("kernel", "moe_router_topk_softmax")(directory)
-
-
 def case_of(tokens: int, num_experts: int, k: int, dtype: str) -> Case:
     return Case.make(tokens=tokens, num_experts=num_experts, k=k, dtype=dtype)
 
@@ -68,7 +61,7 @@ TASK = KernelTask(
     ci_cases=[case_of(*shape) for shape in CI_SHAPES],
     make_inputs=make_inputs,
     reference=reference,
-    load_candidate=load_candidate,
+    load_candidate=candidate_function("kernel", "moe_router_topk_softmax"),
     min_bytes=min_bytes,
 )
 

@@ -5,8 +5,6 @@ KV cache (vLLM layout: fixed blocks of 16 tokens, a block table per sequence). T
 the timed baseline) gathers each sequence's blocks with PyTorch and computes in float32.
 """
 
-from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
@@ -64,11 +62,6 @@ def reference(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tenso
     return out.reshape(num_seqs, num_heads, head_dim).to(q.dtype)
 
 
-def load_candidate(directory: Path) -> Callable[..., object]:
-    """The entry point of kernel.py in `directory` (the baseline is the PyTorch reference)."""
-    return candidate_function("kernel", "paged_decode_attention")(directory)
-
-
 def case_of(num_seqs: int, num_heads: int, num_kv_heads: int, head_dim: int, max_len: int, dtype: str) -> Case:
     return Case.make(num_seqs=num_seqs, num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
                      max_len=max_len, dtype=dtype)
@@ -94,7 +87,7 @@ TASK = KernelTask(
     ci_cases=[case_of(*shape) for shape in CI_SHAPES],
     make_inputs=make_inputs,
     reference=reference,
-    load_candidate=load_candidate,
+    load_candidate=candidate_function("kernel", "paged_decode_attention"),
     min_bytes=min_bytes,
 )
 

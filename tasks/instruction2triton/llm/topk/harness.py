@@ -5,8 +5,6 @@ both outputs are compared exactly. k arrives as a 0-dim int64 CPU tensor (inputs
 only; reading it with int(k) needs no device sync).
 """
 
-from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
@@ -58,11 +56,6 @@ def reference(x: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     return values, indices
 
 
-def load_candidate(directory: Path) -> Callable[..., object]:
-    """The entry point of kernel.py in `directory` (the baseline is the PyTorch reference)."""
-    return candidate_function("kernel", "topk")(directory)
-
-
 def case_of(rows: int, n: int, k: int, dtype: str) -> Case:
     return Case.make(rows=rows, n=n, k=k, dtype=dtype)
 
@@ -79,7 +72,7 @@ TASK = KernelTask(
     ci_cases=[case_of(*shape) for shape in CI_SHAPES],
     make_inputs=make_inputs,
     reference=reference,
-    load_candidate=load_candidate,
+    load_candidate=candidate_function("kernel", "topk"),
     # The values are copies of input elements and the indices are unique (distinct row values),
     # so both outputs must match exactly (int64 indices are always compared exactly).
     tolerances={"float32": EXACT, "float16": EXACT, "bfloat16": EXACT},

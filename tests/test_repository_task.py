@@ -139,3 +139,19 @@ def test_a_missing_editable_path_is_a_clear_error(tmp_path: Path, repo_task: Pat
     (task,) = select_tasks(tmp_path / "tasks", ["all"])
     with pytest.raises(AkaError, match="nope.py' is not in the repository"):
         materialize(task, tmp_path / "cache")
+
+
+@pytest.mark.parametrize(("field", "value", "expected"), [
+    ("repo_revision", "0" * 40, "field 'repo_revision' .* is not in the repository: git checkout failed"),
+    ("repo_url", "/nonexistent/minik.git", "field 'repo_url' .*: git clone failed"),
+    ("post_clone_install", ["python3 -c 'raise SystemExit(3)'"], "field 'post_clone_install': .* status 3"),
+])
+def test_a_broken_clone_or_install_is_a_clear_error(tmp_path: Path, repo_task: Path, field: str, value: object,
+                                                    expected: str) -> None:
+    config = yaml.safe_load((repo_task / "config.yaml").read_text())
+    config[field] = value
+    (repo_task / "config.yaml").write_text(yaml.safe_dump(config))
+    (task,) = select_tasks(tmp_path / "tasks", ["all"])
+    with pytest.raises(AkaError, match=expected):
+        materialize(task, tmp_path / "cache")
+    assert not any((tmp_path / "cache").glob("repository_local_minik-*")), "no half-made clone is left as ready"

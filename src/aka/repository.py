@@ -56,7 +56,7 @@ def _git(args: list[str], cwd: Path | None = None) -> str:
         raise AkaError(f"git {' '.join(args[:2])} took over {GIT_TIMEOUT_SECONDS} s") from exc
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise AkaError(f"git {' '.join(args[:2])} failed: {last}")
+        raise AkaError(f"git {args[0]} failed: {last}")
     return done.stdout.strip()
 
 
@@ -65,14 +65,22 @@ def _clone(task: Task, dest: Path, log: Path) -> str:
     config = task.config
     assert config.repo_url is not None
     clone = dest / repo_subdir(config)
-    _git(["clone", "--quiet", _resolve_url(config.repo_url, task.directory), str(clone)])
+    where = task.directory / "config.yaml"
+    try:
+        _git(["clone", "--quiet", _resolve_url(config.repo_url, task.directory), str(clone)])
+    except AkaError as exc:
+        raise AkaError(f"{where}: field 'repo_url' ({config.repo_url}): {exc}") from None
     if config.repo_revision:
-        _git(["checkout", "--quiet", "--detach", config.repo_revision], cwd=clone)
+        try:
+            _git(["checkout", "--quiet", "--detach", config.repo_revision], cwd=clone)
+        except AkaError as exc:
+            raise AkaError(f"{where}: field 'repo_revision' ({config.repo_revision}) is not in the repository: "
+                           f"{exc}") from None
     commit = _git(["rev-parse", "HEAD"], cwd=clone)
     for command in config.post_clone_install:
         ran = run_command(command, clone, dict(os.environ), config.compile_timeout, log)
         if not ran.ok:
-            raise AkaError(f"{task.name}: post_clone_install {ran.describe()} (log: {log})")
+            raise AkaError(f"{where}: field 'post_clone_install': {ran.describe()} (log: {log})")
     return commit
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from aka.bytecode import warm_bytecode
 from aka.device import DeviceInfo
 from aka.isolation import detect_sandbox, step_limits
 from aka.process import CommandOutcome, StartedCommand
@@ -490,6 +491,7 @@ def run_steps(task: Task, steps: list[tuple[Step, Target]], eval_dir: Path, repo
     caches = BuildCaches()
     owned: Path | None = None
     if uses_aka_harness(task, [s for s, _ in steps], eval_dir):
+        warm_bytecode(SRC_ROOT)
         if shared_cache is None:
             owned = Path(tempfile.mkdtemp(prefix="builds-", dir=eval_dir.parent))
         else:

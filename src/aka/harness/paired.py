@@ -65,7 +65,7 @@ class PairedConfig:
     min_pairs: int = 20
     max_pairs: int = 3000
     batch: int = 10
-    target_rel_halfwidth: float = 0.004
+    target_rel_halfwidth: float = 0.002
     budget_s: float = 1.0
     step_budget_s: float = 4.0
     min_budget_s: float = 0.3

@@ -221,6 +221,26 @@ class _ResultPipe:
         return data[len(READY_LINE):] if data.startswith(READY_LINE) else data
 
 
+@dataclass(frozen=True)
+class BuildCaches:
+    """Compiled-kernel caches of one evaluation (see `aka.harness.candidates.use_shared_cache`).
+
+    `shared`: the candidate's builds, kept across its steps (compiled once per evaluation).
+    `trusted`: the frozen baseline's builds, made from pristine code only; copied into each
+    performance command's fresh cache, where the baseline is built before any candidate code
+    runs, so the baseline is not recompiled for every evaluation.
+    """
+
+    shared: Path | None = None
+    trusted: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        return {SHARED_CACHE_ENV: str(self.shared)} if self.shared else {}
+
+    def seed_for(self, step: Step) -> Path | None:
+        return self.trusted if step is Step.PERFORMANCE else None
+
+
 @dataclass
 class StepProcess:
     """One step command, started (possibly early) in the sandbox and waiting for its token."""
@@ -233,38 +253,61 @@ class StepProcess:
     cache: Path
     timeout: float
     seed_cache: Path | None = None
+    scratch: Path | None = None
+
+    def remove_private_dirs(self) -> None:
+        """Its Triton cache and temporary directory (after its turn, or when it never gets one)."""
+        for path in (self.cache, self.scratch):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def start_isolated(command: str, task: Task, step: Step, eval_dir: Path, env: dict[str, str],
-                   device: DeviceInfo, log_path: Path, seed_cache: Path | None = None) -> StepProcess:
+                   device: DeviceInfo, log_path: Path, caches: BuildCaches = BuildCaches()) -> StepProcess:
     """Start one step command sandboxed, with a private result pipe; it waits for its token.
 
-    Its Triton cache is a fresh, unguessable path created only when the command gets its turn,
-    so no other step can plant compiled kernels there (e.g. a slow binary under the baseline's
-    cache key). `seed_cache` (the frozen baseline's own builds) is copied into it at that moment.
+    Its Triton cache (also `TORCH_EXTENSIONS_DIR`, and where CUDA builds go) is a fresh,
+    unguessable path, so no other step can plant compiled kernels there (e.g. a slow binary under
+    the baseline's cache key): with the read-only file system it is made now and only this
+    command may write it; without, it is made only when the command gets its turn. The frozen
+    baseline's own builds (`caches.seed_for(step)`) are copied into it at that moment. Its
+    `TMPDIR` is a private folder next to the evaluation directory, removed after the step. With
+    the read-only file system (`Sandbox.wrap`) the command may write only there, in the
+    evaluation directory and in the evaluation's shared build cache.
     """
+    sandbox = detect_sandbox()
     cache = eval_dir.parent / f"triton-{secrets.token_hex(12)}"
+    scratch = Path(tempfile.mkdtemp(prefix=f"tmp-{step.value}-", dir=eval_dir.parent))
     pipe = _ResultPipe()
     timeout = _timeout(task, step)
+    private = {"TRITON_CACHE_DIR": str(cache), "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+               "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch)}
     try:
-        started = StartedCommand(command, eval_dir, {**env, "TRITON_CACHE_DIR": str(cache),
-                                                     RESULT_FD_ENV: str(pipe.write_fd)},
-                                 log_path, True, (pipe.write_fd,), detect_sandbox().prefix,
+        if sandbox.confines:
+            cache.mkdir(mode=0o700)
+        writable = [eval_dir, cache, scratch, *([caches.shared] if caches.shared else [])]
+        started = StartedCommand(command, eval_dir, {**env, **private, RESULT_FD_ENV: str(pipe.write_fd)},
+                                 log_path, True, (pipe.write_fd,), tuple(sandbox.wrap([], writable)),
                                  step_limits(timeout, device.is_gpu).apply)
+    except BaseException:
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     finally:
         os.close(pipe.write_fd)
-    return StepProcess(command, step, started, pipe, secrets.token_hex(16), cache, timeout, seed_cache)
+    return StepProcess(command, step, started, pipe, secrets.token_hex(16), cache, timeout,
+                       caches.seed_for(step), scratch)
 
 
 def finish_isolated(process: StepProcess) -> tuple[CommandOutcome, bytes, str]:
     """Give a started command its token and its turn; return how it ended and what it sent."""
-    if process.seed_cache is not None and process.seed_cache.is_dir():
-        shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
-    process.cache.mkdir(mode=0o700, exist_ok=True)
     try:
+        if process.seed_cache is not None and process.seed_cache.is_dir():
+            shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
+        process.cache.mkdir(mode=0o700, exist_ok=True)
         ran = process.started.finish(f"{process.token}\n".encode(), process.timeout)
     finally:
-        shutil.rmtree(process.cache, ignore_errors=True)
+        process.remove_private_dirs()
     return ran, process.pipe.payload(), process.token
 
 
@@ -292,26 +335,6 @@ def _uses_aka_harness(command: str, eval_dir: Path) -> bool:
     return script.is_file() and "run_task(" in script.read_text(encoding="utf-8", errors="replace")
 
 
-@dataclass(frozen=True)
-class BuildCaches:
-    """Compiled-kernel caches of one evaluation (see `aka.harness.candidates.use_shared_cache`).
-
-    `shared`: the candidate's builds, kept across its steps (compiled once per evaluation).
-    `trusted`: the frozen baseline's builds, made from pristine code only; copied into each
-    performance command's fresh cache, where the baseline is built before any candidate code
-    runs, so the baseline is not recompiled for every evaluation.
-    """
-
-    shared: Path | None = None
-    trusted: Path | None = None
-
-    def env(self) -> dict[str, str]:
-        return {SHARED_CACHE_ENV: str(self.shared)} if self.shared else {}
-
-    def seed_for(self, step: Step) -> Path | None:
-        return self.trusted if step is Step.PERFORMANCE else None
-
-
 @dataclass
 class Prestarted:
     """Every command of a sequence of steps, started at once so their start-up (Python, torch,
@@ -337,7 +360,7 @@ class Prestarted:
         for step, target in steps:
             env = step_environment(task, device, step, target, eval_dir, {**(extra_env or {}), **caches.env()})
             processes[step] = [start_isolated(c, task, step, eval_dir, env, device, _own_log(log_path, step, i),
-                                              caches.seed_for(step))
+                                              caches)
                                for i, c in enumerate(_commands(task, step))]
         for process in (p for group in processes.values() for p in group):
             process.pipe.ready.wait(timeout=process.timeout)
@@ -355,6 +378,7 @@ class Prestarted:
         for process in (p for group in self.processes.values() for p in group):
             if process.started.proc.poll() is None:
                 process.started.abandon()
+            process.remove_private_dirs()
             _append_log(process.started.log_path, self.log_path)
 
 
@@ -405,7 +429,7 @@ def run_step(task: Task, step: Step, eval_dir: Path, reports_dir: Path, device: 
             process = prestarted.processes[step][index]
         else:
             env = step_environment(task, device, step, target, eval_dir, {**(extra_env or {}), **caches.env()})
-            process = start_isolated(command, task, step, eval_dir, env, device, log_path, caches.seed_for(step))
+            process = start_isolated(command, task, step, eval_dir, env, device, log_path, caches)
         ran, received, token = finish_isolated(process)
         _append_log(process.started.log_path, log_path)
         outcome.commands.append(ran)

@@ -1,11 +1,15 @@
-"""Isolation of candidate code: its own PID and network namespaces, and resource limits.
+"""Isolation of candidate code: its own PID, network and mount namespaces, a read-only file
+system, and resource limits.
 
 Candidate kernels run inside the task's step processes. In a new PID namespace they cannot see,
 signal or stall the evaluator (their parent is invisible to them); in a new network namespace
 they have no network. Both come from `unshare`, as root or through an unprivileged user
 namespace; where neither works the steps run without them and results say so
-(`isolation: []`). Resource limits bound CPU time, core dumps and, on the CPU only, memory (CUDA
-reserves far more virtual memory than it uses, so an address-space limit would break it).
+(`isolation: []`). Inside, `aka.confine` makes every mount read-only except the paths a step
+must write (`Sandbox.wrap`; feature `read-only-filesystem`), so candidate code cannot change the
+pristine task, the platform, site-packages or a run's frozen baseline builds. Resource limits
+bound CPU time, core dumps and, on the CPU only, memory (CUDA reserves far more virtual memory
+than it uses, so an address-space limit would break it).
 """
 
 from __future__ import annotations
@@ -15,10 +19,23 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 _UNSHARE_FLAGS = ["--pid", "--net", "--fork", "--mount-proc", "--kill-child"]
 CPU_MEMORY_LIMIT_BYTES = 16 * 1024**3
+READ_ONLY_FILESYSTEM = "read-only-filesystem"
+CONFINE_SCRIPT = Path(__file__).resolve().with_name("confine.py")
+
+
+def confine_argv(writable: Sequence[str | Path]) -> list[str]:
+    """`aka.confine` in isolated mode (no working directory, `PYTHON*` variables or site on its
+    path: it runs with every capability until it execs), up to its `--`."""
+    paths = [arg for path in writable for arg in ("--writable", str(path))]
+    return [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), *paths, "--"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +44,17 @@ class Sandbox:
 
     prefix: tuple[str, ...]
     features: tuple[str, ...]
+
+    @property
+    def confines(self) -> bool:
+        """Commands it wraps see a read-only file system outside their writable paths."""
+        return READ_ONLY_FILESYSTEM in self.features
+
+    def wrap(self, argv: Sequence[str], writable: Sequence[str | Path] = ()) -> list[str]:
+        """`argv` inside the namespaces and, where this machine allows it, behind `aka.confine`
+        with only the existing paths of `writable` writable. An empty `argv` gives the prefix."""
+        confine = confine_argv(writable) if self.confines else []
+        return [*self.prefix, *confine, *argv]
 
 
 def _works(prefix: list[str]) -> bool:
@@ -39,14 +67,17 @@ def _works(prefix: list[str]) -> bool:
 
 @functools.cache
 def detect_sandbox() -> Sandbox:
-    """Namespaces this machine allows, probed once per process; disabled by AKA_NO_SANDBOX=1."""
+    """Namespaces (and the read-only file system inside them) this machine allows, probed once
+    per process; disabled by AKA_NO_SANDBOX=1."""
     unshare = shutil.which("unshare")
     if unshare is None or os.environ.get("AKA_NO_SANDBOX") == "1":
         return Sandbox((), ())
     for extra in ([], ["--user", "--map-root-user"]):
         prefix = [unshare, *extra, *_UNSHARE_FLAGS]
         if _works(prefix):
-            return Sandbox(tuple(prefix), ("pid-namespace", "no-network"))
+            with tempfile.TemporaryDirectory(prefix="aka-confine-probe-") as probe:
+                confined = [READ_ONLY_FILESYSTEM] if _works([*prefix, *confine_argv([probe])]) else []
+            return Sandbox(tuple(prefix), ("pid-namespace", "no-network", *confined))
     return Sandbox((), ())
 
 

@@ -1,0 +1,206 @@
+"""The read-only file system of step commands (aka.confine behind the unshare sandbox): candidate
+code may write only its evaluation directory, its build caches and its private TMPDIR, never the
+pristine task, the platform, site-packages or the run's frozen baseline builds."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from exploits.filesystem import writes_outside
+
+from aka.confine import MS_NODEV, MS_NOSUID, parse_args, parse_mountinfo
+from aka.device import DeviceInfo
+from aka.evaluator import SRC_ROOT, StepOutcome, evaluate_candidate
+from aka.isolation import CONFINE_SCRIPT, READ_ONLY_FILESYSTEM, Sandbox, detect_sandbox
+from aka.tasks import Task, load_task
+
+REPO = Path(__file__).resolve().parents[1]
+GELU = "triton2triton/basic/gelu"
+CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
+SANDBOX = detect_sandbox()
+needs_confinement = pytest.mark.skipif(not SANDBOX.confines,
+                                       reason="no read-only-filesystem sandbox here (unshare or mount not allowed)")
+
+
+def _confined(writable: list[Path], script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`sh -c script args...` as `python -m aka.confine` runs it inside the evaluator's namespaces."""
+    env = {**os.environ, "PYTHONPATH": str(SRC_ROOT)}
+    confine = [sys.executable, "-m", "aka.confine", *(a for p in writable for a in ("--writable", str(p))), "--"]
+    return subprocess.run([*SANDBOX.prefix, *confine, "sh", "-c", script, "sh", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_mountinfo_points_are_unescaped_and_keep_their_locked_flags() -> None:
+    info = (b"27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+            b"66 65 0:25 / /mnt/with\\040space\\134x ro,nosuid,nodev,relatime - tmpfs none ro,size=4k\n")
+    assert parse_mountinfo(info) == [("/", 0), ("/mnt/with space\\x", MS_NOSUID | MS_NODEV)]
+
+
+def test_arguments_are_writable_paths_then_the_command() -> None:
+    assert parse_args(["--writable", "/a", "--writable", "/b c", "--", "sh", "-c", "--"]) == (
+        ["/a", "/b c"], ["sh", "-c", "--"])
+    assert parse_args(["--", "true"]) == ([], ["true"])
+    for bad in (["true"], ["--writable", "/a", "--"], ["--writable", "--", "true"], ["--other", "/a", "--", "true"]):
+        assert parse_args(bad) is None, bad
+
+
+def test_wrap_adds_confinement_only_where_it_works() -> None:
+    plain = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network"))
+    assert plain.wrap(["true"], ["/w"]) == ["unshare", "--pid", "true"]
+    confining = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network", READ_ONLY_FILESYSTEM))
+    assert confining.wrap(["true"], ["/w"]) == ["unshare", "--pid", sys.executable, "-I", "-S", str(CONFINE_SCRIPT),
+                                                "--writable", "/w", "--", "true"]
+
+
+@needs_confinement
+def test_confined_command_writes_only_its_writable_paths(tmp_path: Path) -> None:
+    writable, beside = tmp_path / "writable", tmp_path / "beside"
+    writable.mkdir()
+    beside.mkdir()
+    script = ('echo ok > "$1/file" && echo ok > relative && '
+              'if echo no > "$2/file"; then echo WROTE-BESIDE; fi; '
+              'if echo no > /dev/shm/aka-confine-probe-$$; then rm /dev/shm/aka-confine-probe-$$; echo SHM-OK; fi')
+    done = _confined([writable], script, str(writable), str(beside), cwd=writable)
+    assert done.returncode == 0, done.stderr
+    assert (writable / "file").read_text() == "ok\n" and (writable / "relative").is_file()
+    assert not (beside / "file").exists() and "WROTE-BESIDE" not in done.stdout
+    assert "Read-only file system" in done.stderr
+    assert "SHM-OK" in done.stdout  # CUDA and torch need /dev/shm
+    assert "warning" not in done.stderr, done.stderr
+
+
+@needs_confinement
+def test_confined_command_cannot_remount_or_unmount(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import ctypes, os, sys\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "for name, call in [('remount', lambda: libc.mount(None, b'/', None, 32 | 4096, None)),\n"
+        "                   ('umount', lambda: libc.umount2(sys.argv[1].encode(), 2)),\n"
+        "                   ('unshare', lambda: libc.unshare(0x20000))]:\n"
+        "    print(name, 'ALLOWED' if call() == 0 else os.strerror(ctypes.get_errno()))\n"
+        "open(os.path.join(sys.argv[2], 'file'), 'w')\n")
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    done = _confined([tmp_path / "nothing-here"], f'"{sys.executable}" -I "$1" / "$2"', str(probe), str(beside),
+                     cwd=tmp_path)
+    assert "ALLOWED" not in done.stdout and done.stdout.count("Operation not permitted") == 3, done.stdout
+    assert "Read-only file system" in done.stderr and not (beside / "file").exists()
+
+
+@needs_confinement
+@pytest.mark.skipif(shutil.which("mount") is None, reason="needs mount(8)")
+def test_a_mount_point_with_a_space_becomes_read_only(tmp_path: Path) -> None:
+    spaced, writable = tmp_path / "with space", tmp_path / "writable"
+    spaced.mkdir()
+    writable.mkdir()
+    confine = f'"{sys.executable}" -m aka.confine --writable "$2" --'
+    script = f'mount -t tmpfs none "$1" && exec {confine} sh -c \'if touch "$1/file"; then echo WROTE; fi\' sh "$1"'
+    done = subprocess.run([*SANDBOX.prefix, "sh", "-c", script, "sh", str(spaced), str(writable)],
+                          env={**os.environ, "PYTHONPATH": str(SRC_ROOT)}, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0 and "WROTE" not in done.stdout, done.stdout + done.stderr
+    assert "Read-only file system" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1)")
+def test_confine_fails_closed_without_privileges(tmp_path: Path) -> None:
+    """Not root of its namespace (an unmapped user): it must refuse to run the command at all."""
+    env = {**os.environ, "PYTHONPATH": str(SRC_ROOT)}
+    marker = tmp_path / "ran"
+    argv = ["unshare", "--user", sys.executable, "-m", "aka.confine", "--", "sh", "-c", f"echo ran > {marker}"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
+    if "unshare failed" in done.stderr or "unshare:" in done.stderr:
+        pytest.skip(f"no user namespaces here: {done.stderr.strip()}")
+    assert done.returncode == 126 and not marker.exists()
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("aka.confine: cannot confine the file system:"), done.stderr
+
+
+def _gelu_copy(root: Path) -> Task:
+    """A copy of the real GELU task (the evaluator's pristine source here), with short timeouts."""
+    shutil.copytree(REPO / "tasks" / GELU, root / GELU)
+    config_path = root / GELU / "config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config.update(compile_timeout=25, correctness_timeout=60, performance_timeout=90)
+    config_path.write_text(yaml.safe_dump(config))
+    return load_task(root, root / GELU)
+
+
+def _evaluate(task: Task, tmp_path: Path, source: str, **kwargs: object) -> tuple[list[StepOutcome], str]:
+    candidate = tmp_path / "candidate"
+    shutil.copytree(task.directory, candidate)
+    (candidate / "kernel.py").write_text(source)
+    outcomes = evaluate_candidate(task, candidate, tmp_path / "scratch", CPU, **kwargs)  # type: ignore[arg-type]
+    return outcomes, (tmp_path / "scratch" / "evaluation.log").read_text()
+
+
+def _fingerprint(path: Path) -> tuple[bytes, int] | None:
+    return (path.read_bytes(), path.stat().st_mtime_ns) if path.exists() else None
+
+
+@pytest.mark.slow
+@needs_confinement
+def test_candidate_cannot_poison_later_evaluations(tmp_path: Path) -> None:
+    task = _gelu_copy(tmp_path / "tasks")
+    trusted = tmp_path / "baselines" / "gelu.builds"
+    trusted.mkdir(parents=True)
+    aka_dir = SRC_ROOT / "aka"
+    torch_spec = importlib.util.find_spec("torch")
+    assert torch_spec is not None and torch_spec.submodule_search_locations
+    torch_cuda = Path(list(torch_spec.submodule_search_locations)[0]) / "cuda" / "__init__.py"
+    targets = {
+        "pristine-harness": (task.directory / "harness.py", "w", "# planted by a candidate\n"),
+        "aka-package": (aka_dir / "__init__.py", "a", ""),
+        "aka-new-module": (aka_dir / "_planted_by_candidate.py", "w", "PLANTED = True\n"),
+        "site-packages-torch": (torch_cuda, "a", ""),
+        "baseline-builds": (trusted / "planted.so", "w", "not a library\n"),
+        "beside-the-evaluation": (tmp_path / "planted.txt", "w", "x\n"),
+    }
+    before = {label: _fingerprint(path) for label, (path, _, _) in targets.items()}
+    source = writes_outside([(label, str(path), mode, text) for label, (path, mode, text) in targets.items()])
+    try:
+        outcomes, log = _evaluate(task, tmp_path, source, trusted_cache=trusted)
+    finally:
+        (aka_dir / "_planted_by_candidate.py").unlink(missing_ok=True)
+    assert {label: _fingerprint(path) for label, (path, _, _) in targets.items()} == before
+    assert [o.step.value for o in outcomes] == ["compile", "correctness", "performance"]
+    assert all(o.passed and READ_ONLY_FILESYSTEM in o.isolation for o in outcomes), outcomes[-1].message
+    for step in ("compile", "correctness", "performance"):
+        for label in targets:
+            assert f"aka-fs-probe {step} {label}: EROFS" in log, (step, label, log[-3000:])
+    assert "WROTE" not in log
+
+
+TMPDIR_PROBE = '''
+import tempfile as _tempfile
+_tmp = os.environ["TMPDIR"]
+assert _tempfile.gettempdir() == _tmp == os.environ["TMP"] == os.environ["TEMP"], _tmp
+with _tempfile.NamedTemporaryFile() as _scratch:
+    _scratch.write(b"scratch")
+    _scratch.flush()
+os.makedirs(os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "probe"))
+open(os.path.join(os.environ["TRITON_CACHE_DIR"], "probe"), "w").close()
+print("aka-tmp-probe", _tmp, flush=True)
+'''
+
+
+@pytest.mark.slow
+@needs_confinement
+def test_step_writes_its_private_tmpdir_only(tmp_path: Path) -> None:
+    task = _gelu_copy(tmp_path / "tasks")
+    source = writes_outside([("system-tmp", f"/tmp/aka-planted-{os.getpid()}", "w", "x\n")]) + TMPDIR_PROBE
+    outcomes, log = _evaluate(task, tmp_path, source, through=1)
+    assert outcomes[0].passed, outcomes[0].message
+    assert "aka-fs-probe compile system-tmp: EROFS" in log
+    tmpdir = Path(next(line.split()[1] for line in log.splitlines() if line.startswith("aka-tmp-probe")))
+    assert tmpdir.parent == tmp_path / "scratch" and tmpdir.name.startswith("tmp-compile-")
+    leftovers = [p.name for p in (tmp_path / "scratch").iterdir() if p.name.startswith(("tmp-", "triton-"))]
+    assert leftovers == [], "private step directories are removed after the step"

@@ -25,6 +25,8 @@ from typing import cast
 
 import torch
 
+from aka.harness.jit_globals import check_jit_globals
+
 DEFAULT_ARCH = "sm_90"
 BASE_FLAGS = ("-O3", "-shared", "-Xcompiler", "-fPIC")
 
@@ -64,6 +66,8 @@ def import_candidate(module: str = "kernel", directory: Path | None = None) -> M
     sys.modules[name] = loaded
     try:
         spec.loader.exec_module(loaded)
+        if os.environ.get("TRITON_INTERPRET") == "1" and "triton" in sys.modules:
+            check_jit_globals(loaded)  # what compiled Triton refuses, the interpreter allows
     except BaseException:
         sys.modules.pop(name, None)
         raise

@@ -18,8 +18,8 @@ import triton.language as tl
 IGNORE_INDEX = -100
 BLOCK_SIZE = 4096
 NUM_WARPS = 8
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit

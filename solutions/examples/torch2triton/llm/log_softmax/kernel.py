@@ -16,8 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
 MAX_SINGLE = 16384
 _CONFIGS: dict[int, tuple[int, int, bool, int]] = {}
 

@@ -12,17 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from exploits.filesystem import writes_outside
+from exploits.gelu_task import copy_gelu_task
 
 from aka.confine import MS_NODEV, MS_NOSUID, parse_args, parse_mountinfo
 from aka.device import DeviceInfo
 from aka.evaluator import SRC_ROOT, StepOutcome, evaluate_candidate
 from aka.isolation import CONFINE_SCRIPT, READ_ONLY_FILESYSTEM, Sandbox, detect_sandbox
-from aka.tasks import Task, load_task
+from aka.tasks import Task
 
-REPO = Path(__file__).resolve().parents[1]
-GELU = "triton2triton/basic/gelu"
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 SANDBOX = detect_sandbox()
 needs_confinement = pytest.mark.skipif(not SANDBOX.confines,
@@ -124,16 +122,6 @@ def test_confine_fails_closed_without_privileges(tmp_path: Path) -> None:
     assert len(lines) == 1 and lines[0].startswith("aka.confine: cannot confine the file system:"), done.stderr
 
 
-def _gelu_copy(root: Path) -> Task:
-    """A copy of the real GELU task (the evaluator's pristine source here), with short timeouts."""
-    shutil.copytree(REPO / "tasks" / GELU, root / GELU)
-    config_path = root / GELU / "config.yaml"
-    config = yaml.safe_load(config_path.read_text())
-    config.update(compile_timeout=25, correctness_timeout=60, performance_timeout=90)
-    config_path.write_text(yaml.safe_dump(config))
-    return load_task(root, root / GELU)
-
-
 def _evaluate(task: Task, tmp_path: Path, source: str, **kwargs: object) -> tuple[list[StepOutcome], str]:
     candidate = tmp_path / "candidate"
     shutil.copytree(task.directory, candidate)
@@ -149,7 +137,7 @@ def _fingerprint(path: Path) -> tuple[bytes, int] | None:
 @pytest.mark.slow
 @needs_confinement
 def test_candidate_cannot_poison_later_evaluations(tmp_path: Path) -> None:
-    task = _gelu_copy(tmp_path / "tasks")
+    task = copy_gelu_task(tmp_path / "tasks")
     trusted = tmp_path / "baselines" / "gelu.builds"
     trusted.mkdir(parents=True)
     aka_dir = SRC_ROOT / "aka"
@@ -195,7 +183,7 @@ print("aka-tmp-probe", _tmp, flush=True)
 @pytest.mark.slow
 @needs_confinement
 def test_step_writes_its_private_tmpdir_only(tmp_path: Path) -> None:
-    task = _gelu_copy(tmp_path / "tasks")
+    task = copy_gelu_task(tmp_path / "tasks")
     source = writes_outside([("system-tmp", f"/tmp/aka-planted-{os.getpid()}", "w", "x\n")]) + TMPDIR_PROBE
     outcomes, log = _evaluate(task, tmp_path, source, through=1)
     assert outcomes[0].passed, outcomes[0].message

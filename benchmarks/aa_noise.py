@@ -15,15 +15,11 @@ medians. The noise band of a method is the largest |self-speedup - 1| over the r
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
-import importlib.util
 import json
-import os
 import statistics
 import sys
 import tempfile
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -31,22 +27,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
-from suite_copy import copy_tasks, evaluate, shard  # noqa: E402
+from suite_copy import copy_tasks, evaluate, kernel_pair, shard  # noqa: E402
 
 from aka.device import detect_device  # noqa: E402
-from aka.evaluator import build_eval_dir  # noqa: E402
-from aka.repository import materialize  # noqa: E402
 from aka.tasks import Task, select_tasks  # noqa: E402
-
-
-@contextlib.contextmanager
-def _cwd(path: Path) -> Iterator[None]:
-    before = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
 
 
 def do_bench_ratios(task: Task, repeats: int, scratch: Path) -> list[float]:
@@ -56,17 +40,7 @@ def do_bench_ratios(task: Task, repeats: int, scratch: Path) -> list[float]:
 
     from aka.harness.runner import make_case_inputs
 
-    task = materialize(task, scratch / "repos")
-    eval_dir = scratch / task.slug
-    build_eval_dir(task, eval_dir, None)
-    with _cwd(eval_dir):
-        spec = importlib.util.spec_from_file_location(f"bench_{task.slug}", eval_dir / "harness.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        kernel_task = module.TASK
-        first = kernel_task.load_candidate(eval_dir)
-        second = kernel_task.load_candidate(eval_dir / ".aka_baseline")
+    with kernel_pair(task, scratch) as (kernel_task, first, second):
         per_repeat: list[list[float]] = [[] for _ in range(repeats)]
         for case in kernel_task.cases_for("full"):
             inputs = make_case_inputs(kernel_task, case, case.seed, torch.device("cuda"))

@@ -7,16 +7,20 @@ instead. Held-out files are dropped: the benchmarks do not measure generalizatio
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import os
 import shutil
 import statistics
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from aka.device import DeviceInfo
-from aka.evaluator import Step, evaluate_candidate
+from aka.evaluator import Step, build_eval_dir, evaluate_candidate
 from aka.repository import materialize
 from aka.step_report import CaseReport
 from aka.task_authoring import SKELETON_FAMILIES
@@ -77,3 +81,25 @@ def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInf
                statistics.fmean(c.speedup_ci_high or 0 for c in timed)] if ok else [None, None],
         "seconds": round(seconds, 1),
     }
+
+
+@contextlib.contextmanager
+def kernel_pair(task: Task, scratch: Path,
+                solution: Path | None = None) -> Iterator[tuple[Any, Callable[..., object], Callable[..., object]]]:
+    """The task's harness object and two separately loaded kernels: the evaluation directory's
+    (the task's own sources, or `solution`'s copies of them) and `.aka_baseline/`'s, timed in
+    this process."""
+    task = materialize(task, scratch / "repos")
+    eval_dir = scratch / task.slug
+    build_eval_dir(task, eval_dir, solution)
+    before = Path.cwd()
+    os.chdir(eval_dir)
+    try:
+        spec = importlib.util.spec_from_file_location(f"bench_{task.slug}", eval_dir / "harness.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        kernel_task = module.TASK
+        yield kernel_task, kernel_task.load_candidate(eval_dir), kernel_task.load_candidate(eval_dir / ".aka_baseline")
+    finally:
+        os.chdir(before)

@@ -12,10 +12,8 @@ baseline record.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import secrets
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,27 +36,11 @@ from aka.harness.runner import (
     load_source,
     make_case_inputs,
 )
+from aka.harness.speed_of_light import case_floor
 from aka.harness.timing import time_function
 from aka.harness.verify import IMPOSSIBLE, INCORRECT, POLICY, CallVerifier, Problem, ProblemError, worst
 
-FLOOR_SLACK = 0.9
 log = logging.getLogger(__name__)
-
-
-@functools.cache
-def device_bandwidth(device: torch.device) -> float:
-    """Bytes per millisecond of a large device-to-device copy (read + write), measured once."""
-    source = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=device)
-    target = torch.empty_like(source)
-    times = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-        start.record()
-        target.copy_(source)
-        end.record()
-        torch.cuda.synchronize(device)
-        times.append(start.elapsed_time(end))
-    return float(2 * source.numel() / statistics.median(times))
 
 
 def _time_alone(task: KernelTask, ctx: StepContext, function: Callable[..., object], case: Case) -> CaseResult:
@@ -123,16 +105,15 @@ def _time_case(task: KernelTask, ctx: StepContext, verifier: CallVerifier, basel
     if verifier.launches.instrumented and verifier.launches.total() == launches_before:
         return CaseResult(case, correct=False, message=f"[{POLICY}] the timed calls launched no target kernel",
                           kind=POLICY)
-    floor = None
-    if task.min_bytes is not None and ctx.device.type == "cuda":
-        floor = task.min_bytes(case) / device_bandwidth(ctx.device)
-        if paired.candidate_ms < FLOOR_SLACK * floor:
-            return CaseResult(case, correct=False, kind=IMPOSSIBLE, floor_ms=floor,
-                              message=f"[{IMPOSSIBLE}] {paired.candidate_ms:.4f} ms is below the speed-of-light "
-                                      f"floor {floor:.4f} ms (the minimum bytes at measured bandwidth)")
+    floor = case_floor(task, case, ctx.device) if ctx.device.type == "cuda" else None
+    if floor is not None and floor.rejects(paired.candidate_ms):
+        return CaseResult(case, correct=False, kind=IMPOSSIBLE, floor_ms=floor.ms,
+                          message=f"[{IMPOSSIBLE}] {paired.candidate_ms:.4f} ms is below the speed-of-light "
+                                  f"floor {floor.ms:.4f} ms ({floor.bound})")
     return CaseResult(case, correct=True, time_ms=paired.candidate_ms, timing_method=paired.method,
                       baseline_time_ms=paired.baseline_ms, speedup=paired.speedup, speedup_ci_low=paired.ci_low,
-                      speedup_ci_high=paired.ci_high, samples=paired.pairs, floor_ms=floor)
+                      speedup_ci_high=paired.ci_high, samples=paired.pairs,
+                      floor_ms=floor.ms if floor is not None else None)
 
 
 def performance_step(task: KernelTask, ctx: StepContext) -> StepResult:

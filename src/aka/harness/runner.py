@@ -94,7 +94,8 @@ class KernelTask:
 
     `load_candidate(directory)` imports or builds the editable sources found in `directory` (the
     evaluation directory for the candidate, `.aka_baseline/` for the original) and returns the
-    entry point. `min_bytes(case)` (the fewest bytes a correct kernel must move) gives a
+    entry point. `min_bytes(case)` (the fewest bytes a correct kernel must move) and
+    `min_flops(case)` (the fewest operations, on `flops_operand_bits`-wide operands) give a
     speed-of-light floor: a candidate timed below it is rejected as an impossible speedup.
     """
 
@@ -110,6 +111,8 @@ class KernelTask:
     timing: TimingConfig = field(default_factory=TimingConfig)
     paired: PairedConfig = field(default_factory=PairedConfig)
     min_bytes: Callable[[Case], int] | None = None
+    min_flops: Callable[[Case], int] | None = None
+    flops_operand_bits: int = 16
     allowed_torch_ops: frozenset[str] = frozenset()
 
     def cases_for(self, profile: str) -> Sequence[Case]:

@@ -75,6 +75,7 @@ TASK = KernelTask(
     tolerances={torch.float32: Tolerance(atol=1e-3, rtol=1e-4)},
     min_bytes=lambda case: 4 * (case.int_param("m") * case.int_param("k") + case.int_param("k") * case.int_param("n")
                                 + case.int_param("m") * case.int_param("n")),
+    min_flops=lambda case: 2 * case.int_param("m") * case.int_param("n") * case.int_param("k"),
 )
 
 if __name__ == "__main__":

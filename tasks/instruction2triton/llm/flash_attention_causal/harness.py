@@ -41,6 +41,13 @@ def min_bytes(case: Case) -> int:
     return 4 * elements * case.dtype().itemsize
 
 
+def min_flops(case: Case) -> int:
+    """QK^T and PV over the causal triangle only (query i sees keys 0..i): 2 x 2 x s(s+1)/2 x d
+    per (batch, head)."""
+    seqlen = case.int_param("seqlen")
+    return 2 * case.int_param("batch") * case.int_param("heads") * seqlen * (seqlen + 1) * case.int_param("head_dim")
+
+
 # Tolerances: the per-dtype defaults fit (fp16 1e-3/1e-3, bf16 1e-2/1.6e-2). Kernel and reference
 # both accumulate in fp32 and round P to the input dtype before the P.V product, so they differ by
 # the output's final rounding (at most 1 ulp: 2^-10 |o| in fp16, 2^-7 |o| in bf16, inside atol +
@@ -53,6 +60,7 @@ TASK = KernelTask(
     reference=reference,
     load_candidate=candidate_function("kernel", "flash_attention_causal"),
     min_bytes=min_bytes,
+    min_flops=min_flops,
 )
 
 if __name__ == "__main__":

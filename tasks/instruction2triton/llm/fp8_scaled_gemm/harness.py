@@ -60,6 +60,11 @@ def min_bytes(case: Case) -> int:
     return m * k + k * n + 2 * m * n
 
 
+def min_flops(case: Case) -> int:
+    """The product's multiply-adds, on 8-bit operands."""
+    return 2 * case.int_param("m") * case.int_param("n") * case.int_param("k")
+
+
 # Tolerances: the bfloat16 default (atol 1e-2, rtol 1.6e-2) fits. C has std ~1; a kernel that
 # accumulates the exact e4m3 products in float32 is off by the final bfloat16 rounding (<= 2^-8
 # relative); the reference adds a float16 rounding of A @ B (<= 2^-11) before its own bfloat16
@@ -73,6 +78,8 @@ TASK = KernelTask(
     reference=reference,
     load_candidate=candidate_function("kernel", "fp8_scaled_gemm"),
     min_bytes=min_bytes,
+    min_flops=min_flops,
+    flops_operand_bits=8,
 )
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ TASK = KernelTask(
     min_bytes=lambda case: (case.int_param("m") * case.int_param("k") + case.int_param("n") * case.int_param("k")
                             + case.int_param("n") + case.int_param("m") * case.int_param("n"))
     * case.dtype().itemsize,
+    min_flops=lambda case: 2 * case.int_param("m") * case.int_param("n") * case.int_param("k"),
 )
 
 if __name__ == "__main__":

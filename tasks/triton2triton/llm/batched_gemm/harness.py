@@ -47,6 +47,11 @@ def min_bytes(case: Case) -> int:
     return batch * (m * k + k * n + m * n) * case.dtype().itemsize
 
 
+def min_flops(case: Case) -> int:
+    """One multiply-add per (batch, row, column, k)."""
+    return 2 * case.int_param("batch") * case.int_param("m") * case.int_param("n") * case.int_param("k")
+
+
 TASK = KernelTask(
     name="triton2triton/llm/batched_gemm",
     cases=[Case.make(batch=bt, m=m, n=n, k=k, dtype=d) for bt, m, n, k, d in CASES],
@@ -59,6 +64,7 @@ TASK = KernelTask(
     load_candidate=candidate_function("kernel", "batched_gemm"),
     tolerances=TOLERANCES,
     min_bytes=min_bytes,
+    min_flops=min_flops,
 )
 
 if __name__ == "__main__":

@@ -49,6 +49,11 @@ def min_bytes(case: Case) -> int:
     return (m * k + k * n + n + m * n) * case.dtype().itemsize
 
 
+def min_flops(case: Case) -> int:
+    """The product's multiply-adds (the bias and GELU are negligible beside them)."""
+    return 2 * case.int_param("m") * case.int_param("n") * case.int_param("k")
+
+
 TASK = KernelTask(
     name="triton2triton/llm/gemm_bias_gelu",
     cases=[Case.make(m=m, n=n, k=k, dtype=d) for m, n, k, d in CASES],
@@ -60,6 +65,7 @@ TASK = KernelTask(
     load_candidate=candidate_function("kernel", "gemm_bias_gelu"),
     tolerances=TOLERANCES,
     min_bytes=min_bytes,
+    min_flops=min_flops,
 )
 
 if __name__ == "__main__":

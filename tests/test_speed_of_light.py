@@ -1,0 +1,92 @@
+"""Speed-of-light floors: the peak table, the larger bound wins, and every task's declared work."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from aka.harness import Case, KernelTask
+from aka.harness import speed_of_light as sol
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_peak_matches_the_h100_datasheet() -> None:
+    # H100/H200 SXM: 132 SMs; 989 dense bf16 TFLOPS and 1979 fp8 at the 1830 MHz tensor boost clock.
+    assert sol.peak_ops_per_ms((9, 0), 132, 1_830_000, 16) == pytest.approx(989.4e9, rel=0.001)
+    assert sol.peak_ops_per_ms((9, 0), 132, 1_830_000, 8) == pytest.approx(1978.9e9, rel=0.001)
+    # 32-bit work is bounded by the 16-bit rate (nothing computes fp32 products faster).
+    assert sol.peak_ops_per_ms((9, 0), 132, 1_830_000, 32) == sol.peak_ops_per_ms((9, 0), 132, 1_830_000, 16)
+    # A100: 108 SMs at 1410 MHz, 312 dense bf16 TFLOPS.
+    assert sol.peak_ops_per_ms((8, 0), 108, 1_410_000, 16) == pytest.approx(312e9, rel=0.002)
+
+
+def test_unknown_architecture_has_no_flops_floor() -> None:
+    assert sol.peak_ops_per_ms((7, 5), 40, 1_590_000, 16) is None
+
+
+def _task(min_bytes: int | None, min_flops: int | None, bits: int = 16) -> KernelTask:
+    return KernelTask(name="t", cases=[Case.make(n=1)], make_inputs=lambda case, gen, dev: (),
+                      reference=lambda: None, load_candidate=lambda path: lambda: None,
+                      min_bytes=None if min_bytes is None else lambda case: min_bytes,
+                      min_flops=None if min_flops is None else lambda case: min_flops, flops_operand_bits=bits)
+
+
+@pytest.fixture
+def fake_h100(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sol, "device_bandwidth", lambda device: 4.0e9)  # 4 TB/s in bytes per ms
+    monkeypatch.setattr(sol, "device_peak_ops_per_ms",
+                        lambda device, bits: sol.peak_ops_per_ms((9, 0), 132, 1_980_000, bits))
+
+
+@pytest.mark.usefixtures("fake_h100")
+def test_the_larger_bound_sets_the_floor() -> None:
+    device = torch.device("cpu")
+    gemm = sol.case_floor(_task(3 * 2 * 4096 * 4096, 2 * 4096**3), Case.make(n=1), device)
+    assert gemm is not None and "flops" in gemm.bound
+    assert gemm.ms == pytest.approx(2 * 4096**3 / sol.peak_ops_per_ms((9, 0), 132, 1_980_000, 16))
+    copy = sol.case_floor(_task(2 * 2**30, 2**20), Case.make(n=1), device)
+    assert copy is not None and "bytes" in copy.bound and copy.ms == pytest.approx(2 * 2**30 / 4.0e9)
+    fp8 = sol.case_floor(_task(None, 2 * 4096**3, bits=8), Case.make(n=1), device)
+    assert fp8 is not None and fp8.ms == pytest.approx(gemm.ms / 2)
+    assert sol.case_floor(_task(None, None), Case.make(n=1), device) is None
+
+
+def test_floor_rejects_only_below_its_slack() -> None:
+    floor = sol.Floor(1.0, "x")
+    assert floor.rejects(0.89) and not floor.rejects(0.91) and not floor.rejects(5.0)
+
+
+def _harness_tasks() -> list[tuple[str, KernelTask]]:
+    found = []
+    for harness in sorted((REPO / "tasks").glob("*/*/*/harness.py")):
+        if "min_flops" not in harness.read_text():
+            continue
+        spec = importlib.util.spec_from_file_location(f"sol_{harness.parent.name}", harness)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        before = os.getcwd()
+        os.chdir(harness.parent)
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            os.chdir(before)
+        found.append((str(harness.parent.relative_to(REPO / "tasks")), module.TASK))
+    return found
+
+
+def test_gemm_like_tasks_declare_positive_work_for_every_case() -> None:
+    tasks = dict(_harness_tasks())
+    assert {"cuda2cuda/llm/sgemm", "triton2triton/llm/batched_gemm", "triton2triton/llm/gemm_bias_gelu",
+            "torch2triton/llm/linear_bias_relu", "instruction2triton/llm/fp8_scaled_gemm",
+            "instruction2triton/llm/flash_attention_causal"} <= set(tasks)
+    for name, task in tasks.items():
+        assert task.min_flops is not None
+        for case in task.cases:
+            flops = task.min_flops(case)
+            assert isinstance(flops, int) and flops > 0, (name, case.id)
+    assert tasks["instruction2triton/llm/fp8_scaled_gemm"].flops_operand_bits == 8

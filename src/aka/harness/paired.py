@@ -5,8 +5,18 @@ real gain; timing A and B alternately (ABBA order) in one process makes each pai
 conditions, and the median of per-pair ratios cancels slow drift. Every pair gets freshly drawn
 inputs (new values at new addresses), and the L2 is flushed (a buffer of at least twice its size
 is zeroed) before every timed call, so neither a warm cache nor memoisation by pointer or by value
-pays. Pairs are taken in batches until the distribution-free 95% interval of the median ratio is
-narrow enough or the case's time budget is spent.
+pays. Pairs are taken in batches until the 95% interval of the speedup is narrow enough or the
+case's time budget is spent.
+
+Two things would otherwise bias an A/A comparison by up to 1%, measured on the H200
+(docs/benchmarks/2026-11-29_timer_precision_h200.md):
+- where a call's output lands: both calls of a pair start from the same allocator state (the
+  first call's output is freed before the second runs), so both write to the same addresses. The
+  pairs whose candidate output is kept for a check are timed and checked but left out of the
+  statistics, since a kept output moves the other side's;
+- which side runs first: the speedup is the geometric mean of the median ratio of the pairs run
+  baseline-first and that of the pairs run candidate-first, which cancels a first-position effect
+  exactly (a pooled median lands anywhere between the two orders' modes).
 
 Before each timed call the GPU is also held busy for a moment (a sleep kernel, longer than the
 host takes to enqueue either side's call), so the host's launch work is never inside the events:
@@ -26,7 +36,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -102,17 +112,51 @@ def median_with_ci(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(ordered), ordered[low], ordered[high]
 
 
-def _summarise(base: list[float], cand: list[float], method: str) -> PairedResult:
-    ratios = [b / c for b, c in zip(base, cand, strict=True) if c > 0]
-    speedup, low, high = median_with_ci(ratios)
-    return PairedResult(statistics.median(base), statistics.median(cand), speedup, low, high, len(ratios), method)
+def order_balanced_speedup(baseline_first: list[float], candidate_first: list[float]) -> tuple[float, float, float]:
+    """Speedup and 95% interval from the per-pair ratios of each order: the geometric mean of the
+    two medians, their distribution-free intervals combined in log space. (One order only: its
+    median.)"""
+    if not baseline_first or not candidate_first:
+        return median_with_ci(baseline_first or candidate_first)
+    centre = half = 0.0
+    for ratios in (baseline_first, candidate_first):
+        median, low, high = median_with_ci(ratios)
+        centre += math.log(median) / 2
+        half += (math.log(high / low) / 2) ** 2
+    half = math.sqrt(half) / 2
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 
-def _narrow(base: list[float], cand: list[float], config: PairedConfig) -> bool:
-    if len(base) < config.min_pairs:
-        return False
-    speedup, low, high = median_with_ci([b / c for b, c in zip(base, cand, strict=True)])
-    return (high - low) / 2 <= config.target_rel_halfwidth * speedup
+@dataclass
+class PairTimes:
+    """Per-pair times of each side, and which side ran first."""
+
+    base: list[float] = field(default_factory=list)
+    cand: list[float] = field(default_factory=list)
+    baseline_first: list[bool] = field(default_factory=list)
+
+    def add(self, base_ms: float, cand_ms: float, baseline_first: bool) -> None:
+        if base_ms > 0 and cand_ms > 0:
+            self.base.append(base_ms)
+            self.cand.append(cand_ms)
+            self.baseline_first.append(baseline_first)
+
+    def estimate(self) -> tuple[float, float, float]:
+        ratios: dict[bool, list[float]] = {True: [], False: []}
+        for base, cand, first in zip(self.base, self.cand, self.baseline_first, strict=True):
+            ratios[first].append(base / cand)
+        return order_balanced_speedup(ratios[True], ratios[False])
+
+    def narrow(self, config: PairedConfig) -> bool:
+        if len(self.base) < config.min_pairs:
+            return False
+        speedup, low, high = self.estimate()
+        return (high - low) / 2 <= config.target_rel_halfwidth * speedup
+
+    def result(self, method: str) -> PairedResult:
+        speedup, low, high = self.estimate()
+        return PairedResult(statistics.median(self.base), statistics.median(self.cand), speedup, low, high,
+                            len(self.base), method)
 
 
 @functools.cache
@@ -151,13 +195,12 @@ def _event() -> torch.cuda.Event:
 
 
 def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, first: int) -> PairedResult:
-    base: list[float] = []
-    cand: list[float] = []
+    times = PairTimes()
     started, index = time.perf_counter(), first
-    while len(base) < config.max_pairs:
+    while len(times.base) < config.max_pairs:
         checked = set(range(index, index + config.batch)) if index == first else {
             index + random.randrange(config.batch)}
-        records: list[tuple[torch.cuda.Event, ...]] = []
+        records: list[tuple[int, tuple[torch.cuda.Event, ...]]] = []
         outputs: list[tuple[int, object]] = []
         for _ in range(config.batch):
             source.prepare(index, index in checked)
@@ -170,18 +213,20 @@ def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
                 marks[2 * which + 1].record()
                 if which == 1 and index in checked:
                     outputs.append((index, out))
-            records.append(tuple(marks))
+                del out  # freed before the other side runs: both sides' outputs land at the same place
+            records.append((index, tuple(marks)))
             index += 1
         torch.cuda.synchronize()
-        for marks_ in records:
-            base.append(marks_[0].elapsed_time(marks_[1]))
-            cand.append(marks_[2].elapsed_time(marks_[3]))
+        for pair, marks_ in records:
+            if pair not in checked:
+                times.add(marks_[0].elapsed_time(marks_[1]), marks_[2].elapsed_time(marks_[3]), pair % 2 == 0)
         for pair, out in outputs:
             source.check(pair, out)
+        outputs.clear()
         source.release()
-        if _narrow(base, cand, config) or time.perf_counter() - started > config.budget_s:
+        if times.base and (times.narrow(config) or time.perf_counter() - started > config.budget_s):
             break
-    return _summarise(base, cand, EVENT_METHOD)
+    return times.result(EVENT_METHOD)
 
 
 def _check_hidden_work(source: PairSource, flush: torch.Tensor, first: int, reps: int = 7) -> None:
@@ -243,10 +288,9 @@ def _time_graphs(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
     base_graph, _ = _capture(source.baseline, sets, calls)
     cand_graph, cand_outputs = _capture(source.candidate, sets, calls)
     graphs = (base_graph, cand_graph)
-    base: list[float] = []
-    cand: list[float] = []
+    times = PairTimes()
     started, rounds = time.perf_counter(), 0
-    while len(base) < config.max_pairs:
+    while len(times.base) < config.max_pairs:
         records = []
         for _ in range(config.batch):
             marks = [_event() for _ in range(4)]
@@ -256,13 +300,12 @@ def _time_graphs(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
                 marks[2 * which].record()
                 graphs[which].replay()
                 marks[2 * which + 1].record()
-            records.append(marks)
+            records.append((rounds, marks))
             rounds += 1
         torch.cuda.synchronize()
-        for marks in records:
-            base.append(marks[0].elapsed_time(marks[1]) / calls)
-            cand.append(marks[2].elapsed_time(marks[3]) / calls)
-        if _narrow(base, cand, config) or time.perf_counter() - started > config.budget_s:
+        for round_, marks in records:
+            times.add(marks[0].elapsed_time(marks[1]) / calls, marks[2].elapsed_time(marks[3]) / calls, round_ % 2 == 0)
+        if times.narrow(config) or time.perf_counter() - started > config.budget_s:
             break
     for _, out in cand_outputs:
         _poison(out)
@@ -271,22 +314,23 @@ def _time_graphs(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
     for index, out in cand_outputs:
         source.check(index, out)
     source.release()
-    return _summarise(base, cand, GRAPH_METHOD)
+    return times.result(GRAPH_METHOD)
 
 
 def _time_cpu(source: PairSource, config: PairedConfig) -> PairedResult:
-    base: list[float] = []
-    cand: list[float] = []
+    times = PairTimes()
     for pair in range(max(config.cpu_pairs, 1)):
         source.prepare(pair, True)
+        spent = [0.0, 0.0]
         for which in ((0, 1) if pair % 2 == 0 else (1, 0)):
             start = time.perf_counter()
             out = source.candidate(pair) if which else source.baseline(pair)
-            (cand if which else base).append(max((time.perf_counter() - start) * 1000.0, 1e-6))
+            spent[which] = max((time.perf_counter() - start) * 1000.0, 1e-6)
             if which == 1:
                 source.check(pair, out)
+        times.add(spent[0], spent[1], pair % 2 == 0)
         source.release()
-    return _summarise(base, cand, CPU_METHOD)
+    return times.result(CPU_METHOD)
 
 
 def time_paired(source: PairSource, device: torch.device, config: PairedConfig | None = None) -> PairedResult:

@@ -2,11 +2,12 @@
 
     PYTHONPATH=src python3 scripts/speed_of_light_check.py [--tasks all] [--shard K/N] [--json F]
 
-Prints the card's table peaks next to what cuBLAS reaches (bf16 and fp8 GEMMs, 8192^3) and the
-measured copy bandwidth. Then, for every case of every task that declares a floor: the fastest
-honest time we have (the PyTorch reference, the task's own kernel, the example solution; triton
-`do_bench` medians) over the case's floor. An honest kernel under its floor means the floor is
-wrong (it would be rejected as an impossible speedup): the script then exits 1.
+Prints the card's table peaks next to what cuBLAS reaches (bf16 and fp8 GEMMs, 8192^3), and the
+DRAM peak the driver reports next to a measured copy's bandwidth. Then, for every case of every
+task that declares a floor: the fastest honest time we have (the PyTorch reference, the task's
+own kernel, the example solution; triton `do_bench` medians, L2 flushed) over the case's floor.
+An honest kernel under its floor means the floor is wrong (it would be rejected as an impossible
+speedup): the script then exits 1.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def device_summary() -> dict[str, Any]:
         "peak_8bit_tflops": (sol.device_peak_ops_per_ms(device, 8) or 0) / 1e9,
         "cublas_bf16_tflops": 2 * n**3 / bf16_ms / 1e9,
         "cublas_fp8_tflops": 2 * n**3 / fp8_ms / 1e9,
-        "copy_tb_per_s": sol.device_bandwidth(device) / 1e9,
+        "copy_tb_per_s": sol.copy_bandwidth(device) / 1e9,
+        "dram_peak_tb_per_s": (sol.dram_peak_from_driver(torch.cuda.current_device()) or 0) / 1e9,
+        "bytes_floor_tb_per_s": sol.device_bandwidth(device) / 1e9,
     }
 
 

@@ -56,6 +56,27 @@ def test_the_larger_bound_sets_the_floor() -> None:
     assert sol.case_floor(_task(None, None), Case.make(n=1), device) is None
 
 
+@pytest.mark.usefixtures("fake_h100")
+def test_no_bytes_floor_when_the_l2_was_not_flushed() -> None:
+    """CUDA-graph replays repeat their inputs, which may come from the L2: only flops bound them."""
+    device = torch.device("cpu")
+    assert sol.case_floor(_task(2 * 2**30, None), Case.make(n=1), device, l2_flushed=False) is None
+    gemm = sol.case_floor(_task(2 * 2**30, 2 * 4096**3), Case.make(n=1), device, l2_flushed=False)
+    assert gemm is not None and "flops" in gemm.bound
+
+
+def test_bandwidth_is_the_driver_peak_or_a_copy_over_its_efficiency(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sol, "copy_bandwidth", lambda device: 4.0e9)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(sol, "dram_peak_from_driver", lambda ordinal: 4.9e9)
+    sol.device_bandwidth.cache_clear()
+    assert sol.device_bandwidth(torch.device("cuda", 0)) == 4.9e9
+    monkeypatch.setattr(sol, "dram_peak_from_driver", lambda ordinal: None)
+    sol.device_bandwidth.cache_clear()
+    assert sol.device_bandwidth(torch.device("cuda", 0)) == pytest.approx(4.0e9 / sol.COPY_EFFICIENCY)
+    sol.device_bandwidth.cache_clear()
+
+
 def test_floor_rejects_only_below_its_slack() -> None:
     floor = sol.Floor(1.0, "x")
     assert floor.rejects(0.89) and not floor.rejects(0.91) and not floor.rejects(5.0)

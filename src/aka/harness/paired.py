@@ -11,9 +11,9 @@ case's time budget is spent.
 Two things would otherwise bias an A/A comparison by up to 1%, measured on the H200
 (docs/benchmarks/2026-11-29_timer_precision_h200.md):
 - where a call's output lands: both calls of a pair start from the same allocator state (the
-  first call's output is freed before the second runs), so both write to the same addresses. The
-  pairs whose candidate output is kept for a check are timed and checked but left out of the
-  statistics, since a kept output moves the other side's;
+  first call's output is filled with NaN and freed before the second runs), so both write to the
+  same addresses. The pairs whose candidate output is kept for a check are timed and checked but
+  left out of the statistics, since a kept output moves the other side's;
 - which side runs first: the speedup is the geometric mean of the median ratio of the pairs run
   baseline-first and that of the pairs run candidate-first, which cancels a first-position effect
   exactly (a pooled median lands anywhere between the two orders' modes).
@@ -79,7 +79,7 @@ class PairedConfig:
     budget_s: float = 1.0
     step_budget_s: float = 4.0
     min_budget_s: float = 0.3
-    hold_ms: float = 0.2
+    hold_ms: float = 0.05
     graph_threshold_ms: float = 0.020
     graph_replay_ms: float = 0.5
     cpu_pairs: int = 3
@@ -213,7 +213,9 @@ def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
                 marks[2 * which + 1].record()
                 if which == 1 and index in checked:
                     outputs.append((index, out))
-                del out  # freed before the other side runs: both sides' outputs land at the same place
+                else:  # scrubbed and freed before the other side runs: its output lands here, but
+                    _poison(out)  # finds NaN, not this side's answer for the same inputs
+                del out
             records.append((index, tuple(marks)))
             index += 1
         torch.cuda.synchronize()

@@ -25,7 +25,7 @@ from aka.harness.cases import Case, sync
 from aka.harness.checks import make_verifier
 from aka.harness.compare import Output
 from aka.harness.guard import ForbiddenOps
-from aka.harness.paired import HiddenWorkError, PairedConfig, time_paired
+from aka.harness.paired import EVENT_METHOD, HiddenWorkError, PairedConfig, time_paired
 from aka.harness.report import CaseResult, StepResult, describe_exception
 from aka.harness.runner import (
     CandidateError,
@@ -105,7 +105,8 @@ def _time_case(task: KernelTask, ctx: StepContext, verifier: CallVerifier, basel
     if verifier.launches.instrumented and verifier.launches.total() == launches_before:
         return CaseResult(case, correct=False, message=f"[{POLICY}] the timed calls launched no target kernel",
                           kind=POLICY)
-    floor = case_floor(task, case, ctx.device) if ctx.device.type == "cuda" else None
+    flushed = paired.method == EVENT_METHOD
+    floor = case_floor(task, case, ctx.device, l2_flushed=flushed) if ctx.device.type == "cuda" else None
     if floor is not None and floor.rejects(paired.candidate_ms):
         return CaseResult(case, correct=False, kind=IMPOSSIBLE, floor_ms=floor.ms,
                           message=f"[{IMPOSSIBLE}] {paired.candidate_ms:.4f} ms is below the speed-of-light "

@@ -4,21 +4,25 @@ A candidate timed under its floor did not do the work (a patched timer, a cached
 events never saw), so its speedup is impossible: a failure, never a reward. Two bounds, the
 larger wins:
 
-- bytes: the fewest bytes a correct kernel must move (`KernelTask.min_bytes`) over the measured
-  bandwidth of a large device-to-device copy;
+- bytes: the fewest bytes a correct kernel must move (`KernelTask.min_bytes`) over the DRAM peak
+  (two transfers per memory clock times the bus width, from the driver). Not a measured copy's
+  bandwidth: on the H200 honest kernels ran at up to 1.08x a copy's rate, and the copy's own rate
+  varied by 10% between processes. Only for cases timed with the L2 flushed: a CUDA-graph replay
+  (kernels under 20 us) repeats its inputs, which may then come from the L2;
 - flops: the fewest operations it must do (`KernelTask.min_flops`) over the card's peak dense
   tensor-core rate for operands of the task's width (`KernelTask.flops_operand_bits`). 32-bit
   work is bounded by the 16-bit rate: no TF32 or split-precision trick beats it.
 
-Peaks are NVIDIA's published dense rates, as operations per SM per clock, at the card's maximum
-SM clock, so they are upper bounds. An architecture missing from the table gets no flops floor.
-FLOOR_SLACK leaves room for timing noise.
+Flops peaks are NVIDIA's published dense rates, as operations per SM per clock, at the card's
+maximum SM clock, so they are upper bounds. An architecture missing from the table gets no flops
+floor; a driver that does not report the memory clock gets a measured copy's bandwidth over
+COPY_EFFICIENCY. FLOOR_SLACK leaves room for timing noise.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
-import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,6 +33,7 @@ if TYPE_CHECKING:
     from aka.harness.runner import KernelTask
 
 FLOOR_SLACK = 0.9
+COPY_EFFICIENCY = 0.8  # a large copy reaches 80-90% of the DRAM peak (H200: 3.5-4.3 of 4.9 TB/s)
 
 # Dense tensor-core operations per SM per clock, by compute capability and operand width in bits
 # (A100, A10/A40/A6000, L4/L40S, H100/H200 datasheets: peak rate / (SMs x boost clock)).
@@ -52,19 +57,45 @@ class Floor:
 
 
 @functools.cache
-def device_bandwidth(device: torch.device) -> float:
-    """Bytes per millisecond of a large device-to-device copy (read + write), measured once."""
+def copy_bandwidth(device: torch.device) -> float:
+    """Bytes per millisecond of a large device-to-device copy (read + write): the best of ten."""
     source = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=device)
     target = torch.empty_like(source)
     times = []
-    for _ in range(5):
+    for _ in range(10):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         start.record()
         target.copy_(source)
         end.record()
         torch.cuda.synchronize(device)
         times.append(start.elapsed_time(end))
-    return float(2 * source.numel() / statistics.median(times))
+    return float(2 * source.numel() / min(times))
+
+
+def dram_peak_from_driver(ordinal: int) -> float | None:
+    """Bytes per millisecond: 2 x memory clock (kHz) x bus width (bytes), from libcuda's device
+    attributes (CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE = 36, GLOBAL_MEMORY_BUS_WIDTH = 37)."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    handle, clock_khz, width_bits = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    if (cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(handle), ordinal)
+            or cuda.cuDeviceGetAttribute(ctypes.byref(clock_khz), 36, handle)
+            or cuda.cuDeviceGetAttribute(ctypes.byref(width_bits), 37, handle)):
+        return None
+    if clock_khz.value <= 0 or width_bits.value <= 0:
+        return None
+    return 2.0 * clock_khz.value * width_bits.value / 8
+
+
+@functools.cache
+def device_bandwidth(device: torch.device) -> float:
+    """The DRAM bandwidth no kernel exceeds, in bytes per millisecond."""
+    ordinal = device.index if device.index is not None else torch.cuda.current_device()
+    peak = dram_peak_from_driver(ordinal)
+    measured = copy_bandwidth(device)
+    return max(peak, measured) if peak is not None else measured / COPY_EFFICIENCY
 
 
 def peak_ops_per_ms(capability: tuple[int, int], sms: int, clock_khz: int, operand_bits: int) -> float | None:
@@ -84,12 +115,12 @@ def device_peak_ops_per_ms(device: torch.device, operand_bits: int) -> float | N
     return peak_ops_per_ms((props.major, props.minor), props.multi_processor_count, clock_khz, operand_bits)
 
 
-def case_floor(task: KernelTask, case: Case, device: torch.device) -> Floor | None:
-    """The larger of the case's bytes and flops floors on `device` (None: the task declares neither)."""
+def case_floor(task: KernelTask, case: Case, device: torch.device, l2_flushed: bool = True) -> Floor | None:
+    """The larger of the case's bytes floor (only when every timed call began with a flushed L2)
+    and flops floor on `device` (None: the task declares neither that applies)."""
     floors: list[Floor] = []
-    if task.min_bytes is not None:
-        floors.append(Floor(task.min_bytes(case) / device_bandwidth(device),
-                            "the minimum bytes at measured bandwidth"))
+    if task.min_bytes is not None and l2_flushed:
+        floors.append(Floor(task.min_bytes(case) / device_bandwidth(device), "the minimum bytes at the DRAM peak"))
     if task.min_flops is not None:
         peak = device_peak_ops_per_ms(device, task.flops_operand_bits)
         if peak is not None:

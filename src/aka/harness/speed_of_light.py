@@ -7,7 +7,7 @@ larger wins:
 - bytes: the fewest bytes a correct kernel must move (`KernelTask.min_bytes`) over the DRAM peak
   (two transfers per memory clock times the bus width, from the driver). Not a measured copy's
   bandwidth: on the H200 honest kernels ran at up to 1.08x a copy's rate, and the copy's own rate
-  varied by 10% between processes. Only for cases timed with the L2 flushed: a CUDA-graph replay
+  varied by over 10% between processes. Only for cases timed with the L2 flushed: a CUDA-graph replay
   (kernels under 20 us) repeats its inputs, which may then come from the L2;
 - flops: the fewest operations it must do (`KernelTask.min_flops`) over the card's peak dense
   tensor-core rate for operands of the task's width (`KernelTask.flops_operand_bits`). 32-bit
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from aka.harness.runner import KernelTask
 
 FLOOR_SLACK = 0.9
-COPY_EFFICIENCY = 0.8  # a large copy reaches 80-90% of the DRAM peak (H200: 3.5-4.3 of 4.9 TB/s)
+COPY_EFFICIENCY = 0.8  # a large copy reaches 80-90% of the DRAM peak (H200: 3.5-4.0 of 4.8 TB/s)
 
 # Dense tensor-core operations per SM per clock, by compute capability and operand width in bits
 # (A100, A10/A40/A6000, L4/L40S, H100/H200 datasheets: peak rate / (SMs x boost clock)).

@@ -33,6 +33,10 @@ CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 ALL_TASKS = select_tasks(TASKS_ROOT, ["all"])
 MINIMUM_PER_FAMILY = {"triton2triton": 14, "instruction2triton": 6, "torch2triton": 8, "torch2cuda": 4,
                       "cuda2cuda": 4, "repository": 1, "e2e": 2}
+# Compute-bound tasks declare a flops floor, with the operand width that sets its peak.
+FLOPS_BOUND = {"cuda2cuda/llm/sgemm": 16, "triton2triton/llm/batched_gemm": 16, "triton2triton/llm/gemm_bias_gelu": 16,
+               "torch2triton/llm/linear_bias_relu": 16, "instruction2triton/llm/fp8_scaled_gemm": 8,
+               "instruction2triton/llm/flash_attention_causal": 16}
 
 
 
@@ -66,6 +70,12 @@ def test_task_declares_what_the_suite_requires(task: Task) -> None:
     assert kernel_task.name == task.name
     assert len(kernel_task.cases) >= 4 and kernel_task.ci_cases, "need >= 4 cases and a ci profile"
     assert len({c.id for c in kernel_task.cases}) == len(kernel_task.cases), "case ids must be unique"
+    for bound in (kernel_task.min_bytes, kernel_task.min_flops):  # speed-of-light floors
+        for case in kernel_task.cases if bound is not None else ():
+            work = bound(case)
+            assert isinstance(work, int) and work > 0, (case.id, work)
+    if task.name in FLOPS_BOUND:
+        assert kernel_task.min_flops is not None and kernel_task.flops_operand_bits == FLOPS_BOUND[task.name]
     assert config.tunables, "declare tunables (block sizes, warps, threads) for the autotune agent"
     assert "heldout.py" in config.hidden_files
     heldout = _load(task.directory / "heldout.py", f"heldout_{task.slug}")

@@ -36,7 +36,7 @@ from aka.tasks import select_tasks  # noqa: E402
 
 
 class SelfPairs:
-    """The same kernel on both sides, fresh inputs per pair (as the evaluator's pairs)."""
+    """The same kernel on both sides, fresh inputs per pair drawn as the evaluator draws them."""
 
     def __init__(self, kernel_task: Any, case: Any, first: Any, second: Any, device: Any, salt: int) -> None:
         self.kernel_task, self.case, self.first, self.second = kernel_task, case, first, second
@@ -44,10 +44,9 @@ class SelfPairs:
         self.prepared: dict[int, tuple[Any, ...]] = {}
 
     def prepare(self, index: int, checked: bool) -> None:
-        from aka.harness.runner import make_case_inputs
+        from aka.harness.perf import pair_inputs
 
-        seed = (self.case.seed * 1_000_003 + index * 7919) ^ self.salt
-        self.prepared[index] = make_case_inputs(self.kernel_task, self.case, seed % 2**63, self.device)
+        self.prepared[index] = pair_inputs(self.kernel_task, self.case, index, self.salt, self.device)
 
     def baseline(self, index: int) -> object:
         return self.first(*self.prepared[index])

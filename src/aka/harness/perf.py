@@ -49,6 +49,12 @@ def _time_alone(task: KernelTask, ctx: StepContext, function: Callable[..., obje
     return CaseResult(case, time_ms=timing.time_ms, timing_method=timing.method)
 
 
+def pair_inputs(task: KernelTask, case: Case, index: int, salt: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Timed pair `index`'s fresh inputs, from the case's seed salted at evaluation time."""
+    seed = (case.seed * 1_000_003 + index * 7919) ^ salt
+    return make_case_inputs(task, case, seed % 2**63, device)
+
+
 @dataclass
 class CasePairs:
     """Fresh inputs for every timed pair, drawn from seeds salted at evaluation time."""
@@ -64,8 +70,7 @@ class CasePairs:
         default_factory=dict)
 
     def prepare(self, index: int, checked: bool) -> None:
-        seed = (self.case.seed * 1_000_003 + index * 7919) ^ self.salt
-        inputs = make_case_inputs(self.task, self.case, seed % 2**63, self.ctx.device)
+        inputs = pair_inputs(self.task, self.case, index, self.salt, self.ctx.device)
         pristine = tuple(t.clone() for t in inputs) if checked else ()
         expected = expected_output(self.task, inputs, self.ctx.device) if checked else None
         self.prepared[index] = (inputs, pristine, expected)

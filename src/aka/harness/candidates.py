@@ -25,6 +25,7 @@ from typing import cast
 
 import torch
 
+from aka.harness.interpreter_casts import install_bfloat16_rounding
 from aka.harness.jit_globals import check_jit_globals
 
 DEFAULT_ARCH = "sm_90"
@@ -64,9 +65,12 @@ def import_candidate(module: str = "kernel", directory: Path | None = None) -> M
         raise ImportError(f"no candidate source {path.name} in {base}")
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[name] = loaded
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    if interpreted:
+        install_bfloat16_rounding()  # the interpreter truncates where the GPU rounds
     try:
         spec.loader.exec_module(loaded)
-        if os.environ.get("TRITON_INTERPRET") == "1" and "triton" in sys.modules:
+        if interpreted and "triton" in sys.modules:
             check_jit_globals(loaded)  # what compiled Triton refuses, the interpreter allows
     except BaseException:
         sys.modules.pop(name, None)

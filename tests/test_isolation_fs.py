@@ -15,22 +15,25 @@ import pytest
 from exploits.filesystem import writes_outside
 from exploits.gelu_task import copy_gelu_task
 
-from aka.confine import MS_NODEV, MS_NOSUID, parse_args, parse_mountinfo
+from aka.confine import DEV_LINKS, DEVICE_NODES, KEPT_CAPABILITIES, MS_NODEV, MS_NOSUID, parse_args, parse_mountinfo
 from aka.device import DeviceInfo
 from aka.evaluator import SRC_ROOT, StepOutcome, evaluate_candidate
-from aka.isolation import CONFINE_SCRIPT, READ_ONLY_FILESYSTEM, Sandbox, detect_sandbox
+from aka.isolation import CONFINE_SCRIPT, PRIVATE_DEV, READ_ONLY_FILESYSTEM, Sandbox, detect_sandbox
 from aka.tasks import Task
 
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 SANDBOX = detect_sandbox()
 needs_confinement = pytest.mark.skipif(not SANDBOX.confines,
                                        reason="no read-only-filesystem sandbox here (unshare or mount not allowed)")
+needs_private_dev = pytest.mark.skipif(PRIVATE_DEV not in SANDBOX.features, reason="no private /dev here")
 
 
-def _confined(writable: list[Path], script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _confined(writable: list[Path], script: str, *args: str, cwd: Path,
+              host_dev: bool = False) -> subprocess.CompletedProcess[str]:
     """`sh -c script args...` as `python -m aka.confine` runs it inside the evaluator's namespaces."""
     env = {**os.environ, "PYTHONPATH": str(SRC_ROOT)}
-    confine = [sys.executable, "-m", "aka.confine", *(a for p in writable for a in ("--writable", str(p))), "--"]
+    confine = [sys.executable, "-m", "aka.confine", *(["--host-dev"] if host_dev else []),
+               *(a for p in writable for a in ("--writable", str(p))), "--"]
     return subprocess.run([*SANDBOX.prefix, *confine, "sh", "-c", script, "sh", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
 
@@ -43,18 +46,23 @@ def test_mountinfo_points_are_unescaped_and_keep_their_locked_flags() -> None:
 
 def test_arguments_are_writable_paths_then_the_command() -> None:
     assert parse_args(["--writable", "/a", "--writable", "/b c", "--", "sh", "-c", "--"]) == (
-        ["/a", "/b c"], ["sh", "-c", "--"])
-    assert parse_args(["--", "true"]) == ([], ["true"])
-    for bad in (["true"], ["--writable", "/a", "--"], ["--writable", "--", "true"], ["--other", "/a", "--", "true"]):
+        ["/a", "/b c"], False, ["sh", "-c", "--"])
+    assert parse_args(["--", "true"]) == ([], False, ["true"])
+    assert parse_args(["--host-dev", "--writable", "/a", "--", "true"]) == (["/a"], True, ["true"])
+    for bad in (["true"], ["--writable", "/a", "--"], ["--writable", "--", "true"], ["--other", "/a", "--", "true"],
+                ["--writable", "--host-dev", "--", "true"]):
         assert parse_args(bad) is None, bad
 
 
 def test_wrap_adds_confinement_only_where_it_works() -> None:
     plain = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network"))
     assert plain.wrap(["true"], ["/w"]) == ["unshare", "--pid", "true"]
-    confining = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network", READ_ONLY_FILESYSTEM))
-    assert confining.wrap(["true"], ["/w"]) == ["unshare", "--pid", sys.executable, "-I", "-S", str(CONFINE_SCRIPT),
-                                                "--writable", "/w", "--", "true"]
+    confine = [sys.executable, "-I", "-S", str(CONFINE_SCRIPT)]
+    private = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network", READ_ONLY_FILESYSTEM, PRIVATE_DEV))
+    assert private.wrap(["true"], ["/w"]) == ["unshare", "--pid", *confine, "--writable", "/w", "--", "true"]
+    host_dev = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network", READ_ONLY_FILESYSTEM))
+    assert host_dev.wrap(["true"], ["/w"]) == ["unshare", "--pid", *confine, "--host-dev", "--writable", "/w",
+                                               "--", "true"]
 
 
 @needs_confinement
@@ -91,6 +99,76 @@ def test_confined_command_cannot_remount_or_unmount(tmp_path: Path) -> None:
                      cwd=tmp_path)
     assert "ALLOWED" not in done.stdout and done.stdout.count("Operation not permitted") == 3, done.stdout
     assert "Read-only file system" in done.stderr and not (beside / "file").exists()
+
+
+DEV_PROBE = r'''
+import os, stat, sys
+for path in sorted(os.path.join(top, name) for top, dirs, files in os.walk("/dev") for name in dirs + files):
+    mode = os.lstat(path).st_mode
+    kind = "block" if stat.S_ISBLK(mode) else "char" if stat.S_ISCHR(mode) else "link" if stat.S_ISLNK(mode) else ""
+    print("node", path, kind)
+targets = [("tunable", "/proc/sys/vm/overcommit_memory"), ("sys", "/sys/aka-planted")]
+if sys.argv[1:] != ["--host-dev"]:  # the host's /dev is writable there: plant nothing in it
+    targets += [("dev", "/dev/aka-planted"), ("shm", "/dev/shm/aka-probe")]
+for label, path in targets:
+    try:
+        with open(path, "a"):
+            pass
+        print("write", label, "WROTE")
+    except OSError as exc:
+        print("write", label, exc.strerror)
+status = dict(line.split(":\t") for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+print("caps", int(status["CapBnd"], 16), int(status["CapEff"], 16), int(status["CapPrm"], 16), status["NoNewPrivs"])
+for line in open("/proc/self/mountinfo"):
+    fields = line.split()
+    if fields[4] == "/sys" or fields[4].startswith("/sys/"):
+        print("sysmount", fields[4], fields[5].split(",")[0])
+'''
+
+
+def _dev_probe(tmp_path: Path, host_dev: bool = False) -> tuple[list[str], dict[str, str], list[int], list[str]]:
+    """(/dev entries as `path kind`, write results, [bounding, effective, permitted, no_new_privs], /sys mounts)."""
+    probe = tmp_path / "dev_probe.py"
+    probe.write_text(DEV_PROBE)
+    done = _confined([tmp_path / "nothing-here"], f'"{sys.executable}" -I "$@"', str(probe),
+                     *(["--host-dev"] if host_dev else []), cwd=tmp_path, host_dev=host_dev)
+    assert done.returncode == 0, done.stderr
+    lines = [line.split(" ", 1) for line in done.stdout.splitlines()]
+    nodes = [rest for head, rest in lines if head == "node"]
+    writes = dict(rest.split(" ", 1) for head, rest in lines if head == "write")  # type: ignore[misc]
+    caps = [int(v) for head, rest in lines if head == "caps" for v in rest.split()]
+    return nodes, writes, caps, [rest for head, rest in lines if head == "sysmount"]
+
+
+@needs_private_dev
+def test_confined_command_gets_a_private_dev_without_disks(tmp_path: Path) -> None:
+    nodes, writes, _, _ = _dev_probe(tmp_path)
+    allowed = {f"/dev/{n}" for n in DEVICE_NODES} | {f"/dev/{name}" for name, _ in DEV_LINKS} | {"/dev/shm"}
+    unexpected = [n for n in nodes if n.split()[0] not in allowed and not n.startswith(("/dev/nvidia", "/dev/dri",
+                                                                                         "/dev/kfd", "/dev/shm/"))]
+    assert not unexpected and not any(n.endswith(" block") for n in nodes), nodes
+    assert "/dev/null char" in nodes and "/dev/urandom char" in nodes
+    assert writes["dev"] == "Read-only file system" and not Path("/dev/aka-planted").exists()
+    assert writes["shm"] == "WROTE" and not Path("/dev/shm/aka-probe").exists()  # its own /dev/shm
+
+
+@needs_confinement
+def test_confined_command_cannot_write_kernel_tunables_or_gain_capabilities(tmp_path: Path) -> None:
+    _, writes, caps, sys_mounts = _dev_probe(tmp_path)
+    assert writes["tunable"] == "Read-only file system" and writes["sys"] != "WROTE", writes
+    assert sys_mounts and all(m.endswith(" ro") for m in sys_mounts), sys_mounts
+    allowed = sum(1 << c for c in KEPT_CAPABILITIES)
+    bounding, effective, permitted, no_new_privs = caps
+    assert bounding & ~allowed == 0 and effective & ~allowed == 0 and permitted & ~allowed == 0, caps
+    assert no_new_privs == 1
+
+
+@needs_confinement
+def test_host_dev_fallback_keeps_the_hosts_dev(tmp_path: Path) -> None:
+    nodes, writes, _, _ = _dev_probe(tmp_path, host_dev=True)
+    host = sorted(str(p) for p in Path("/dev").iterdir())
+    assert set(host) <= {n.split()[0] for n in nodes}
+    assert writes["tunable"] == "Read-only file system"  # the rest of the confinement still holds
 
 
 @needs_confinement
@@ -152,17 +230,26 @@ def test_candidate_cannot_poison_later_evaluations(tmp_path: Path) -> None:
         "baseline-builds": (trusted / "planted.so", "w", "not a library\n"),
         "beside-the-evaluation": (tmp_path / "planted.txt", "w", "x\n"),
     }
+    # The kernel's interfaces, opened for writing without writing a byte ("a", ""): a sysctl and,
+    # behind the private /dev, a new node on the host's /dev and the host's first disk.
+    disk = next((p for p in sorted(Path("/dev").iterdir()) if p.is_block_device()), None)
+    kernel = {"kernel-tunable": (Path("/proc/sys/vm/overcommit_memory"), "a", "")}
+    if PRIVATE_DEV in SANDBOX.features:
+        kernel["host-dev"] = (Path(f"/dev/aka-planted-{os.getpid()}"), "w", "x\n")
+        kernel |= {"raw-disk": (disk, "a", "")} if disk else {}
     before = {label: _fingerprint(path) for label, (path, _, _) in targets.items()}
-    source = writes_outside([(label, str(path), mode, text) for label, (path, mode, text) in targets.items()])
+    attempts = {**targets, **kernel}
+    source = writes_outside([(label, str(path), mode, text) for label, (path, mode, text) in attempts.items()])
     try:
         outcomes, log = _evaluate(task, tmp_path, source, trusted_cache=trusted)
     finally:
         (aka_dir / "_planted_by_candidate.py").unlink(missing_ok=True)
     assert {label: _fingerprint(path) for label, (path, _, _) in targets.items()} == before
+    assert not Path(f"/dev/aka-planted-{os.getpid()}").exists()
     assert [o.step.value for o in outcomes] == ["compile", "correctness", "performance"]
     assert all(o.passed and READ_ONLY_FILESYSTEM in o.isolation for o in outcomes), outcomes[-1].message
     for step in ("compile", "correctness", "performance"):
-        for label in targets:
+        for label in attempts:
             assert f"aka-fs-probe {step} {label}: EROFS" in log, (step, label, log[-3000:])
     assert "WROTE" not in log
 

@@ -7,7 +7,9 @@ they have no network. Both come from `unshare`, as root or through an unprivileg
 namespace; where neither works the steps run without them and results say so
 (`isolation: []`). Inside, `aka.confine` makes every mount read-only except the paths a step
 must write (`Sandbox.wrap`; feature `read-only-filesystem`), so candidate code cannot change the
-pristine task, the platform, site-packages or a run's frozen baseline builds. Resource limits
+pristine task, the platform, site-packages or a run's frozen baseline builds, and gives the step
+a private /dev without disks (feature `private-dev`; where CUDA initializes outside the sandbox
+but not behind a private /dev, steps keep the host's /dev and results lack it). Resource limits
 bound CPU time, core dumps and, on the CPU only, memory (CUDA reserves far more virtual memory
 than it uses, so an address-space limit would break it).
 """
@@ -15,6 +17,8 @@ than it uses, so an address-space limit would break it).
 from __future__ import annotations
 
 import functools
+import glob
+import logging
 import os
 import resource
 import shutil
@@ -28,14 +32,17 @@ from pathlib import Path
 _UNSHARE_FLAGS = ["--pid", "--net", "--fork", "--mount-proc", "--kill-child"]
 CPU_MEMORY_LIMIT_BYTES = 16 * 1024**3
 READ_ONLY_FILESYSTEM = "read-only-filesystem"
+PRIVATE_DEV = "private-dev"
 CONFINE_SCRIPT = Path(__file__).resolve().with_name("confine.py")
+CUDA_INIT_PROBE = "import ctypes, sys; sys.exit(ctypes.CDLL('libcuda.so.1').cuInit(0))"
+log = logging.getLogger(__name__)
 
 
-def confine_argv(writable: Sequence[str | Path]) -> list[str]:
+def confine_argv(writable: Sequence[str | Path], host_dev: bool = False) -> list[str]:
     """`aka.confine` in isolated mode (no working directory, `PYTHON*` variables or site on its
     path: it runs with every capability until it execs), up to its `--`."""
     paths = [arg for path in writable for arg in ("--writable", str(path))]
-    return [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), *paths, "--"]
+    return [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), *(["--host-dev"] if host_dev else []), *paths, "--"]
 
 
 @dataclass(frozen=True)
@@ -53,16 +60,36 @@ class Sandbox:
     def wrap(self, argv: Sequence[str], writable: Sequence[str | Path] = ()) -> list[str]:
         """`argv` inside the namespaces and, where this machine allows it, behind `aka.confine`
         with only the existing paths of `writable` writable. An empty `argv` gives the prefix."""
-        confine = confine_argv(writable) if self.confines else []
+        confine = confine_argv(writable, host_dev=PRIVATE_DEV not in self.features) if self.confines else []
         return [*self.prefix, *confine, *argv]
 
 
-def _works(prefix: list[str]) -> bool:
+def _runs(argv: list[str]) -> bool:
     try:
-        done = subprocess.run([*prefix, "true"], capture_output=True, timeout=20, check=False)
+        done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
+
+
+def _cuda_works_behind(prefix: list[str]) -> bool:
+    """CUDA initializes behind `prefix` wherever it initializes outside (no NVIDIA device: nothing to lose)."""
+    if not glob.glob("/dev/nvidia*"):
+        return True
+    probe = [sys.executable, "-I", "-S", "-c", CUDA_INIT_PROBE]
+    return not _runs(probe) or _runs([*prefix, *probe])
+
+
+def _confinement(prefix: list[str]) -> list[str]:
+    """The file-system features `aka.confine` gives behind `prefix` on this machine."""
+    with tempfile.TemporaryDirectory(prefix="aka-confine-probe-") as probe:
+        private = [*prefix, *confine_argv([probe])]
+        if _runs([*private, "true"]) and _cuda_works_behind(private):
+            return [READ_ONLY_FILESYSTEM, PRIVATE_DEV]
+        if _runs([*prefix, *confine_argv([probe], host_dev=True), "true"]):
+            log.warning("the step sandbox keeps the host's /dev: CUDA does not initialize behind a private one")
+            return [READ_ONLY_FILESYSTEM]
+    return []
 
 
 @functools.cache
@@ -74,10 +101,8 @@ def detect_sandbox() -> Sandbox:
         return Sandbox((), ())
     for extra in ([], ["--user", "--map-root-user"]):
         prefix = [unshare, *extra, *_UNSHARE_FLAGS]
-        if _works(prefix):
-            with tempfile.TemporaryDirectory(prefix="aka-confine-probe-") as probe:
-                confined = [READ_ONLY_FILESYSTEM] if _works([*prefix, *confine_argv([probe])]) else []
-            return Sandbox(tuple(prefix), ("pid-namespace", "no-network", *confined))
+        if _runs([*prefix, "true"]):
+            return Sandbox(tuple(prefix), ("pid-namespace", "no-network", *_confinement(prefix)))
     return Sandbox((), ())
 
 

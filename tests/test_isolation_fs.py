@@ -15,6 +15,7 @@ import pytest
 from exploits.filesystem import writes_outside
 from exploits.gelu_task import copy_gelu_task
 
+from aka import isolation
 from aka.confine import DEV_LINKS, DEVICE_NODES, KEPT_CAPABILITIES, MS_NODEV, MS_NOSUID, parse_args, parse_mountinfo
 from aka.device import DeviceInfo
 from aka.evaluator import SRC_ROOT, StepOutcome, evaluate_candidate
@@ -63,6 +64,27 @@ def test_wrap_adds_confinement_only_where_it_works() -> None:
     host_dev = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network", READ_ONLY_FILESYSTEM))
     assert host_dev.wrap(["true"], ["/w"]) == ["unshare", "--pid", *confine, "--host-dev", "--writable", "/w",
                                                "--", "true"]
+
+
+@pytest.mark.parametrize("nvidia, outside, behind, expected", [
+    (False, False, False, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),  # no NVIDIA device: nothing to check
+    (True, True, True, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),
+    (True, False, False, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),  # CUDA is broken anyway: nothing to lose
+    (True, True, False, [READ_ONLY_FILESYSTEM]),  # CUDA needs the host's /dev here: keep it
+])
+def test_the_private_dev_is_used_only_where_cuda_still_works(monkeypatch: pytest.MonkeyPatch, nvidia: bool,
+                                                              outside: bool, behind: bool,
+                                                              expected: list[str]) -> None:
+    monkeypatch.setattr(isolation.glob, "glob", lambda pattern: ["/dev/nvidiactl"] if nvidia else [])
+
+    def runs(argv: list[str]) -> bool:
+        if argv[-1] == "true":
+            return True
+        assert argv[-1] == isolation.CUDA_INIT_PROBE
+        return behind if "--" in argv else outside
+
+    monkeypatch.setattr(isolation, "_runs", runs)
+    assert isolation._confinement(["unshare", "--pid"]) == expected
 
 
 @needs_confinement

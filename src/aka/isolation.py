@@ -34,7 +34,10 @@ CPU_MEMORY_LIMIT_BYTES = 16 * 1024**3
 READ_ONLY_FILESYSTEM = "read-only-filesystem"
 PRIVATE_DEV = "private-dev"
 CONFINE_SCRIPT = Path(__file__).resolve().with_name("confine.py")
-CUDA_INIT_PROBE = "import ctypes, sys; sys.exit(ctypes.CDLL('libcuda.so.1').cuInit(0))"
+# cuInit, then a context on the first visible device (which opens its /dev/nvidiaN): 0 when CUDA works.
+CUDA_INIT_PROBE = ("import ctypes, sys; cuda = ctypes.CDLL('libcuda.so.1'); d, c = ctypes.c_int(), ctypes.c_void_p(); "
+                   "sys.exit(cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(d), 0) "
+                   "or cuda.cuDevicePrimaryCtxRetain(ctypes.byref(c), d))")
 log = logging.getLogger(__name__)
 
 

@@ -54,10 +54,6 @@ PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
-CAP_SYS_MODULE = 16
-CAP_SYS_RAWIO = 17
-CAP_SYS_ADMIN = 21
-CAP_MKNOD = 27
 # Docker's default set (chown, dac_override, fowner, fsetid, kill, setgid, setuid, setpcap,
 # net_bind_service, net_raw, sys_chroot, audit_write, setfcap) without mknod: all that is kept.
 KEPT_CAPABILITIES = frozenset((0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31))

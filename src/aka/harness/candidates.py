@@ -25,7 +25,7 @@ from typing import cast
 
 import torch
 
-from aka.harness.interpreter_casts import install_bfloat16_rounding
+from aka.harness import interpreter_bfloat16
 from aka.harness.jit_globals import check_jit_globals
 
 DEFAULT_ARCH = "sm_90"
@@ -67,7 +67,7 @@ def import_candidate(module: str = "kernel", directory: Path | None = None) -> M
     sys.modules[name] = loaded
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     if interpreted:
-        install_bfloat16_rounding()  # the interpreter truncates where the GPU rounds
+        interpreter_bfloat16.install()  # the interpreter's bfloat16 is not the GPU's
     try:
         spec.loader.exec_module(loaded)
         if interpreted and "triton" in sys.modules:

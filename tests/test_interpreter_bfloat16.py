@@ -1,7 +1,10 @@
-"""bfloat16 rounding under Triton's interpreter equals PyTorch's (and the GPU's): nearest, ties to even."""
+"""bfloat16 under Triton's interpreter computes what PyTorch (and the GPU) computes: casts round to nearest
+even, dots multiply values."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,9 +14,10 @@ import torch
 
 from aka.harness.candidates import import_candidate
 from aka.harness.cases import Case, make_generator
-from aka.harness.interpreter_casts import bfloat16_bits_to_float, float_to_bfloat16_bits
+from aka.harness.interpreter_bfloat16 import bfloat16_bits_to_float, float_to_bfloat16_bits
 
 TASKS = Path(__file__).resolve().parents[1] / "tasks"
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 KERNELS = '''
 import triton
@@ -40,6 +44,45 @@ def convert(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offsets, mask=offsets < n)
     tl.store(out_ptr + offsets, x, mask=offsets < n)
+
+
+@triton.jit
+def dot(a_ptr, b_ptr, out_ptr, N: tl.constexpr):
+    rows = tl.arange(0, N)
+    a = tl.load(a_ptr + rows[:, None] * N + rows[None, :])
+    b = tl.load(b_ptr + rows[:, None] * N + rows[None, :])
+    tl.store(out_ptr + rows[:, None] * N + rows[None, :], tl.dot(a, b))
+
+
+@triton.jit
+def elementwise(x_ptr, y_ptr, out_ptr, OP: tl.constexpr, N: tl.constexpr):
+    """bfloat16 arithmetic without an upcast, as a candidate may write it (valid on the GPU)."""
+    i = tl.arange(0, N)
+    x = tl.load(x_ptr + i)
+    y = tl.load(y_ptr + i)
+    if OP == "add":
+        r = x + y
+    elif OP == "sub":
+        r = x - y
+    elif OP == "mul":
+        r = x * y
+    elif OP == "div":
+        r = x / y
+    elif OP == "neg":
+        r = -x
+    elif OP == "scale":
+        r = x * 2.5
+    elif OP == "maximum":
+        r = tl.maximum(x, y)
+    elif OP == "minimum":
+        r = tl.minimum(x, y)
+    elif OP == "where_less":
+        r = tl.where(x < y, x, y)
+    elif OP == "fma":
+        r = tl.fma(x, y, x)
+    else:
+        r = tl.clamp(x, -0.5, 0.5)
+    tl.store(out_ptr + i, r)
 
 
 @triton.jit
@@ -136,6 +179,84 @@ def test_cancelling_rounded_products_match_pytorch_bit_for_bit(kernels: object) 
     out = torch.empty(4096, dtype=torch.bfloat16)
     _launch(kernels.product_difference, a, b, c, d, out)  # type: ignore[attr-defined]
     assert torch.equal(out, a * b - c * d)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_dot_of_16_bit_tiles_multiplies_values(kernels: object, dtype: torch.dtype) -> None:
+    """Products of 16-bit values are exact in float32; only the summation order may differ."""
+    generator = make_generator(3, "cpu")
+    a, b = (torch.randn(32, 32, generator=generator).to(dtype) for _ in range(2))
+    out = torch.empty(32, 32)
+    kernels.dot[(1,)](a, b, out, N=32)  # type: ignore[attr-defined]
+    torch.testing.assert_close(out, a.float() @ b.float(), rtol=1e-5, atol=1e-5)
+
+
+ELEMENTWISE = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+               "div": lambda x, y: x / y, "neg": lambda x, y: -x, "scale": lambda x, y: x * 2.5,
+               "maximum": torch.maximum, "minimum": torch.minimum,
+               "where_less": lambda x, y: torch.where(x < y, x, y),
+               "fma": lambda x, y: (x.double() * y.double() + x.double()).float().bfloat16(),
+               "clamp": lambda x, y: x.clamp(-0.5, 0.5)}
+
+
+@pytest.mark.parametrize("op", ELEMENTWISE)
+def test_bfloat16_arithmetic_without_an_upcast_is_the_gpus(kernels: object, op: str) -> None:
+    """Bit for bit: each op rounds once, as PyTorch's do."""
+    generator = make_generator(5, "cpu")
+    x, y = (torch.randn(64, generator=generator).bfloat16() for _ in range(2))
+    out = torch.empty(64, dtype=torch.bfloat16)
+    kernels.elementwise[(1,)](x, y, out, OP=op, N=64)  # type: ignore[attr-defined]
+    assert torch.equal(out, ELEMENTWISE[op](x, y)), (out, ELEMENTWISE[op](x, y))
+
+
+REDUCTIONS = '''
+import torch, triton, triton.language as tl
+from aka.harness.candidates import import_candidate
+
+
+@triton.jit
+def reduce(x_ptr, out_ptr, OP: tl.constexpr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    x = tl.load(x_ptr + i)
+    if OP == "cumsum":
+        r = tl.cumsum(x, axis=0)
+    elif OP == "sum":
+        r = tl.zeros_like(x) + tl.sum(x, axis=0)
+    elif OP == "max":
+        r = tl.zeros_like(x) + tl.max(x, axis=0)
+    elif OP == "min":
+        r = tl.zeros_like(x) + tl.min(x, axis=0)
+    else:
+        r = tl.zeros_like(x) + tl.argmax(x, axis=0).to(tl.bfloat16)
+    tl.store(out_ptr + i, r)
+
+
+import_candidate("kernel_stub")  # installs the fix, as loading a candidate does
+x = torch.randn(64, generator=torch.Generator().manual_seed(5)).bfloat16()
+exact = {"max": torch.zeros_like(x) + x.max(), "min": torch.zeros_like(x) + x.min(),
+         "argmax": torch.zeros_like(x) + x.float().argmax().bfloat16()}
+summed = {"sum": torch.zeros_like(x) + x.float().sum().bfloat16(), "cumsum": x.float().cumsum(0).bfloat16()}
+for op in [*exact, *summed]:
+    out = torch.empty(64, dtype=torch.bfloat16)
+    reduce[(1,)](x, out, OP=op, N=64)
+    if op in exact:
+        assert torch.equal(out, exact[op]), (op, out, exact[op])
+    else:
+        torch.testing.assert_close(out, summed[op], rtol=2e-2, atol=2e-2, msg=op)
+    print("ok", op)
+'''
+
+
+def test_bfloat16_reductions_and_scans_are_the_gpus(tmp_path: Path) -> None:
+    """In a fresh interpreter process: tl.sum/max/... are Triton's own jit functions, interpretable only
+    when TRITON_INTERPRET is set before Triton is imported. Sums within rounding of the order."""
+    (tmp_path / "reductions.py").write_text(REDUCTIONS)
+    (tmp_path / "kernel_stub.py").write_text("")
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "reductions.py"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["ok", "max", "ok", "min", "ok", "argmax", "ok", "sum", "ok", "cumsum"]
 
 
 def test_the_rotary_starting_kernel_equals_its_reference_exactly(monkeypatch: pytest.MonkeyPatch) -> None:

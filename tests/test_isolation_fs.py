@@ -78,13 +78,21 @@ def test_the_private_dev_is_used_only_where_cuda_still_works(monkeypatch: pytest
     monkeypatch.setattr(isolation.glob, "glob", lambda pattern: ["/dev/nvidiactl"] if nvidia else [])
 
     def runs(argv: list[str]) -> bool:
-        if argv[-1] == "true":
+        if argv[-1] == "true":  # every confinement mounts; only the CUDA probe differs
             return True
         assert argv[-1] == isolation.CUDA_INIT_PROBE
         return behind if "--" in argv else outside
 
     monkeypatch.setattr(isolation, "_runs", runs)
     assert isolation._confinement(["unshare", "--pid"]) == expected
+
+
+def test_without_a_private_dev_the_host_dev_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine where the tmpfs cannot be mounted still gets the read-only file system."""
+    monkeypatch.setattr(isolation, "_runs", lambda argv: "--host-dev" in argv)
+    assert isolation._confinement(["unshare", "--pid"]) == [READ_ONLY_FILESYSTEM]
+    monkeypatch.setattr(isolation, "_runs", lambda argv: False)
+    assert isolation._confinement(["unshare", "--pid"]) == []
 
 
 @needs_confinement

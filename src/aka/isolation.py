@@ -87,10 +87,12 @@ def _confinement(prefix: list[str]) -> list[str]:
     """The file-system features `aka.confine` gives behind `prefix` on this machine."""
     with tempfile.TemporaryDirectory(prefix="aka-confine-probe-") as probe:
         private = [*prefix, *confine_argv([probe])]
-        if _runs([*private, "true"]) and _cuda_works_behind(private):
+        mounts = _runs([*private, "true"])
+        if mounts and _cuda_works_behind(private):
             return [READ_ONLY_FILESYSTEM, PRIVATE_DEV]
         if _runs([*prefix, *confine_argv([probe], host_dev=True), "true"]):
-            log.warning("the step sandbox keeps the host's /dev: CUDA does not initialize behind a private one")
+            why = "CUDA does not initialize behind a private one" if mounts else "a private one cannot be mounted"
+            log.warning("the step sandbox keeps the host's /dev: %s", why)
             return [READ_ONLY_FILESYSTEM]
     return []
 

@@ -19,7 +19,8 @@ poison every LATER evaluation. The evaluator runs this as root of the `unshare` 
    the host's /dev stays, as before;
 4. remounts every other mount read-only ("/" included; failing there exits 126: fail closed),
    except /proc and /dev, /sys included; in the step's own /proc, the kernel's tunables
-   (/proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus, /proc/fs) are bound read-only;
+   (/proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus, /proc/fs) are bound read-only (where
+   that fails, with a warning, like any mount other than "/");
 5. drops every capability outside Docker's default set, and CAP_MKNOD too, from the bounding,
    inheritable, permitted and effective sets (mount, kernel modules, raw I/O, ptrace, ...), so
    not even root regains them on exec, and sets no_new_privs (setuid binaries gain nothing);
@@ -179,12 +180,20 @@ def _private_dev() -> None:
     _mount(None, "/dev", MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
 
 
-def _read_only_kernel_tunables() -> None:
-    """The step's own /proc (a PID namespace's) still reaches the host's sysctls: bind those read-only."""
+def _read_only_kernel_tunables() -> list[str]:
+    """The step's own /proc (a PID namespace's) still reaches the host's sysctls: bind those
+    read-only. Returns warnings: where that fails (a container's /proc usually has them read-only
+    already), the rest of the confinement still holds."""
+    warnings = []
     for path in PROC_READ_ONLY:
-        if os.path.exists(path):
+        if not os.path.exists(path):
+            continue
+        try:
             _mount(path, path, MS_BIND | MS_REC)
             _mount(None, path, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        except ConfineError as exc:
+            warnings.append(f"aka.confine: warning: {path} stays as it was: {exc}")
+    return warnings
 
 
 def confine(writable: Sequence[str], host_dev: bool = False) -> list[str]:
@@ -199,12 +208,11 @@ def confine(writable: Sequence[str], host_dev: bool = False) -> list[str]:
             _private_dev()
         except OSError as exc:
             raise ConfineError(f"private /dev: {exc}") from exc
-    _read_only_kernel_tunables()
+    warnings = _read_only_kernel_tunables()
     try:
         os.chdir(os.getcwd())  # a working directory under a writable path: onto its new mount
     except OSError:
         pass
-    warnings: list[str] = []
     with open("/proc/self/mountinfo", "rb") as info:
         flags_of = dict(parse_mountinfo(info.read()))  # the last mount at a point is the visible one
     _mount(None, "/", MS_REMOUNT | MS_BIND | MS_RDONLY | flags_of.get("/", 0))

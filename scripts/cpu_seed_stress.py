@@ -14,7 +14,6 @@ Triton's interpreter, exactly as the correctness step compares them, and prints 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shutil
 import sys
@@ -32,15 +31,6 @@ from aka.harness.compare import compare_outputs  # noqa: E402
 from aka.harness.runner import expected_output, make_case_inputs  # noqa: E402
 
 
-def _heldout_ci_cases(task_dir: Path) -> list[object]:
-    spec = importlib.util.spec_from_file_location("stress_heldout", task_dir / "heldout.py")
-    if spec is None or spec.loader is None or not (task_dir / "heldout.py").is_file():
-        return []
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return list(getattr(module, "CI_CASES", []))
-
-
 def stress(task_dir: Path, solution: Path | None, seeds: int) -> int:
     """Failing (case, seed) pairs, printed; returns how many."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -54,7 +44,7 @@ def stress(task_dir: Path, solution: Path | None, seeds: int) -> int:
         function = task.load_candidate(work)
         device = torch.device("cpu")
         failures = 0
-        cases = [*task.cases_for("ci"), *_heldout_ci_cases(task_dir)]
+        cases = [*task.cases_for("ci"), *task.cases_for("heldout_ci")]  # heldout.py of the copy in cwd
         for case in cases:
             for eval_seed in range(seeds):
                 # The case's own two seeds are the same on every run: checked once, with seed 0.

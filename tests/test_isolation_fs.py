@@ -66,6 +66,20 @@ def test_wrap_adds_confinement_only_where_it_works() -> None:
                                                "--", "true"]
 
 
+def test_a_refused_read_only_bind_of_a_kernel_tunable_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Like any mount but /, it does not stop the step: the rest of the confinement still holds."""
+    from aka import confine
+
+    def refuse(source: str | None, target: str, flags: int, *rest: object) -> None:
+        if target == "/proc/sys":
+            raise confine.ConfineError("mount /proc/sys: Operation not permitted (errno 1)")
+
+    monkeypatch.setattr(confine, "_mount", refuse)
+    monkeypatch.setattr(confine.os.path, "exists", lambda path: True)
+    assert confine._read_only_kernel_tunables() == [
+        "aka.confine: warning: /proc/sys stays as it was: mount /proc/sys: Operation not permitted (errno 1)"]
+
+
 @pytest.mark.parametrize("nvidia, outside, behind, expected", [
     (False, False, False, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),  # no NVIDIA device: nothing to check
     (True, True, True, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),

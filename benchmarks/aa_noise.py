@@ -78,7 +78,8 @@ def main() -> int:
             rows.append({"task": task.name, "statuses": [r["verdict"] for r in runs],
                          "ours": [r["speedup"] for r in runs if r["speedup"]],
                          "ci_half": [r["ci_half"] for r in runs if r["speedup"]], "theirs": theirs,
-                         "seconds": [r["seconds"] for r in runs], "message": runs[0]["message"]})
+                         "seconds": [r["seconds"] for r in runs], "message": runs[0]["message"],
+                         "isolation": sorted({", ".join(r.get("isolation", [])) for r in runs})})
             print(rows[-1], flush=True)
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=1))
@@ -120,6 +121,8 @@ def render(rows: list[dict[str, Any]], device: str, repeats: int) -> str:
         ours_median, theirs_median = statistics.median(bands), statistics.median(their_bands)
         lines.append(f"Median band: evaluator {ours_median:.4f}, do_bench {theirs_median:.4f} "
                      f"(the evaluator's is {theirs_median / max(ours_median, 1e-9):.1f}x narrower).")
+    isolations = sorted({features for row in rows for features in row.get("isolation", [])})
+    lines.append(f"Isolation of the evaluations: {' | '.join(isolations) or 'not recorded'}.")
     seconds = [s for row in rows for s in row["seconds"]]
     if seconds:
         lines.append("Evaluation time per task (compile, correctness, paired timing): "

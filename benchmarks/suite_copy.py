@@ -80,6 +80,7 @@ def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInf
         "ci": [statistics.fmean(c.speedup_ci_low or 0 for c in timed),
                statistics.fmean(c.speedup_ci_high or 0 for c in timed)] if ok else [None, None],
         "seconds": round(seconds, 1),
+        "isolation": outcomes[-1].isolation if outcomes else [],
     }
 
 

@@ -37,7 +37,7 @@ from aka.harness.compare import (
     compare_outputs,
     tolerance_for,
 )
-from aka.harness.paired import PairedConfig, PairedResult, median_with_ci, time_paired
+from aka.harness.paired import PairedConfig, PairedResult, time_paired, trimmed_mean_with_ci
 from aka.harness.report import CaseResult, StepResult, describe_exception
 from aka.harness.runner import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext, run_step, run_task
 from aka.harness.timing import CPU_METHOD, CUDA_METHOD, Timing, TimingConfig, time_function
@@ -83,7 +83,7 @@ __all__ = [
     "tolerance_for",
     "PairedConfig",
     "PairedResult",
-    "median_with_ci",
+    "trimmed_mean_with_ci",
     "time_paired",
     "input_distribution",
 ]

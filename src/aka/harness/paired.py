@@ -2,21 +2,23 @@
 
 Why paired: compute-bound kernels drift 2-5% between processes (clocks, power), which swamps a 2%
 real gain; timing A and B alternately (ABBA order) in one process makes each pair see the same
-conditions, and the median of per-pair ratios cancels slow drift. Every pair gets freshly drawn
-inputs (new values at new addresses), and the L2 is flushed (a buffer of at least twice its size
-is zeroed) before every timed call, so neither a warm cache nor memoisation by pointer or by value
-pays. Pairs are taken in batches until the 95% interval of the speedup is narrow enough or the
-case's time budget is spent.
+conditions, and a robust mean of per-pair ratios (20%-trimmed, of their logs) cancels slow
+drift. Every pair gets freshly drawn inputs (new values at new addresses), and the L2 is flushed
+(a buffer of at least twice its size is zeroed) before every timed call, so neither a warm cache
+nor memoisation by pointer or by value pays. Pairs are taken in batches until the 95% interval
+of the speedup is narrow enough or the case's time budget is spent.
 
-Two things would otherwise bias an A/A comparison by up to 1%, measured on the H200
-(docs/benchmarks/2026-11-29_timer_precision_h200.md):
+Three things would otherwise bias an A/A comparison, measured on the H200
+(docs/benchmarks/2026-11-29_timer_precision_h200.md, 2026-11-30_timer_bias_h200.md):
 - where a call's output lands: both calls of a pair start from the same allocator state (the
   first call's output is filled with NaN and freed before the second runs), so both write to the
   same addresses. The pairs whose candidate output is kept for a check are timed and checked but
   left out of the statistics, since a kept output moves the other side's;
-- which side runs first: the speedup is the geometric mean of the median ratio of the pairs run
-  baseline-first and that of the pairs run candidate-first, which cancels a first-position effect
-  exactly (a pooled median lands anywhere between the two orders' modes).
+- which side runs first: the speedup is the geometric mean of the pairs run baseline-first and
+  of those run candidate-first, which cancels a first-position effect exactly (a pooled estimate
+  lands anywhere between the two orders' modes);
+- the edges of a batch (the first call after the GPU idled, the last before a synchronize): an
+  untimed call stands at both edges, and the side that runs first alternates between batches.
 
 Before each timed call the GPU is also held busy for a moment (a sleep kernel, longer than the
 host takes to enqueue either side's call), so the host's launch work is never inside the events:
@@ -75,7 +77,7 @@ class PairedConfig:
     min_pairs: int = 20
     max_pairs: int = 3000
     batch: int = 10
-    target_rel_halfwidth: float = 0.002
+    target_rel_halfwidth: float = 0.001
     budget_s: float = 1.0
     step_budget_s: float = 4.0
     min_budget_s: float = 0.3
@@ -102,28 +104,50 @@ class PairedResult:
     method: str
 
 
-def median_with_ci(values: list[float]) -> tuple[float, float, float]:
-    """Median and its distribution-free 95% interval (order statistics n/2 -+ 0.98 sqrt(n))."""
+TRIM = 0.2
+
+
+def _t975(df: int) -> float:
+    """Student's t 97.5% quantile: exact below 3 degrees of freedom, else Cornish-Fisher in 1/df
+    (within 0.3% from 4 up)."""
+    if df < 3:
+        return (12.706, 4.303)[max(df, 1) - 1]
+    z = 1.959964
+    d = df
+    return z + (z**3 + z) / (4 * d) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * d**2) + (
+        3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * d**3)
+
+
+def trimmed_mean_with_ci(values: list[float], trim: float = TRIM) -> tuple[float, float, int]:
+    """The `trim`-trimmed mean, its standard error (Tukey-McLaughlin: the winsorized spread) and
+    degrees of freedom. Why not the median: on the H200's per-pair ratios the 20%-trimmed mean
+    needs about a third fewer pairs for the same precision, and still ignores a fifth of outliers
+    on each side (docs/benchmarks/2026-11-30_timer_bias_h200.md)."""
     ordered = sorted(values)
     n = len(ordered)
-    half = 0.98 * math.sqrt(n)
-    low = max(0, math.floor(n / 2 - half))
-    high = min(n - 1, math.ceil(n / 2 + half))
-    return statistics.median(ordered), ordered[low], ordered[high]
+    cut = int(n * trim)
+    kept = ordered[cut:n - cut]
+    centre = statistics.fmean(kept)
+    if n < 3:
+        return centre, (ordered[-1] - ordered[0]) / 2, 1
+    winsorized = [min(max(v, kept[0]), kept[-1]) for v in ordered]
+    error = statistics.stdev(winsorized) / ((1 - 2 * cut / n) * math.sqrt(n))
+    return centre, error, max(len(kept) - 1, 1)
 
 
 def order_balanced_speedup(baseline_first: list[float], candidate_first: list[float]) -> tuple[float, float, float]:
-    """Speedup and 95% interval from the per-pair ratios of each order: the geometric mean of the
-    two medians, their distribution-free intervals combined in log space. (One order only: its
-    median.)"""
-    if not baseline_first or not candidate_first:
-        return median_with_ci(baseline_first or candidate_first)
-    centre = half = 0.0
-    for ratios in (baseline_first, candidate_first):
-        median, low, high = median_with_ci(ratios)
-        centre += math.log(median) / 2
-        half += (math.log(high / low) / 2) ** 2
-    half = math.sqrt(half) / 2
+    """Speedup and 95% interval from the per-pair ratios of each order: the trimmed means of the
+    log ratios of the two orders, averaged, so that an effect of running first cancels exactly
+    (a pooled estimate lands anywhere between the two orders' modes). One order only: its own."""
+    centre = variance = 0.0
+    degrees: list[int] = []
+    orders = [ratios for ratios in (baseline_first, candidate_first) if ratios]
+    for ratios in orders:
+        mean, error, df = trimmed_mean_with_ci([math.log(r) for r in ratios])
+        centre += mean / len(orders)
+        variance += (error / len(orders)) ** 2
+        degrees.append(df)
+    half = _t975(min(degrees)) * math.sqrt(variance)
     return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 
@@ -194,6 +218,23 @@ def _event() -> torch.cuda.Event:
     return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
 
 
+def _baseline_first(pair: int, batch: int) -> bool:
+    """Which side runs first: alternating within a batch, and the batch's first pair alternating
+    too, so neither side is always the one next to a batch's edges."""
+    return (pair + pair // batch) % 2 == 0
+
+
+def _untimed(flush: torch.Tensor, config: PairedConfig, call: Callable[[], object]) -> None:
+    """A call in the timed calls' conditions, not timed: it stands at both edges of a batch. On
+    the H200 the first timed call after the GPU idled (a batch starts after a synchronize and the
+    host's checks) read 0.15-0.2% slower than its pair partner, and the last one before the
+    synchronize 0.03-0.04%; since the same side always stood there, that was a bias of +0.02%
+    in A/A (docs/benchmarks/2026-11-30_timer_bias_h200.md)."""
+    flush.zero_()
+    _hold_gpu(config.hold_ms)
+    _poison(call())
+
+
 def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, first: int) -> PairedResult:
     times = PairTimes()
     started, index = time.perf_counter(), first
@@ -202,10 +243,12 @@ def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
             index + random.randrange(config.batch)}
         records: list[tuple[int, tuple[torch.cuda.Event, ...]]] = []
         outputs: list[tuple[int, object]] = []
-        for _ in range(config.batch):
+        for step in range(config.batch):
             source.prepare(index, index in checked)
+            if step == 0:
+                _untimed(flush, config, functools.partial(source.baseline, index))
             marks = [_event() for _ in range(4)]
-            for which in ((0, 1) if index % 2 == 0 else (1, 0)):
+            for which in ((0, 1) if _baseline_first(index - first, config.batch) else (1, 0)):
                 flush.zero_()
                 _hold_gpu(config.hold_ms)
                 marks[2 * which].record()
@@ -218,10 +261,12 @@ def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
                 del out
             records.append((index, tuple(marks)))
             index += 1
+        _untimed(flush, config, functools.partial(source.baseline, index - 1))
         torch.cuda.synchronize()
         for pair, marks_ in records:
             if pair not in checked:
-                times.add(marks_[0].elapsed_time(marks_[1]), marks_[2].elapsed_time(marks_[3]), pair % 2 == 0)
+                times.add(marks_[0].elapsed_time(marks_[1]), marks_[2].elapsed_time(marks_[3]),
+                          _baseline_first(pair - first, config.batch))
         for pair, out in outputs:
             source.check(pair, out)
         outputs.clear()
@@ -294,9 +339,10 @@ def _time_graphs(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
     started, rounds = time.perf_counter(), 0
     while len(times.base) < config.max_pairs:
         records = []
+        _untimed(flush, config, base_graph.replay)
         for _ in range(config.batch):
             marks = [_event() for _ in range(4)]
-            for which in ((0, 1) if rounds % 2 == 0 else (1, 0)):
+            for which in ((0, 1) if _baseline_first(rounds, config.batch) else (1, 0)):
                 flush.zero_()
                 _hold_gpu(config.hold_ms)
                 marks[2 * which].record()
@@ -304,9 +350,11 @@ def _time_graphs(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
                 marks[2 * which + 1].record()
             records.append((rounds, marks))
             rounds += 1
+        _untimed(flush, config, base_graph.replay)
         torch.cuda.synchronize()
         for round_, marks in records:
-            times.add(marks[0].elapsed_time(marks[1]) / calls, marks[2].elapsed_time(marks[3]) / calls, round_ % 2 == 0)
+            times.add(marks[0].elapsed_time(marks[1]) / calls, marks[2].elapsed_time(marks[3]) / calls,
+                      _baseline_first(round_, config.batch))
         if times.narrow(config) or time.perf_counter() - started > config.budget_s:
             break
     for _, out in cand_outputs:

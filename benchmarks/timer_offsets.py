@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python3 benchmarks/timer_offsets.py [--tasks all] [--repeats 4] [--pairs 200] [--max-cases 3]
         [--shard K/N] --json F          # measure: every pair's times, per case, variant, repeat
-    PYTHONPATH=src python3 benchmarks/timer_offsets.py --merge F... [--out FILE]   # analyse
+    PYTHONPATH=src python3 benchmarks/timer_offsets.py --merge F... [--scheme parity] [--out FILE]
 
 Repeated A/A measurements of one case in one process differ by more than each measurement's own
 interval says (docs/benchmarks/2026-11-29_timer_precision_h200.md): something is fixed for one
@@ -213,6 +213,50 @@ def analyse(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _expected_first(scheme: str, batch_index: int, position: int, batch: int = 10) -> bool:
+    """Which side ran first at `position` of a batch: by pair parity (the timer before 6239901) or
+    alternating between batches too (`aka.harness.paired._baseline_first`)."""
+    return position % 2 == 0 if scheme == "parity" else (position + batch_index) % 2 == 0
+
+
+def edges(rows: list[dict[str, Any]], scheme: str, batch: int = 10) -> str:
+    """The first-side penalty (first call's time over its partner's, less 1) by position in the
+    batch, and each variant's A/A bias, from event-timed measurements. Each batch after the first
+    (all checked, none kept) keeps `batch - 1` pairs: one checked pair is left out; where the run
+    order breaks the expected pattern, that is the position skipped."""
+    lines = ["", f"## Batch edges and bias (event-timed cases; order scheme: {scheme})", "",
+             "First-side penalty by position in the batch, 20%-trimmed mean, in 1e-4 (0: no effect). "
+             "Bias: mean log self-speedup over measurements, and its standard error over cases "
+             "(a case's repeats share its offsets).", "",
+             "| variant | " + " | ".join(f"p{p}" for p in range(batch)) + " | bias | se |",
+             "|---|" + "---|" * (batch + 2)]
+    for variant in sorted({v for row in rows for v in row["variants"]} - {"recaptured"}):
+        penalties: dict[int, list[float]] = {p: [] for p in range(batch)}
+        per_case: list[float] = []
+        for row in rows:
+            kept = [m for m in row["variants"][variant] if m["method"] == "paired_cuda_event_l2flush"]
+            if not kept:
+                continue
+            per_case.append(statistics.fmean(ESTIMATORS["trimmed mean 20%"](_log_ratios(m)) for m in kept))
+            for m in kept:
+                triples = list(zip(m["base"], m["cand"], m["first"], strict=True))
+                for chunk_index, start in enumerate(range(0, len(triples) - batch + 2, batch - 1)):
+                    position = 0
+                    for base, cand, first in triples[start:start + batch - 1]:
+                        if bool(first) != _expected_first(scheme, chunk_index + 1, position, batch):
+                            position += 1
+                        if position < batch:
+                            earlier, later = (base, cand) if first else (cand, base)
+                            penalties[position].append(1e4 * (earlier / later - 1))
+                        position += 1
+        if per_case:
+            bias = statistics.fmean(per_case)
+            error = statistics.stdev(per_case) / math.sqrt(len(per_case)) if len(per_case) > 1 else float("nan")
+            cells = " | ".join(f"{_trimmed(v):+.1f}" if v else "-" for v in penalties.values())
+            lines.append(f"| {variant} | {cells} | {bias:+.5f} | {error:.5f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", nargs="*", default=["all"])
@@ -225,6 +269,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--merge", type=Path, nargs="*")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--scheme", choices=["parity", "alternating"], default="alternating",
+                        help="the timer's run order, for --merge of runs before 6239901: parity")
     args = parser.parse_args()
     if args.merge:
         rows = [row for path in args.merge for row in json.loads(path.read_text())]
@@ -242,7 +288,7 @@ def main() -> int:
                     print(f"{task.name}: {type(exc).__name__}: {exc}", flush=True)
                 if args.json:
                     args.json.write_text(json.dumps(rows))
-    text = analyse(rows)
+    text = analyse(rows) + edges(rows, args.scheme)
     print(text)
     if args.out:
         args.out.write_text(text)

@@ -4,19 +4,22 @@
         [--shard K/N] --json F          # measure: every pair's times, per case, variant, repeat
     PYTHONPATH=src python3 benchmarks/timer_offsets.py --merge F... [--scheme parity] [--out FILE]
 
-Repeated A/A measurements of one case in one process differ by more than each measurement's own
-interval says (docs/benchmarks/2026-11-29_timer_precision_h200.md): something is fixed for one
-measurement and random between measurements. Each variant changes one suspect, every variant
-takes the same number of pairs (no early stop), interleaved per repeat:
+Repeated A/A evaluations of a task differ by more than each one's interval says: something is
+fixed for one measurement (or one process) and random between them. Each variant changes one
+suspect, every variant takes the same number of pairs (no early stop), interleaved per repeat
+(findings: docs/benchmarks/2026-11-30_timer_bias_h200.md):
 - `copies`: as the evaluator times (the kernel loaded twice, baseline and candidate copies);
 - `same`: one loaded copy on both sides (no code placement difference at all);
 - `spaced`: as `copies`, with a spacer of random size allocated before each pair's inputs, so
   inputs and outputs land at new addresses every pair (not a cycle the allocator repeats);
+- `swapped`: as `copies` with the sides exchanged: the copy loaded second is the baseline (the
+  evaluator always loads the baseline first; an offset that follows the load order flips sign);
 - `recaptured` (graph-timed cases only): the graphs captured anew for every batch, with fresh
   inputs, the capture order alternating.
 The analysis (`--merge`) then scores estimators of each measurement's speedup on the same raw
-pairs: the order-balanced median (the evaluator's), the mean and the 20%-trimmed mean of log
-ratios, per variant: the spread between repeats against the spread each measurement predicts.
+pairs (the order-balanced median, the mean, the 10%- and the 20%-trimmed mean of log ratios: the
+evaluator's since 6239901), per variant: the spread between repeats against the spread each
+measurement predicts; then each variant's bias and the first-side penalty by position in a batch.
 """
 
 from __future__ import annotations
@@ -146,9 +149,10 @@ def measure_task(task: Any, scratch: Path, repeats: int, pairs: int, max_cases: 
             variants: dict[str, list[dict[str, Any]]] = {}
             graph_ms: float | None = None
             for rep in range(repeats):
-                for name, kind, other in (("copies", SelfPairs, second), ("same", SelfPairs, first),
-                                          ("spaced", SpacedPairs, second)):
-                    source = kind(kernel_task, case, first, other, device, 7919 * rep + len(name))
+                for name, kind, base, cand in (("copies", SelfPairs, first, second), ("same", SelfPairs, first, first),
+                                               ("spaced", SpacedPairs, first, second),
+                                               ("swapped", SelfPairs, second, first)):
+                    source = kind(kernel_task, case, base, cand, device, 7919 * rep + len(name))
                     variants.setdefault(name, []).append(measure(source, device, config))
                 if variants["copies"][0]["method"] == GRAPH_METHOD:
                     graph_ms = graph_ms or statistics.median(variants["copies"][0]["base"])

@@ -227,7 +227,7 @@ def _baseline_first(pair: int, batch: int) -> bool:
 def _untimed(flush: torch.Tensor, config: PairedConfig, call: Callable[[], object]) -> None:
     """A call in the timed calls' conditions, not timed: it stands at both edges of a batch. On
     the H200 the first timed call after the GPU idled (a batch starts after a synchronize and the
-    host's checks) read 0.15-0.2% slower than its pair partner, and the last one before the
+    host's checks) read 0.15-0.19% slower than its pair partner, and the last one before the
     synchronize 0.03-0.05%; since the same side always stood there, that was a bias of +0.03%
     in A/A (docs/benchmarks/2026-11-30_timer_bias_h200.md)."""
     flush.zero_()

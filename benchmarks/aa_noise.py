@@ -27,7 +27,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
-from suite_copy import copy_tasks, evaluate, kernel_pair, shard  # noqa: E402
+from suite_copy import copy_tasks, evaluate, kernel_pair, shard, write_report  # noqa: E402
 
 from aka.device import detect_device  # noqa: E402
 from aka.tasks import Task, select_tasks  # noqa: E402
@@ -64,7 +64,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.merge:
         merged = [row for path in args.merge for row in json.loads(path.read_text())]
-        return _write(render(merged, "merged shards", args.repeats), args.out)
+        return write_report(render(merged, "merged shards", args.repeats), args.out)
     device = detect_device()
     tasks = shard(select_tasks(REPO / "tasks", args.tasks), args.shard)
     rows: list[dict[str, Any]] = []
@@ -83,7 +83,7 @@ def main() -> int:
             print(rows[-1], flush=True)
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=1))
-    return _write(render(rows, f"{device.name} ({device.arch or 'cpu'})", args.repeats), args.out)
+    return write_report(render(rows, f"{device.name} ({device.arch or 'cpu'})", args.repeats), args.out)
 
 
 def render(rows: list[dict[str, Any]], device: str, repeats: int) -> str:
@@ -128,13 +128,6 @@ def render(rows: list[dict[str, Any]], device: str, repeats: int) -> str:
         lines.append("Evaluation time per task (compile, correctness, paired timing): "
                      f"median {statistics.median(seconds):.1f} s.")
     return "\n".join(lines) + "\n"
-
-
-def _write(text: str, out: Path | None) -> int:
-    print(text)
-    if out:
-        out.write_text(text)
-    return 0
 
 
 if __name__ == "__main__":

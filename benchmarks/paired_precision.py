@@ -22,7 +22,6 @@ import json
 import math
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
-from suite_copy import copy_tasks, kernel_pair, shard  # noqa: E402
+from suite_copy import kernel_pair, measure_each, shard, write_report  # noqa: E402
 
 from aka.tasks import select_tasks  # noqa: E402
 
@@ -140,23 +139,9 @@ def main() -> int:
     if args.merge:
         rows = [row for path in args.merge for row in json.loads(path.read_text())]
     else:
-        tasks = shard(select_tasks(REPO / "tasks", args.tasks), args.shard)
-        rows = []
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp) / "tasks"
-            copy_tasks(tasks, root, source_baseline=True)
-            for task in select_tasks(root, [t.name for t in tasks]):
-                try:
-                    rows += measure_task(task, Path(tmp) / task.slug, args.targets, args.repeats)
-                except Exception as exc:  # one task's trouble must not lose the others' rows
-                    print(f"{task.name}: {type(exc).__name__}: {exc}", flush=True)
-                if args.json:
-                    args.json.write_text(json.dumps(rows, indent=1))
-    text = render(rows, args.repeats)
-    print(text)
-    if args.out:
-        args.out.write_text(text)
-    return 0
+        rows = measure_each(shard(select_tasks(REPO / "tasks", args.tasks), args.shard),
+                            lambda task, scratch: measure_task(task, scratch, args.targets, args.repeats), args.json)
+    return write_report(render(rows, args.repeats), args.out)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
-from suite_copy import SOLUTIONS, copy_tasks, evaluate, shard  # noqa: E402
+from suite_copy import SOLUTIONS, copy_tasks, evaluate, shard, write_report  # noqa: E402
 
 from aka.device import detect_device  # noqa: E402
 from aka.tasks import select_tasks  # noqa: E402
@@ -78,10 +78,7 @@ def main() -> int:
                 if args.json:
                     args.json.write_text(json.dumps(rows, indent=1))
         text = render(rows, f"{device.name} ({device.arch or 'cpu'})")
-    print(text)
-    if args.out:
-        args.out.write_text(text)
-    return 0
+    return write_report(text, args.out)
 
 
 if __name__ == "__main__":

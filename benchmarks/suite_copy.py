@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +26,7 @@ from aka.evaluator import Step, build_eval_dir, evaluate_candidate
 from aka.repository import materialize
 from aka.step_report import CaseReport
 from aka.task_authoring import SKELETON_FAMILIES
-from aka.tasks import Task
+from aka.tasks import Task, select_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "solutions" / "examples"
@@ -52,6 +54,33 @@ def copy_tasks(tasks: list[Task], root: Path, source_baseline: bool) -> None:
                 for rel in task.config.source_file_path:
                     shutil.copyfile(SOLUTIONS / task.name / rel, target / rel)
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def measure_each(tasks: list[Task], measure: Callable[[Task, Path], list[dict[str, Any]]],
+                 json_path: Path | None, indent: int | None = 1) -> list[dict[str, Any]]:
+    """The rows `measure(task, scratch)` gives for each task's copy (with `baseline: source`), in
+    turn. One task's trouble is printed, not fatal; the rows so far are rewritten to `json_path`
+    after every task, so a run cut short keeps them."""
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "tasks"
+        copy_tasks(tasks, root, source_baseline=True)
+        for task in select_tasks(root, [t.name for t in tasks]):
+            try:
+                rows += measure(task, Path(tmp) / task.slug)
+            except Exception as exc:  # one task's trouble must not lose the others' rows
+                print(f"{task.name}: {type(exc).__name__}: {exc}", flush=True)
+            if json_path:
+                json_path.write_text(json.dumps(rows, indent=indent))
+    return rows
+
+
+def write_report(text: str, out: Path | None) -> int:
+    """Print the report, and write it to `out` when given; 0, the exit status."""
+    print(text)
+    if out:
+        out.write_text(text)
+    return 0
 
 
 def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInfo) -> dict[str, Any]:

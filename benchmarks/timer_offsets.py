@@ -31,7 +31,6 @@ import math
 import random
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
 from paired_precision import SelfPairs  # noqa: E402
-from suite_copy import copy_tasks, kernel_pair, shard  # noqa: E402
+from suite_copy import kernel_pair, measure_each, shard, write_report  # noqa: E402
 
 from aka.tasks import select_tasks  # noqa: E402
 
@@ -67,11 +66,9 @@ class SpacedPairs(SelfPairs):
 
 def _recaptured_graphs(source: Any, config: Any, flush: Any, per_call_ms: float, times: Any) -> None:
     """The evaluator's graph timing, with both graphs captured anew (fresh inputs) every batch."""
-    import torch
+    from aka.harness.paired import _capture, graph_calls, replay_batch
 
-    from aka.harness.paired import _capture, _event, _hold_gpu
-
-    calls = max(2, min(500, math.ceil(config.graph_replay_ms / max(per_call_ms, 1e-4))))
+    calls = graph_calls(config, per_call_ms)
     batch = 0
     while len(times.base) < config.max_pairs:
         first = 2 * batch
@@ -81,20 +78,7 @@ def _recaptured_graphs(source: Any, config: Any, flush: Any, per_call_ms: float,
         for which in ((0, 1) if batch % 2 == 0 else (1, 0)):
             side = source.candidate if which else source.baseline
             captured[which], _ = _capture(lambda i, side=side, first=first: side(first + i), 2, calls)
-        records = []
-        for round_ in range(config.batch):
-            marks = [_event() for _ in range(4)]
-            for which in ((0, 1) if round_ % 2 == 0 else (1, 0)):
-                flush.zero_()
-                _hold_gpu(config.hold_ms)
-                marks[2 * which].record()
-                captured[which].replay()
-                marks[2 * which + 1].record()
-            records.append((round_, marks))
-        torch.cuda.synchronize()
-        for round_, marks in records:
-            times.add(marks[0].elapsed_time(marks[1]) / calls, marks[2].elapsed_time(marks[3]) / calls,
-                      round_ % 2 == 0)
+        replay_batch((captured[0], captured[1]), config, flush, batch * config.batch, calls, times)
         del captured
         source.release()
         batch += 1
@@ -280,23 +264,10 @@ def main() -> int:
         rows = [row for path in args.merge for row in json.loads(path.read_text())]
     else:
         tasks = [t for t in select_tasks(REPO / "tasks", args.tasks) if not t.name.startswith(tuple(args.exclude))]
-        tasks = shard(tasks, args.shard)
-        rows = []
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp) / "tasks"
-            copy_tasks(tasks, root, source_baseline=True)
-            for task in select_tasks(root, [t.name for t in tasks]):
-                try:
-                    rows += measure_task(task, Path(tmp) / task.slug, args.repeats, args.pairs, args.max_cases)
-                except Exception as exc:  # one task's trouble must not lose the others' rows
-                    print(f"{task.name}: {type(exc).__name__}: {exc}", flush=True)
-                if args.json:
-                    args.json.write_text(json.dumps(rows))
-    text = analyse(rows) + edges(rows, args.scheme)
-    print(text)
-    if args.out:
-        args.out.write_text(text)
-    return 0
+        rows = measure_each(shard(tasks, args.shard),
+                            lambda task, scratch: measure_task(task, scratch, args.repeats, args.pairs, args.max_cases),
+                            args.json, indent=None)
+    return write_report(analyse(rows) + edges(rows, args.scheme), args.out)
 
 
 if __name__ == "__main__":

@@ -113,9 +113,8 @@ def _t975(df: int) -> float:
     if df < 3:
         return (12.706, 4.303)[max(df, 1) - 1]
     z = 1.959964
-    d = df
-    return z + (z**3 + z) / (4 * d) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * d**2) + (
-        3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * d**3)
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2) + (
+        3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
 
 
 def trimmed_mean_with_ci(values: list[float], trim: float = TRIM) -> tuple[float, float, int]:
@@ -326,35 +325,46 @@ def _poison(output: object) -> None:
             fill_sentinel(tensor)
 
 
+def graph_calls(config: PairedConfig, per_call_ms: float, sets: int = 2) -> int:
+    """Calls per captured graph: enough for one replay to last `graph_replay_ms` (at most 500)."""
+    return max(sets, min(500, math.ceil(config.graph_replay_ms / max(per_call_ms, 1e-4))))
+
+
+def replay_batch(graphs: tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph], config: PairedConfig,
+                 flush: torch.Tensor, first_round: int, calls: int, times: PairTimes) -> None:
+    """One batch of timed replays of (baseline, candidate) graphs, untimed replays at its edges;
+    each round's per-call times are added to `times`."""
+    records = []
+    _untimed(flush, config, graphs[0].replay)
+    for round_ in range(first_round, first_round + config.batch):
+        marks = [_event() for _ in range(4)]
+        for which in ((0, 1) if _baseline_first(round_, config.batch) else (1, 0)):
+            flush.zero_()
+            _hold_gpu(config.hold_ms)
+            marks[2 * which].record()
+            graphs[which].replay()
+            marks[2 * which + 1].record()
+        records.append((round_, marks))
+    _untimed(flush, config, graphs[0].replay)
+    torch.cuda.synchronize()
+    for round_, marks in records:
+        times.add(marks[0].elapsed_time(marks[1]) / calls, marks[2].elapsed_time(marks[3]) / calls,
+                  _baseline_first(round_, config.batch))
+
+
 def _time_graphs(source: PairSource, config: PairedConfig, flush: torch.Tensor, per_call_ms: float,
                  sets: int = 2) -> PairedResult:
     """Graphs replay fixed input sets: host code (where a memo would live) does not run at replay."""
-    calls = max(sets, min(500, math.ceil(config.graph_replay_ms / max(per_call_ms, 1e-4))))
+    calls = graph_calls(config, per_call_ms, sets)
     for index in range(sets):
         source.prepare(index, True)
     base_graph, _ = _capture(source.baseline, sets, calls)
     cand_graph, cand_outputs = _capture(source.candidate, sets, calls)
-    graphs = (base_graph, cand_graph)
     times = PairTimes()
     started, rounds = time.perf_counter(), 0
     while len(times.base) < config.max_pairs:
-        records = []
-        _untimed(flush, config, base_graph.replay)
-        for _ in range(config.batch):
-            marks = [_event() for _ in range(4)]
-            for which in ((0, 1) if _baseline_first(rounds, config.batch) else (1, 0)):
-                flush.zero_()
-                _hold_gpu(config.hold_ms)
-                marks[2 * which].record()
-                graphs[which].replay()
-                marks[2 * which + 1].record()
-            records.append((rounds, marks))
-            rounds += 1
-        _untimed(flush, config, base_graph.replay)
-        torch.cuda.synchronize()
-        for round_, marks in records:
-            times.add(marks[0].elapsed_time(marks[1]) / calls, marks[2].elapsed_time(marks[3]) / calls,
-                      _baseline_first(round_, config.batch))
+        replay_batch((base_graph, cand_graph), config, flush, rounds, calls, times)
+        rounds += config.batch
         if times.narrow(config) or time.perf_counter() - started > config.budget_s:
             break
     for _, out in cand_outputs:

@@ -33,8 +33,15 @@ from aka.harness import (
     time_function,
     tolerance_for,
 )
-from aka.harness.candidates import first_error_lines
+from aka.harness.candidates import (
+    BASELINE_MODULE_PREFIX,
+    first_error_lines,
+    import_candidate,
+    load_cuda_library,
+    separate_load,
+)
 from aka.harness.channel import ReportChannel
+from aka.harness.paired import PairedConfig
 from aka.harness.report import CaseResult
 from aka.step_report import StepReport, StepStatus, parse_step_message
 
@@ -376,3 +383,95 @@ def test_the_baseline_is_built_before_compiling_moves_to_the_shared_cache(tmp_pa
     monkeypatch.setenv("TRITON_CACHE_DIR", str(private))
     assert run_step(_task(load_candidate=load), _ctx("correctness")).status == "ok"
     assert cache_at_load[tmp_path.name] == str(shared)  # no baseline there: shared from the start
+
+
+def test_performance_spreads_each_side_over_separate_loads(tmp_path: Path, monkeypatch) -> None:
+    """Each side is loaded `paired.loads` times (baseline loads before any candidate load) and
+    its calls go to the loads in turn; a load whose output is wrong fails the case."""
+    monkeypatch.chdir(tmp_path)
+    order: list[str] = []
+    calls: list[tuple[str, int]] = []
+
+    def loader(wrong_load: int | None) -> object:
+        def load(directory: Path) -> object:
+            side = "baseline" if directory.name == ".aka_baseline" else "candidate"
+            serial = sum(1 for o in order if o == side)
+            order.append(side)
+
+            def call(x: torch.Tensor) -> torch.Tensor:
+                calls.append((side, serial))
+                return x * (3 if side == "candidate" and serial == wrong_load else 2)
+            return call
+        return load
+
+    config = PairedConfig(loads=3)
+    assert run_step(_task(load_candidate=loader(None), paired=config), _ctx("performance")).status == "ok"
+    assert order == ["baseline"] * 3 + ["candidate"] * 3
+    timed = [serial for side, serial in calls if side == "candidate"]
+    assert sorted(set(timed)) == [0, 1, 2] and max(timed.count(s) for s in range(3)) - min(
+        timed.count(s) for s in range(3)) <= 1
+    order.clear()
+    wrong = run_step(_task(load_candidate=loader(2), paired=config), _ctx("performance"))
+    assert wrong.status == "failed" and "timed call" in (wrong.cases[0].message or "")
+    order.clear()
+    run_step(_task(load_candidate=loader(None), paired=config), _ctx("performance", AKA_TARGET="baseline"))
+    assert order == ["baseline"]  # a side timed alone is loaded once
+
+
+def test_a_separate_load_executes_the_sources_anew(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "kernel.py").write_text("import builtins\nbuiltins._aka_test_runs = "
+                                        "getattr(builtins, '_aka_test_runs', 0) + 1\nRUN = builtins._aka_test_runs\n")
+    monkeypatch.chdir(tmp_path)
+    import builtins
+
+    monkeypatch.setattr(builtins, "_aka_test_runs", 0, raising=False)
+    first = import_candidate("kernel")
+    assert import_candidate("kernel") is first and first.RUN == 1
+    with separate_load(1):
+        second = import_candidate("kernel")
+    with separate_load(2):
+        third = import_candidate("kernel")
+    assert (second.RUN, third.RUN) == (2, 3)
+    assert {first.__name__, second.__name__, third.__name__} == {"kernel", "kernel__aka_load1", "kernel__aka_load2"}
+    assert import_candidate("kernel") is first  # outside: the shared load again
+    baseline = tmp_path / ".aka_baseline"
+    baseline.mkdir()
+    shutil.copy(tmp_path / "kernel.py", baseline / "kernel.py")
+    with separate_load(1):
+        assert import_candidate("kernel", baseline).__name__.startswith(BASELINE_MODULE_PREFIX)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_a_separate_load_of_a_cuda_library_is_a_new_copy(tmp_path: Path) -> None:
+    source = tmp_path / "k.cu"
+    source.write_text('static int count = 0;\nextern "C" int bump() { return ++count; }\n')
+    library = compile_cuda_library(source, build_dir=tmp_path / "build")
+    assert load_cuda_library(library).bump() == 1
+    assert load_cuda_library(library).bump() == 2  # the same path: the handle already loaded
+    with separate_load(1):
+        assert load_cuda_library(library).bump() == 1  # a copy: its own code and statics
+    assert (tmp_path / "build" / f"{library.stem}-load1.so").is_file()
+
+
+def test_launches_are_counted_in_every_load_of_the_candidate() -> None:
+    import types
+
+    from aka.harness.guard import LaunchCounter
+
+    class FakeJit:  # the shape of triton's JITFunction: `fn` and `run`
+        def __init__(self) -> None:
+            self.fn = lambda: None
+
+        def run(self, *args: object) -> str:
+            return "launched"
+
+    loads = [types.ModuleType(f"kernel{n}") for n in range(3)]
+    for module in loads:
+        module.k = FakeJit()  # type: ignore[attr-defined]
+    alias = types.ModuleType("helper")
+    alias.k = loads[0].k  # type: ignore[attr-defined]  # the same function seen twice: wrapped once
+    counter = LaunchCounter()
+    counter.instrument([*loads, alias], ["k", "missing"])
+    assert counter.instrumented == {"k"}
+    assert [module.k.run() for module in loads] == ["launched"] * 3  # type: ignore[attr-defined]
+    assert counter.total() == 3

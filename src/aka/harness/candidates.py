@@ -8,6 +8,7 @@ the first one compiles, and an edited source can never be served a stale library
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -18,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import cast
@@ -43,6 +44,20 @@ class ToolMissingError(Exception):
 
 
 BASELINE_MODULE_PREFIX = "_aka_baseline_"
+_separate_loads: list[int] = []  # the serial of the current separate load; empty: loads are shared
+
+
+@contextlib.contextmanager
+def separate_load(serial: int) -> Iterator[None]:
+    """Within: `import_candidate` executes the sources anew under a module name of their own and
+    `load_cuda_library` loads a copy of the library file, so a task's `load_candidate` returns a
+    second, separately loaded copy of the same code (new Triton JIT functions, new CUDA modules
+    at other code addresses; the performance step spreads each side over several of them)."""
+    _separate_loads.append(serial)
+    try:
+        yield
+    finally:
+        _separate_loads.pop()
 
 
 def import_candidate(module: str = "kernel", directory: Path | None = None) -> ModuleType:
@@ -50,6 +65,7 @@ def import_candidate(module: str = "kernel", directory: Path | None = None) -> M
 
     Sources in cwd import under their own name (cwd goes first on sys.path); any other directory
     (the pristine baseline copy) imports under a prefixed name, so the two never share a module.
+    Inside `separate_load(n)` the name gets the suffix `__aka_load<n>` and is always executed anew.
     """
     cwd = Path.cwd().resolve()
     base = (directory or cwd).resolve()
@@ -57,8 +73,10 @@ def import_candidate(module: str = "kernel", directory: Path | None = None) -> M
     if base == cwd and str(base) not in sys.path:
         sys.path.insert(0, str(base))
     path = base / f"{module}.py"
+    if _separate_loads:
+        name = f"{name}__aka_load{_separate_loads[-1]}"
     loaded = sys.modules.get(name)
-    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path) and not _separate_loads:
         return loaded
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None or not path.is_file():
@@ -166,7 +184,17 @@ def compile_cuda_library(source: str | Path, arch: str | None = None, flags: Seq
 
 
 def load_cuda_library(path: str | Path) -> ctypes.CDLL:
-    """Load a built library; loading needs no GPU, so the compile step can check the symbols."""
+    """Load a built library; loading needs no GPU, so the compile step can check the symbols.
+    Inside `separate_load(n)`, a copy of the file is loaded (the same path returns the handle
+    already loaded)."""
+    if _separate_loads and Path(path).is_file():
+        source = Path(path)
+        copy = source.with_name(f"{source.stem}-load{_separate_loads[-1]}{source.suffix}")
+        fd, tmp_name = tempfile.mkstemp(suffix=source.suffix, dir=source.parent)
+        os.close(fd)
+        shutil.copyfile(source, tmp_name)  # always anew: never a file left there by someone else
+        os.replace(tmp_name, copy)
+        path = copy
     try:
         return ctypes.CDLL(str(path))
     except OSError as exc:

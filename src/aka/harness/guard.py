@@ -83,13 +83,17 @@ class LaunchCounter:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.instrumented: set[str] = set()
+        self._wrapped: set[int] = set()
 
     def instrument(self, modules: Iterable[ModuleType], names: Iterable[str]) -> None:
+        """Every module's own JIT function of each name is counted: separate loads of the
+        candidate each have theirs."""
         for module in modules:
             for name in names:
                 target = _innermost_jit(getattr(module, name, None))
-                if target is None or name in self.instrumented:
+                if target is None or id(target) in self._wrapped:
                     continue
+                self._wrapped.add(id(target))
                 original = target.run  # type: ignore[attr-defined]
 
                 def counting_run(*args: Any, _name: str = name, _run: Any = original, **kwargs: Any) -> Any:

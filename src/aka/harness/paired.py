@@ -85,6 +85,7 @@ class PairedConfig:
     graph_threshold_ms: float = 0.020
     graph_replay_ms: float = 0.5
     cpu_pairs: int = 3
+    loads: int = 3  # separate loads of each side's code, called in turn (the performance step)
 
     def for_cases(self, count: int) -> PairedConfig:
         """Per-case budget when a step times `count` cases: the step's budget shared out, so that
@@ -303,8 +304,10 @@ def _check_hidden_work(source: PairSource, flush: torch.Tensor, first: int, reps
             f"(its events read {statistics.median(events[1]):.3f} ms)")
 
 
-def _capture(run: Callable[[int], object], sets: int,
-             calls: int) -> tuple[torch.cuda.CUDAGraph, list[tuple[int, object]]]:
+def _capture(run: Callable[[int], object], sets: int, calls: int,
+             kept: int = 0) -> tuple[torch.cuda.CUDAGraph, list[tuple[int, object]]]:
+    """A graph of `calls` calls over `sets` input sets, and the outputs of the last
+    `max(sets, kept)` calls (for the check)."""
     side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -316,7 +319,7 @@ def _capture(run: Callable[[int], object], sets: int,
     with torch.cuda.graph(graph):
         for call in range(calls):
             outputs.append((call % sets, run(call % sets)))
-    return graph, outputs[-sets:]
+    return graph, outputs[-max(sets, kept):]
 
 
 def _poison(output: object) -> None:
@@ -355,11 +358,11 @@ def replay_batch(graphs: tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph], conf
 def _time_graphs(source: PairSource, config: PairedConfig, flush: torch.Tensor, per_call_ms: float,
                  sets: int = 2) -> PairedResult:
     """Graphs replay fixed input sets: host code (where a memo would live) does not run at replay."""
-    calls = graph_calls(config, per_call_ms, sets)
+    calls = max(graph_calls(config, per_call_ms, sets), config.loads)
     for index in range(sets):
         source.prepare(index, True)
     base_graph, _ = _capture(source.baseline, sets, calls)
-    cand_graph, cand_outputs = _capture(source.candidate, sets, calls)
+    cand_graph, cand_outputs = _capture(source.candidate, sets, calls, kept=config.loads)  # every load checked
     times = PairTimes()
     started, rounds = time.perf_counter(), 0
     while len(times.base) < config.max_pairs:
@@ -379,7 +382,7 @@ def _time_graphs(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
 
 def _time_cpu(source: PairSource, config: PairedConfig) -> PairedResult:
     times = PairTimes()
-    for pair in range(max(config.cpu_pairs, 1)):
+    for pair in range(max(config.cpu_pairs, config.loads, 1)):  # every load's output checked
         source.prepare(pair, True)
         spent = [0.0, 0.0]
         for which in ((0, 1) if pair % 2 == 0 else (1, 0)):

@@ -5,6 +5,12 @@ and called once per case, so its kernels are compiled and held in memory, before
 is imported (and before compiling switches to the evaluation's shared cache). Every timed pair
 gets fresh inputs; the timed outputs go through the same checks as the correctness step; and a
 time under the case's speed-of-light floor is an impossible speedup.
+
+Each side is loaded `PairedConfig.loads` times (separate Triton JIT functions and CUDA modules,
+so separate code addresses) and its calls go to the loads in turn: on the H200 one load of a
+kernel ran up to 0.8% faster or slower than another load of the same code, an offset that
+stays for the life of the process, and spreading each side over three loads cut it to about a
+third (docs/benchmarks/2026-12-01_code_placement_h200.md).
 With `AKA_TARGET=baseline` (or `reference`) only that side is timed, alone: the run's frozen
 baseline record.
 """
@@ -12,6 +18,7 @@ baseline record.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import secrets
 from collections.abc import Callable
@@ -20,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from aka.harness.candidates import use_shared_cache
+from aka.harness.candidates import separate_load, use_shared_cache
 from aka.harness.cases import Case, sync
 from aka.harness.checks import make_verifier
 from aka.harness.compare import Output
@@ -53,6 +60,31 @@ def pair_inputs(task: KernelTask, case: Case, index: int, salt: int, device: tor
     """Timed pair `index`'s fresh inputs, from the case's seed salted at evaluation time."""
     seed = (case.seed * 1_000_003 + index * 7919) ^ salt
     return make_case_inputs(task, case, seed % 2**63, device)
+
+
+class InTurn:
+    """Calls several loads of the same sources in turn, one per call."""
+
+    def __init__(self, loads: list[Callable[..., object]]) -> None:
+        self.loads, self.calls = loads, 0
+
+    def __call__(self, *args: object) -> object:
+        load = self.loads[self.calls % len(self.loads)]
+        self.calls += 1
+        return load(*args)
+
+
+def load_separately(task: KernelTask, cases: list[Case], count: int,
+                    directory: Path | None = None) -> list[Callable[..., object]] | StepResult:
+    """`count` separate loads of the sources in `directory` (default: the candidate in cwd)."""
+    loads: list[Callable[..., object]] = []
+    for serial in range(count):
+        with separate_load(serial) if serial else contextlib.nullcontext():
+            loaded = load_source(task, "performance", cases, directory)
+        if isinstance(loaded, StepResult):
+            return loaded
+        loads.append(loaded)
+    return loads
 
 
 @dataclass
@@ -126,24 +158,29 @@ def performance_step(task: KernelTask, ctx: StepContext) -> StepResult:
     """Paired times per case; `AKA_TARGET=reference` or `baseline` times that side alone (the run's
     frozen baseline record)."""
     cases = task.cases_for(ctx.profile)
+    timed_alone = ctx.target != "candidate"
+    loads = 1 if timed_alone else max(1, task.paired.loads)
     if ctx.target == "reference" or ctx.baseline == "reference":  # torch2*, instruction2*: PyTorch is the baseline
-        baseline: Callable[..., object] | StepResult = task.reference
+        baselines: list[Callable[..., object]] | StepResult = [task.reference]
     else:
-        baseline = load_source(task, "performance", cases, ctx.baseline_dir or Path.cwd() / ".aka_baseline")
-    if isinstance(baseline, StepResult):
-        raise RuntimeError(f"the task's own baseline sources do not load: {baseline.message}")
-    if ctx.target != "candidate":
-        return StepResult("performance", "ok", None, [_time_alone(task, ctx, baseline, case) for case in cases])
-    for case in cases:  # every specialization of the baseline is compiled before any candidate code runs
-        baseline(*make_case_inputs(task, case, case.seed, ctx.device))
+        baselines = load_separately(task, list(cases), loads, ctx.baseline_dir or Path.cwd() / ".aka_baseline")
+    if isinstance(baselines, StepResult):
+        raise RuntimeError(f"the task's own baseline sources do not load: {baselines.message}")
+    if timed_alone:
+        return StepResult("performance", "ok", None, [_time_alone(task, ctx, baselines[0], case) for case in cases])
+    for case in cases:  # every specialization of every baseline load is compiled before any candidate code runs
+        for load in baselines:
+            load(*make_case_inputs(task, case, case.seed, ctx.device))
         sync(ctx.device)
     use_shared_cache()
-    candidate = load_source(task, "performance", cases)
-    if isinstance(candidate, StepResult):
-        return candidate
+    candidates = load_separately(task, list(cases), loads)
+    if isinstance(candidates, StepResult):
+        return candidates
     verifier = make_verifier(task, ctx)
     results: list[CaseResult] = []
     config = task.paired.for_cases(len(cases))
+    config = dataclasses.replace(config, warmup=max(config.warmup, len(candidates)))  # each load compiles untimed
+    baseline, candidate = InTurn(baselines), InTurn(candidates)
     for index, case in enumerate(cases):
         results.append(_time_case(task, ctx, verifier, baseline, candidate, case, config))
         log.info("%s: %s", case.id, results[-1].message or f"{results[-1].speedup:.4f}x")

@@ -475,3 +475,22 @@ def test_launches_are_counted_in_every_load_of_the_candidate() -> None:
     assert counter.instrumented == {"k"}
     assert [module.k.run() for module in loads] == ["launched"] * 3  # type: ignore[attr-defined]
     assert counter.total() == 3
+
+
+def test_only_the_baseline_copy_imports_under_the_baseline_prefix(tmp_path: Path, monkeypatch) -> None:
+    """A repository task's package lives in a folder of the evaluation directory: still the
+    candidate (its kernels get the launch counter); `.aka_baseline/` and outside dirs are not."""
+    for folder in ("pkg", ".aka_baseline/pkg"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "ops.py").write_text("VALUE = 1\n")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "ops.py").write_text("VALUE = 2\n")
+    monkeypatch.chdir(tmp_path)
+    assert import_candidate("ops", tmp_path / "pkg").__name__ == "_aka_candidate_ops"
+    assert import_candidate("ops", tmp_path / ".aka_baseline" / "pkg").__name__ == f"{BASELINE_MODULE_PREFIX}ops"
+    assert import_candidate("ops", outside).__name__ == f"{BASELINE_MODULE_PREFIX}ops"
+    from aka.harness.guard import modules_under
+
+    counted = [m.__name__ for m in modules_under(tmp_path) if not m.__name__.startswith(BASELINE_MODULE_PREFIX)]
+    assert counted == ["_aka_candidate_ops"]  # what make_verifier instruments

@@ -36,7 +36,7 @@ from aka.step_report import (
 from aka.tasks import IGNORED_NAMES, Task
 
 SRC_ROOT = Path(__file__).resolve().parents[1]
-BASELINE_SOURCES_DIR = ".aka_baseline"
+BASELINE_SOURCES_DIR = ".aka_baseline"  # = aka.harness.candidates.BASELINE_SOURCES_DIR (the harness stays torch-side)
 CHANNEL_LIMIT_BYTES = 16 * 1024 * 1024
 
 

@@ -44,6 +44,8 @@ class ToolMissingError(Exception):
 
 
 BASELINE_MODULE_PREFIX = "_aka_baseline_"
+CANDIDATE_MODULE_PREFIX = "_aka_candidate_"  # the candidate's modules outside cwd's top level
+BASELINE_SOURCES_DIR = ".aka_baseline"  # the pristine sources in the evaluation directory (= aka.evaluator's)
 _separate_loads: list[int] = []  # the serial of the current separate load; empty: loads are shared
 
 
@@ -63,13 +65,19 @@ def separate_load(serial: int) -> Iterator[None]:
 def import_candidate(module: str = "kernel", directory: Path | None = None) -> ModuleType:
     """Import `<module>.py` from `directory` (default: the evaluation directory, cwd).
 
-    Sources in cwd import under their own name (cwd goes first on sys.path); any other directory
-    (the pristine baseline copy) imports under a prefixed name, so the two never share a module.
-    Inside `separate_load(n)` the name gets the suffix `__aka_load<n>` and is always executed anew.
+    Sources in cwd import under their own name (cwd goes first on sys.path), those in a folder of
+    it (a repository task's package) under `_aka_candidate_<module>` (never shadowing a library
+    of that name); the pristine baseline copy (`.aka_baseline/`, or any directory outside cwd)
+    under `_aka_baseline_<module>`, so the two never share a module and only the candidate's
+    modules get the launch counter. Inside `separate_load(n)` the name gets the suffix
+    `__aka_load<n>` and is always executed anew.
     """
     cwd = Path.cwd().resolve()
     base = (directory or cwd).resolve()
-    name = module if base == cwd else f"{BASELINE_MODULE_PREFIX}{module}"
+    if not base.is_relative_to(cwd) or base.is_relative_to(cwd / BASELINE_SOURCES_DIR):
+        name = f"{BASELINE_MODULE_PREFIX}{module}"
+    else:
+        name = module if base == cwd else f"{CANDIDATE_MODULE_PREFIX}{module}"
     if base == cwd and str(base) not in sys.path:
         sys.path.insert(0, str(base))
     path = base / f"{module}.py"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from aka.harness.candidates import separate_load, use_shared_cache
+from aka.harness.candidates import BASELINE_SOURCES_DIR, separate_load, use_shared_cache
 from aka.harness.cases import Case, sync
 from aka.harness.checks import make_verifier
 from aka.harness.compare import Output
@@ -163,7 +163,7 @@ def performance_step(task: KernelTask, ctx: StepContext) -> StepResult:
     if ctx.target == "reference" or ctx.baseline == "reference":  # torch2*, instruction2*: PyTorch is the baseline
         baselines: list[Callable[..., object]] | StepResult = [task.reference]
     else:
-        baselines = load_separately(task, list(cases), loads, ctx.baseline_dir or Path.cwd() / ".aka_baseline")
+        baselines = load_separately(task, list(cases), loads, ctx.baseline_dir or Path.cwd() / BASELINE_SOURCES_DIR)
     if isinstance(baselines, StepResult):
         raise RuntimeError(f"the task's own baseline sources do not load: {baselines.message}")
     if timed_alone:

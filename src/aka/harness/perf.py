@@ -8,7 +8,7 @@ time under the case's speed-of-light floor is an impossible speedup.
 
 Each side is loaded `PairedConfig.loads` times (separate Triton JIT functions and CUDA modules,
 so separate code addresses) and its calls go to the loads in turn: on the H200 one load of a
-kernel ran up to 0.8% faster or slower than another load of the same code, an offset that
+kernel ran up to 0.9% faster or slower than another load of the same code, an offset that
 stays for the life of the process, and spreading each side over three loads cut it to about a
 third (docs/benchmarks/2026-12-01_code_placement_h200.md).
 With `AKA_TARGET=baseline` (or `reference`) only that side is timed, alone: the run's frozen

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import math
 import shutil
 import statistics
@@ -36,10 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
 from paired_precision import SelfPairs  # noqa: E402
-from suite_copy import kernel_pair, measure_each, shard, write_report  # noqa: E402
+from suite_copy import add_suite_arguments, kernel_pair, suite_rows, write_report  # noqa: E402
 from timer_offsets import ESTIMATORS, _log_ratios, measure  # noqa: E402
-
-from aka.tasks import select_tasks  # noqa: E402
 
 
 class RotatedPairs(SelfPairs):
@@ -146,25 +143,14 @@ def analyse(rows: list[dict[str, Any]]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--tasks", nargs="*", default=["all"])
+    add_suite_arguments(parser, exclude=("e2e/",))
     parser.add_argument("--copies", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--max-cases", type=int, default=1, help="cases per task, spread over its list")
-    parser.add_argument("--exclude", nargs="*", default=["e2e/"])
-    parser.add_argument("--shard", default="1/1")
-    parser.add_argument("--json", type=Path)
-    parser.add_argument("--merge", type=Path, nargs="*")
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    if args.merge:
-        rows = [row for path in args.merge for row in json.loads(path.read_text())]
-    else:
-        tasks = [t for t in select_tasks(REPO / "tasks", args.tasks) if not t.name.startswith(tuple(args.exclude))]
-        rows = measure_each(shard(tasks, args.shard),
-                            lambda task, scratch: measure_task(task, scratch, args.copies, args.repeats,
-                                                               args.pairs, args.max_cases),
-                            args.json, indent=None)
+    rows = suite_rows(args, lambda task, scratch: measure_task(task, scratch, args.copies, args.repeats,
+                                                               args.pairs, args.max_cases), indent=None)
     return write_report(analyse(rows), args.out)
 
 

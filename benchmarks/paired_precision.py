@@ -29,9 +29,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
-from suite_copy import kernel_pair, measure_each, shard, write_report  # noqa: E402
-
-from aka.tasks import select_tasks  # noqa: E402
+from suite_copy import add_suite_arguments, kernel_pair, suite_rows, write_report  # noqa: E402
 
 
 class SelfPairs:
@@ -128,19 +126,11 @@ def render(rows: list[dict[str, Any]], repeats: int) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--tasks", nargs="*", default=["all"])
+    add_suite_arguments(parser)
     parser.add_argument("--targets", nargs="*", type=float, default=[0.002, 0.0005])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--shard", default="1/1")
-    parser.add_argument("--json", type=Path)
-    parser.add_argument("--merge", type=Path, nargs="*")
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    if args.merge:
-        rows = [row for path in args.merge for row in json.loads(path.read_text())]
-    else:
-        rows = measure_each(shard(select_tasks(REPO / "tasks", args.tasks), args.shard),
-                            lambda task, scratch: measure_task(task, scratch, args.targets, args.repeats), args.json)
+    rows = suite_rows(args, lambda task, scratch: measure_task(task, scratch, args.targets, args.repeats))
     return write_report(render(rows, args.repeats), args.out)
 
 

@@ -7,6 +7,7 @@ instead. Held-out files are dropped: the benchmarks do not measure generalizatio
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.util
 import json
@@ -73,6 +74,25 @@ def measure_each(tasks: list[Task], measure: Callable[[Task, Path], list[dict[st
             if json_path:
                 json_path.write_text(json.dumps(rows, indent=indent))
     return rows
+
+
+def add_suite_arguments(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
+    """The options every per-task benchmark shares: which tasks, which shard, where rows go."""
+    parser.add_argument("--tasks", nargs="*", default=["all"])
+    parser.add_argument("--exclude", nargs="*", default=list(exclude), help="task name prefixes left out")
+    parser.add_argument("--shard", default="1/1", help="K/N: every N-th task from the K-th (one GPU each)")
+    parser.add_argument("--json", type=Path, help="rows as JSON, rewritten after every task (to --merge shards)")
+    parser.add_argument("--merge", type=Path, nargs="*", help="render the report from shards' --json files")
+    parser.add_argument("--out", type=Path, help="the report, as markdown")
+
+
+def suite_rows(args: argparse.Namespace, measure: Callable[[Task, Path], list[dict[str, Any]]],
+               indent: int | None = 1) -> list[dict[str, Any]]:
+    """The rows of the `--merge` files, else what `measure` gives for the selected tasks' copies."""
+    if args.merge:
+        return [row for path in args.merge for row in json.loads(path.read_text())]
+    tasks = [t for t in select_tasks(REPO / "tasks", args.tasks) if not t.name.startswith(tuple(args.exclude))]
+    return measure_each(shard(tasks, args.shard), measure, args.json, indent)
 
 
 def write_report(text: str, out: Path | None) -> int:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import random
 import statistics
@@ -40,9 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
 from paired_precision import SelfPairs  # noqa: E402
-from suite_copy import kernel_pair, measure_each, shard, write_report  # noqa: E402
-
-from aka.tasks import select_tasks  # noqa: E402
+from suite_copy import add_suite_arguments, kernel_pair, suite_rows, write_report  # noqa: E402
 
 
 class SpacedPairs(SelfPairs):
@@ -247,26 +244,15 @@ def edges(rows: list[dict[str, Any]], scheme: str, batch: int = 10) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--tasks", nargs="*", default=["all"])
+    add_suite_arguments(parser, exclude=("e2e/",))  # e2e: a 25 ms hold per call makes fixed pairs slow
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--max-cases", type=int, default=3, help="cases per task, spread over its list")
-    parser.add_argument("--exclude", nargs="*", default=["e2e/"],
-                        help="task name prefixes left out (e2e: a 25 ms hold per call makes fixed pairs slow)")
-    parser.add_argument("--shard", default="1/1")
-    parser.add_argument("--json", type=Path)
-    parser.add_argument("--merge", type=Path, nargs="*")
-    parser.add_argument("--out", type=Path)
     parser.add_argument("--scheme", choices=["parity", "alternating"], default="alternating",
                         help="the timer's run order, for --merge of runs before 6239901: parity")
     args = parser.parse_args()
-    if args.merge:
-        rows = [row for path in args.merge for row in json.loads(path.read_text())]
-    else:
-        tasks = [t for t in select_tasks(REPO / "tasks", args.tasks) if not t.name.startswith(tuple(args.exclude))]
-        rows = measure_each(shard(tasks, args.shard),
-                            lambda task, scratch: measure_task(task, scratch, args.repeats, args.pairs, args.max_cases),
-                            args.json, indent=None)
+    rows = suite_rows(args, lambda task, scratch: measure_task(task, scratch, args.repeats, args.pairs,
+                                                               args.max_cases), indent=None)
     return write_report(analyse(rows) + edges(rows, args.scheme), args.out)
 
 

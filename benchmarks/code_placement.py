@@ -6,9 +6,10 @@
 
 timer_offsets.py found per-case A/A offsets that repeat within a process when the kernel is
 loaded twice (the evaluator's two copies) and none with one copy on both sides. Here the task's
-kernel is loaded `--copies` times (each a fresh import: new Triton JIT functions, so a new
-CUDA module; CUDA libraries copied to a new path each, so a new registration) and each copy is
-timed against copy 0 with a fixed number of pairs, `--repeats` times, interleaved:
+kernel is loaded `--copies` times (copy 0 as the evaluator loads the candidate, the others
+through `aka.harness.candidates.separate_load`, as the performance step loads its sides: new
+Triton JIT functions, CUDA libraries copied to a new path) and each copy is timed against copy 0
+with a fixed number of pairs, `--repeats` times, interleaved:
 - `c0` (copy 0 on both sides: no placement difference), `c1`..: copy i against copy 0;
 - `rotated`: the first half of the copies on the baseline side, the second half on the
   candidate side, one of each per pair in turn (every combination equally often): does
@@ -20,14 +21,11 @@ the repeats predict (a ratio near 1: no offset that persists; above 1: a persist
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import math
-import shutil
 import statistics
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,8 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 from paired_precision import SelfPairs  # noqa: E402
 from suite_copy import add_suite_arguments, kernel_pair, suite_rows, write_report  # noqa: E402
 from timer_offsets import ESTIMATORS, _log_ratios, measure  # noqa: E402
+
+from aka.evaluator import BASELINE_SOURCES_DIR  # noqa: E402
 
 
 class RotatedPairs(SelfPairs):
@@ -54,40 +54,19 @@ class RotatedPairs(SelfPairs):
         return self.cands[(index // len(self.cands)) % len(self.cands)](*self.prepared[index])
 
 
-@contextlib.contextmanager
-def fresh_cuda_libraries(scratch: Path) -> Iterator[None]:
-    """Every CUDA library load from a new copy of the file: a new registration, new code memory
-    (the same path would return the loaded handle)."""
-    import aka.harness
-    import aka.harness.candidates as candidates
-
-    original = candidates.load_cuda_library
-
-    def load_copy(path: str | Path) -> Any:
-        copy = scratch / f"{uuid.uuid4().hex}-{Path(path).name}"
-        shutil.copyfile(path, copy)
-        return original(copy)
-
-    candidates.load_cuda_library = aka.harness.load_cuda_library = load_copy  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        candidates.load_cuda_library = aka.harness.load_cuda_library = original  # type: ignore[assignment]
-
-
 def measure_task(task: Any, scratch: Path, copies: int, repeats: int, pairs: int,
                  max_cases: int) -> list[dict[str, Any]]:
     import torch
 
+    from aka.harness.candidates import separate_load
+
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # cpu: a smoke test only
     rows = []
-    scratch.mkdir(parents=True, exist_ok=True)
-    with fresh_cuda_libraries(scratch), kernel_pair(task, scratch) as (kernel_task, first, second):
-        loaded: list[Callable[..., object]] = [first, second]
-        for index in range(2, copies):
-            directory = Path.cwd() / f".copy{index}"
-            shutil.copytree(Path.cwd() / ".aka_baseline", directory)
-            loaded.append(kernel_task.load_candidate(directory))
+    with kernel_pair(task, scratch) as (kernel_task, first, _):
+        loaded: list[Callable[..., object]] = [first]
+        for serial in range(1, copies):  # as the performance step loads its sides
+            with separate_load(serial):
+                loaded.append(kernel_task.load_candidate(Path.cwd() / BASELINE_SOURCES_DIR))
         cases = list(kernel_task.cases_for("full"))
         half = copies // 2
         for case in cases[::max(1, math.ceil(len(cases) / max_cases))]:

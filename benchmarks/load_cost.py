@@ -1,6 +1,6 @@
 """What one more separate load of a side's code costs the performance step (GPU).
 
-    PYTHONPATH=src python3 benchmarks/load_cost.py [--tasks all] [--loads 3] [--shard K/N] [--out FILE]
+    PYTHONPATH=src python3 benchmarks/load_cost.py [--tasks all] [--loads 3] [--shard K/N] [--json F] [--out FILE]
 
 The performance step loads each side `PairedConfig.loads` times (aka.harness.perf). Per task,
 with the compile caches already warm (as in an evaluation, where the correctness step built the
@@ -21,9 +21,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
-from suite_copy import kernel_pair, measure_each, shard, write_report  # noqa: E402
+from suite_copy import add_suite_arguments, kernel_pair, suite_rows, write_report  # noqa: E402
 
-from aka.tasks import select_tasks  # noqa: E402
+from aka.evaluator import BASELINE_SOURCES_DIR  # noqa: E402
 
 
 def measure_task(task: Any, scratch: Path, loads: int) -> list[dict[str, Any]]:
@@ -42,7 +42,7 @@ def measure_task(task: Any, scratch: Path, loads: int) -> list[dict[str, Any]]:
         for serial in range(1, loads + 1):
             started = time.perf_counter()
             with separate_load(serial):
-                function = kernel_task.load_candidate(Path.cwd() / ".aka_baseline")
+                function = kernel_task.load_candidate(Path.cwd() / BASELINE_SOURCES_DIR)
             for args in inputs:
                 function(*args)
             if device.type == "cuda":
@@ -69,13 +69,10 @@ def render(rows: list[dict[str, Any]]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--tasks", nargs="*", default=["all"])
+    add_suite_arguments(parser)
     parser.add_argument("--loads", type=int, default=3)
-    parser.add_argument("--shard", default="1/1")
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    tasks = shard(select_tasks(REPO / "tasks", args.tasks), args.shard)
-    rows = measure_each(tasks, lambda task, scratch: measure_task(task, scratch, args.loads), None)
+    rows = suite_rows(args, lambda task, scratch: measure_task(task, scratch, args.loads))
     return write_report(render(rows), args.out)
 
 

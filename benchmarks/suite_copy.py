@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from aka.device import DeviceInfo
-from aka.evaluator import Step, build_eval_dir, evaluate_candidate
+from aka.evaluator import BASELINE_SOURCES_DIR, Step, build_eval_dir, evaluate_candidate
 from aka.repository import materialize
 from aka.step_report import CaseReport
 from aka.task_authoring import SKELETON_FAMILIES
@@ -150,6 +150,7 @@ def kernel_pair(task: Task, scratch: Path,
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         kernel_task = module.TASK
-        yield kernel_task, kernel_task.load_candidate(eval_dir), kernel_task.load_candidate(eval_dir / ".aka_baseline")
+        baseline_dir = eval_dir / BASELINE_SOURCES_DIR
+        yield kernel_task, kernel_task.load_candidate(eval_dir), kernel_task.load_candidate(baseline_dir)
     finally:
         os.chdir(before)

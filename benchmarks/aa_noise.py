@@ -3,11 +3,12 @@
 
     PYTHONPATH=src python3 benchmarks/aa_noise.py [--repeats 3] [--tasks all] [--out FILE]
 
-For each repeat the real evaluator judges the noop candidate (the task's own kernel) against the
+The task's baseline is measured and frozen once, as a run does before its agent starts; then for
+each repeat the real evaluator judges the noop candidate (the task's own kernel) against the
 baseline (the same kernel, from the pristine copy), exactly as a run's evaluation does (compile,
-correctness, paired timing): the self-speedup should be 1. Tasks whose
-baseline is the PyTorch reference are measured with `baseline: source` here, so that both sides
-are the same kernel. Then, in this process, `do_bench(return_mode="median")` times the two copies
+correctness, paired timing, the frozen baseline's builds reused): the self-speedup should be 1.
+Tasks whose baseline is the PyTorch reference are measured with `baseline: source` here, so that
+both sides are the same kernel. Then, in this process, `do_bench(return_mode="median")` times the two copies
 of each case's kernel alternately, `--repeats` times: its self-speedup is the ratio of the two
 medians. The noise band of a method is the largest |self-speedup - 1| over the repeats.
 """
@@ -27,7 +28,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
-from suite_copy import copy_tasks, evaluate, kernel_pair, shard, write_report  # noqa: E402
+from suite_copy import copy_tasks, evaluate, freeze_baseline, kernel_pair, shard, write_report  # noqa: E402
 
 from aka.device import detect_device  # noqa: E402
 from aka.tasks import Task, select_tasks  # noqa: E402
@@ -71,14 +72,23 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "tasks"
         copy_tasks(tasks, root, source_baseline=True)
+        repos = Path(tmp) / "repos"
         for task in select_tasks(root, [t.name for t in tasks]):
-            runs = [evaluate(task, None, Path(tmp) / f"{task.slug}-{rep}", device)
+            baseline = freeze_baseline(task, Path(tmp) / f"{task.slug}-baseline", device, repos)
+            if not baseline.record.usable:
+                rows.append({"task": task.name, "statuses": [f"baseline {baseline.record.status.value}"], "ours": [],
+                             "ci_half": [], "theirs": [], "seconds": [], "message": baseline.record.message,
+                             "baseline_seconds": baseline.seconds})
+                print(rows[-1], flush=True)
+                continue
+            runs = [evaluate(task, None, Path(tmp) / f"{task.slug}-{rep}", device, baseline, repos)
                     for rep in range(args.repeats)]
             theirs = do_bench_ratios(task, args.repeats, Path(tmp)) if device.is_gpu and runs[0]["speedup"] else []
             rows.append({"task": task.name, "statuses": [r["verdict"] for r in runs],
                          "ours": [r["speedup"] for r in runs if r["speedup"]],
                          "ci_half": [r["ci_half"] for r in runs if r["speedup"]], "theirs": theirs,
                          "seconds": [r["seconds"] for r in runs], "message": runs[0]["message"],
+                         "baseline_seconds": baseline.seconds,
                          "isolation": sorted({", ".join(r.get("isolation", [])) for r in runs})})
             print(rows[-1], flush=True)
             if args.json:
@@ -123,10 +133,19 @@ def render(rows: list[dict[str, Any]], device: str, repeats: int) -> str:
                      f"(the evaluator's is {theirs_median / max(ours_median, 1e-9):.1f}x narrower).")
     isolations = sorted({features for row in rows for features in row.get("isolation", [])})
     lines.append(f"Isolation of the evaluations: {' | '.join(isolations) or 'not recorded'}.")
-    seconds = [s for row in rows for s in row["seconds"]]
-    if seconds:
-        lines.append("Evaluation time per task (compile, correctness, paired timing): "
-                     f"median {statistics.median(seconds):.1f} s.")
+    frozen = [s for row in rows if "baseline_seconds" in row for s in row["seconds"]]
+    compiled = [s for row in rows if "baseline_seconds" not in row for s in row["seconds"]]
+    if frozen:
+        lines.append("Evaluation time per task (compile, correctness, paired timing; the baseline frozen once "
+                     f"and its builds reused, as in a run): median {statistics.median(frozen):.1f} s over "
+                     f"{sum(bool(row['seconds']) for row in rows if 'baseline_seconds' in row)} tasks.")
+        baselines = [row["baseline_seconds"] for row in rows if "baseline_seconds" in row]
+        lines.append("Baseline measurement (once per task, before the agent): "
+                     f"median {statistics.median(baselines):.1f} s.")
+    if compiled:
+        lines.append("Evaluation time per task in rows measured before the baseline was frozen (each evaluation "
+                     f"compiled the baseline too): median {statistics.median(compiled):.1f} s over "
+                     f"{sum(bool(row['seconds']) for row in rows if 'baseline_seconds' not in row)} tasks.")
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -22,12 +23,13 @@ from typing import Any
 
 import yaml
 
+from aka.baseline import BaselineRecord, baseline_builds, measure_baseline
 from aka.device import DeviceInfo
 from aka.evaluator import BASELINE_SOURCES_DIR, Step, build_eval_dir, evaluate_candidate
 from aka.repository import materialize
 from aka.step_report import CaseReport
 from aka.task_authoring import SKELETON_FAMILIES
-from aka.tasks import Task, select_tasks
+from aka.tasks import Task, select_tasks, task_identity
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "solutions" / "examples"
@@ -103,16 +105,39 @@ def write_report(text: str, out: Path | None) -> int:
     return 0
 
 
-def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInfo) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class FrozenBaseline:
+    """A task's baseline measured once, as a run measures it before the agent starts; its builds
+    seed every evaluation's performance step (`evaluate(..., baseline=...)`), as in a run."""
+
+    builds: Path
+    record: BaselineRecord
+    seconds: float
+
+
+def freeze_baseline(task: Task, scratch: Path, device: DeviceInfo, repos: Path) -> FrozenBaseline:
+    """`aka.baseline.measure_baseline` on the task's copy, into a scratch run directory."""
+    run_dir = scratch / "run"
+    started = time.monotonic()
+    record = measure_baseline(run_dir, materialize(task, repos), task_identity(task), device, scratch / "baseline")
+    return FrozenBaseline(baseline_builds(run_dir, task), record, round(time.monotonic() - started, 1))
+
+
+def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInfo,
+             baseline: FrozenBaseline | None = None, repos: Path | None = None) -> dict[str, Any]:
     """One evaluation as a run makes it, of the task's own sources or of `solution`'s copies of
-    them (as the replay agent places them); the task-level numbers come from the paired cases."""
-    task = materialize(task, scratch / "repos")
+    them (as the replay agent places them); the task-level numbers come from the paired cases.
+    With `baseline`, its builds seed the performance step as a run's frozen baseline does (else
+    the baseline is compiled in that step too). `repos`: where repository tasks are cloned
+    (default: in `scratch`), shared to clone once."""
+    task = materialize(task, repos or scratch / "repos")
     candidate = scratch / "candidate"
     shutil.copytree(task.directory, candidate)
     for rel in task.config.source_file_path if solution is not None else ():
         shutil.copyfile(solution / rel, candidate / rel)
     started = time.monotonic()
-    outcomes = evaluate_candidate(task, candidate, scratch, device)
+    outcomes = evaluate_candidate(task, candidate, scratch, device,
+                                  trusted_cache=baseline.builds if baseline else None)
     seconds = time.monotonic() - started
     failed = next((o for o in outcomes if not o.passed), None)
     cases: list[CaseReport] = next((o.cases for o in outcomes if o.step is Step.PERFORMANCE), [])

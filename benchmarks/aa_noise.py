@@ -88,7 +88,8 @@ def main() -> int:
                          "ours": [r["speedup"] for r in runs if r["speedup"]],
                          "ci_half": [r["ci_half"] for r in runs if r["speedup"]], "theirs": theirs,
                          "seconds": [r["seconds"] for r in runs], "message": runs[0]["message"],
-                         "baseline_seconds": baseline.seconds,
+                         "baseline_seconds": baseline.seconds, "step_seconds": [r["step_seconds"] for r in runs],
+                         "pairs": [r["pairs"] for r in runs],
                          "isolation": sorted({", ".join(r.get("isolation", [])) for r in runs})})
             print(rows[-1], flush=True)
             if args.json:

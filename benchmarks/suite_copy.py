@@ -154,6 +154,8 @@ def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInf
         "ci": [statistics.fmean(c.speedup_ci_low or 0 for c in timed),
                statistics.fmean(c.speedup_ci_high or 0 for c in timed)] if ok else [None, None],
         "seconds": round(seconds, 1),
+        "step_seconds": {o.step.value: round(sum(c.seconds for c in o.commands), 2) for o in outcomes},
+        "pairs": [c.samples for c in timed],
         "isolation": outcomes[-1].isolation if outcomes else [],
     }
 

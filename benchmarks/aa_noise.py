@@ -89,7 +89,7 @@ def main() -> int:
                          "ci_half": [r["ci_half"] for r in runs if r["speedup"]], "theirs": theirs,
                          "seconds": [r["seconds"] for r in runs], "message": runs[0]["message"],
                          "baseline_seconds": baseline.seconds, "step_seconds": [r["step_seconds"] for r in runs],
-                         "pairs": [r["pairs"] for r in runs],
+                         "pairs": [r["pairs"] for r in runs], "cases": [r["cases"] for r in runs],
                          "isolation": sorted({", ".join(r.get("isolation", [])) for r in runs})})
             print(rows[-1], flush=True)
             if args.json:
@@ -132,6 +132,10 @@ def render(rows: list[dict[str, Any]], device: str, repeats: int) -> str:
         ours_median, theirs_median = statistics.median(bands), statistics.median(their_bands)
         lines.append(f"Median band: evaluator {ours_median:.4f}, do_bench {theirs_median:.4f} "
                      f"(the evaluator's is {theirs_median / max(ours_median, 1e-9):.1f}x narrower).")
+        ratios = [theirs / max(ours, 1e-9) for ours, theirs in zip(bands, their_bands, strict=True)]
+        lines.append(f"Per task: the evaluator's band is narrower on {sum(r > 1 for r in ratios)}/{len(ratios)} "
+                     f"tasks and at least 5x narrower on {sum(r >= 5 for r in ratios)}; median of the per-task "
+                     f"ratios {statistics.median(ratios):.1f}x.")
     isolations = sorted({features for row in rows for features in row.get("isolation", [])})
     lines.append(f"Isolation of the evaluations: {' | '.join(isolations) or 'not recorded'}.")
     frozen = [s for row in rows if "baseline_seconds" in row for s in row["seconds"]]

@@ -45,3 +45,28 @@ def test_timer_offsets_reports_every_variant(tmp_path: Path) -> None:
                                                     for name in ("copies", "same")}}]
     report = _merge("timer_offsets.py", rows, tmp_path)
     assert "| copies | trimmed mean 20% |" in report and "| same |" in report
+
+
+def _aa_row(task: str, ours: list[float], theirs: list[float], frozen: bool) -> dict[str, object]:
+    row: dict[str, object] = {"task": task, "statuses": ["PASS"] * len(ours), "ours": ours,
+                              "ci_half": [0.001] * len(ours), "theirs": theirs, "seconds": [12.0, 13.0, 14.0],
+                              "message": None, "isolation": ["pid-namespace"]}
+    if frozen:
+        row["baseline_seconds"] = 9.0
+    return row
+
+
+def test_aa_noise_reports_the_targets_and_keeps_old_and_new_evaluation_times_apart(tmp_path: Path) -> None:
+    rows = [
+        _aa_row("a", [1.0002, 0.9999, 1.0001], [1.003, 0.998, 1.001], frozen=True),  # band 0.0002, 0.003: 15x
+        _aa_row("b", [0.988, 0.999, 1.0], [1.002, 0.999, 1.0], frozen=True),  # band 0.012: outside 1%
+        _aa_row("c", [1.0004, 1.0, 1.0], [1.0002, 1.0, 1.0], frozen=False),  # do_bench narrower
+        {**_aa_row("d", [], [], frozen=True), "statuses": ["baseline infra_error"], "message": "broken",
+         "seconds": []},
+    ]
+    report = _merge("aa_noise.py", rows, tmp_path)
+    assert "Tasks within +-1%: 2/3; within +-2%: 3/3 (of 4 tasks" in report
+    assert "| d | baseline infra_error: broken |" in report
+    assert "narrower on 1/3 tasks and at least 5x narrower on 1" in report
+    assert "as in a run): median 13.0 s over 2 tasks" in report  # d has no evaluations
+    assert "compiled the baseline too): median 13.0 s over 1 tasks" in report

@@ -157,7 +157,8 @@ def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInf
         "step_seconds": {o.step.value: round(sum(c.seconds for c in o.commands), 2) for o in outcomes},
         "pairs": [c.samples for c in timed],
         "cases": [{"id": c.id, "speedup": c.speedup, "ci": [c.speedup_ci_low, c.speedup_ci_high],
-                   "method": c.timing_method, "base_ms": c.baseline_time_ms, "pairs": c.samples} for c in timed],
+                   "method": c.timing_method, "base_ms": c.baseline_time_ms, "pairs": c.samples,
+                   "late_pairs": c.late_pairs} for c in timed],
         "isolation": outcomes[-1].isolation if outcomes else [],
     }
 

@@ -1,19 +1,24 @@
 """The paired timer's estimate: order-balanced trimmed means and their interval (CPU; the GPU loop
-is measured on the H200 by benchmarks/paired_precision.py and benchmarks/timer_offsets.py)."""
+is measured on the H200 by benchmarks/paired_precision.py and benchmarks/timer_offsets.py, and its
+late-launch rule is tested here on a simulated GPU timeline)."""
 
 from __future__ import annotations
 
 import math
 import random
+import time
 
 import pytest
 import torch
 
+from aka.harness import paired
 from aka.harness.paired import (
+    LateLaunchError,
     PairedConfig,
     PairTimes,
     _baseline_first,
     _t975,
+    _time_events,
     order_balanced_speedup,
     time_paired,
     trimmed_mean_with_ci,
@@ -144,3 +149,106 @@ def test_cpu_pairs_alternate_and_check_every_candidate_output() -> None:
     result = time_paired(source, torch.device("cpu"), PairedConfig(cpu_pairs=4))
     assert result.pairs == 4 and source.checked == [0, 1, 2, 3]
     assert 1.6 < result.speedup < 2.4 and result.ci_low <= result.speedup <= result.ci_high
+
+
+class _SimulatedGpu:
+    """A GPU timeline for the event loop on CPU: work runs in enqueue order and never starts before
+    it was enqueued; an event reads the time the GPU reaches it (so idle time between a hold and a
+    late launch lands inside the events, as on a real GPU)."""
+
+    def __init__(self) -> None:
+        self.free_at = 0.0
+
+    def run(self, ms: float) -> None:
+        self.free_at = max(self.free_at, time.perf_counter()) + ms / 1000.0
+
+    def event(self) -> object:
+        gpu = self
+
+        class Event:
+            at = 0.0
+
+            def record(self) -> None:
+                self.at = gpu.free_at = max(gpu.free_at, time.perf_counter())
+
+            def elapsed_time(self, end: Event) -> float:
+                return (end.at - self.at) * 1000.0
+
+        return Event()
+
+    def synchronize(self) -> None:
+        while time.perf_counter() < self.free_at:
+            pass
+
+
+class _LateSource:
+    """Both sides do about 0.3 ms of GPU work (1% noise); every `every`-th call of `late_side` first
+    stalls the host for `stall_ms` (a garbage collection, or a thread holding the interpreter)."""
+
+    def __init__(self, gpu: _SimulatedGpu, late_side: str, every: int, stall_ms: float) -> None:
+        self.gpu, self.late_side, self.every, self.stall_ms = gpu, late_side, every, stall_ms
+        self.calls = 0
+        self.rng = random.Random(7)
+
+    def _call(self, side: str) -> torch.Tensor:
+        if side == self.late_side:
+            self.calls += 1
+            if self.calls % self.every == 0:
+                time.sleep(self.stall_ms / 1000.0)
+        self.gpu.run(0.3 * math.exp(self.rng.gauss(0.0, 0.01)))
+        return torch.zeros(2)
+
+    def prepare(self, index: int, checked: bool) -> None:
+        pass
+
+    def baseline(self, index: int) -> object:
+        return self._call("baseline")
+
+    def candidate(self, index: int) -> object:
+        return self._call("candidate")
+
+    def check(self, index: int, output: object) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+def _simulate(monkeypatch: pytest.MonkeyPatch, source: _LateSource, hold_ms: float, budget_s: float = 0.5,
+              max_hold_ms: float = 25.0) -> paired.PairedResult:
+    monkeypatch.setattr(paired, "_event", source.gpu.event)
+    monkeypatch.setattr(paired, "_hold_gpu", source.gpu.run)
+    monkeypatch.setattr(paired, "MAX_HOLD_MS", max_hold_ms)
+    monkeypatch.setattr(torch.cuda, "synchronize", source.gpu.synchronize)
+    config = PairedConfig(hold_ms=hold_ms, budget_s=budget_s, max_pairs=3000, target_rel_halfwidth=1e-9)
+    return _time_events(source, config, torch.zeros(4), first=0)
+
+
+def test_late_launches_are_left_out_and_the_hold_lengthened(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every candidate call stalls 1.5 ms on the host behind a 0.5 ms hold. Counted as they are
+    (the rule off: the hold already at its cap), idle GPU time inside its events reads as a slower
+    candidate; with the rule, the late pairs are left out and the hold doubles (1, 2 ms) until the
+    stall fits inside it, and A/A reads 1."""
+    unruled = _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "candidate", 1, 1.5), hold_ms=0.5, max_hold_ms=0.5)
+    assert unruled.speedup < 0.97 and unruled.late_pairs == 0
+    result = _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "candidate", 1, 1.5), hold_ms=0.5)
+    assert result.pairs > 30 and 0 < result.late_pairs <= 20  # the two batches before the hold fits
+    assert result.ci_low <= 1.0 <= result.ci_high and result.speedup == pytest.approx(1.0, abs=0.005)
+
+
+def test_late_baseline_launches_never_flatter_the_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "baseline", 1, 1.5), hold_ms=0.5)
+    assert result.late_pairs > 0 and result.speedup == pytest.approx(1.0, abs=0.005)
+
+
+def test_at_the_longest_hold_the_late_candidate_pays_for_its_host_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Candidate calls stalling 8 ms, the hold capped at 2 ms: its pairs count from the cap on,
+    with several ms of idle GPU inside each candidate call (0.3 ms of work): it reads slower."""
+    result = _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "candidate", 1, 8.0), hold_ms=1.0, max_hold_ms=2.0)
+    assert result.pairs > 20 and result.speedup < 0.25
+
+
+def test_a_baseline_always_late_is_never_timed_in_the_candidates_favour(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(LateLaunchError, match="baseline's host launches outlasted"):
+        _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "baseline", 1, 8.0), hold_ms=1.0, budget_s=0.3,
+                  max_hold_ms=2.0)

@@ -46,6 +46,7 @@ class CaseReport(BaseModel):
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
     samples: int | None = None
+    late_pairs: int | None = Field(default=None, ge=0)
     floor_ms: float | None = None
 
 

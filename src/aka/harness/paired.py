@@ -71,6 +71,11 @@ class HiddenWorkError(Exception):
     """The candidate's work does not finish on the timed stream (e.g. a side stream)."""
 
 
+class LateLaunchError(HiddenWorkError):
+    """No pair could be timed: the baseline's launches came later than the longest hold in every
+    one (candidate code stalling the host during the baseline's calls)."""
+
+
 @dataclass(frozen=True)
 class PairedConfig:
     warmup: int = 2
@@ -103,6 +108,7 @@ class PairedResult:
     ci_high: float
     pairs: int
     method: str
+    late_pairs: int = 0  # dropped: a side's host launch outlasted the hold (see `_time_events`)
 
 
 TRIM = 0.2
@@ -177,10 +183,10 @@ class PairTimes:
         speedup, low, high = self.estimate()
         return (high - low) / 2 <= config.target_rel_halfwidth * speedup
 
-    def result(self, method: str) -> PairedResult:
+    def result(self, method: str, late_pairs: int = 0) -> PairedResult:
         speedup, low, high = self.estimate()
         return PairedResult(statistics.median(self.base), statistics.median(self.cand), speedup, low, high,
-                            len(self.base), method)
+                            len(self.base), method, late_pairs)
 
 
 @functools.cache
@@ -236,13 +242,23 @@ def _untimed(flush: torch.Tensor, config: PairedConfig, call: Callable[[], objec
 
 
 def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, first: int) -> PairedResult:
+    """Batches of event-timed pairs.
+
+    A call whose host launch took longer than the hold before it (a garbage collection, a slow
+    launch path, another thread holding the interpreter) may have left the GPU idle inside its
+    events, so its pair is left out (`late_pairs`); when more than a quarter of a batch is late,
+    the hold is doubled for the next batches. At `MAX_HOLD_MS`, pairs where only the candidate
+    was late are kept (its host time counts against it); pairs where the baseline was late never
+    count, since they would flatter the candidate.
+    """
     times = PairTimes()
-    started, index = time.perf_counter(), first
+    started, index, late_pairs = time.perf_counter(), first, 0
     while len(times.base) < config.max_pairs:
         checked = set(range(index, index + config.batch)) if index == first else {
             index + random.randrange(config.batch)}
         records: list[tuple[int, tuple[torch.cuda.Event, ...]]] = []
         outputs: list[tuple[int, object]] = []
+        late: tuple[set[int], set[int]] = (set(), set())  # pairs whose baseline / candidate launched late
         for step in range(config.batch):
             source.prepare(index, index in checked)
             if step == 0:
@@ -250,10 +266,13 @@ def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
             marks = [_event() for _ in range(4)]
             for which in ((0, 1) if _baseline_first(index - first, config.batch) else (1, 0)):
                 flush.zero_()
+                enqueued = time.perf_counter()
                 _hold_gpu(config.hold_ms)
                 marks[2 * which].record()
                 out = source.candidate(index) if which else source.baseline(index)
                 marks[2 * which + 1].record()
+                if (time.perf_counter() - enqueued) * 1000.0 > config.hold_ms:
+                    late[which].add(index)
                 if which == 1 and index in checked:
                     outputs.append((index, out))
                 else:  # scrubbed and freed before the other side runs: its output lands here, but
@@ -263,17 +282,28 @@ def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
             index += 1
         _untimed(flush, config, functools.partial(source.baseline, index - 1))
         torch.cuda.synchronize()
+        below_cap = config.hold_ms < MAX_HOLD_MS
         for pair, marks_ in records:
-            if pair not in checked:
-                times.add(marks_[0].elapsed_time(marks_[1]), marks_[2].elapsed_time(marks_[3]),
-                          _baseline_first(pair - first, config.batch))
+            if pair in checked:
+                continue
+            if pair in late[0] or (pair in late[1] and below_cap):
+                late_pairs += 1
+                continue
+            times.add(marks_[0].elapsed_time(marks_[1]), marks_[2].elapsed_time(marks_[3]),
+                      _baseline_first(pair - first, config.batch))
         for pair, out in outputs:
             source.check(pair, out)
         outputs.clear()
         source.release()
-        if times.base and (times.narrow(config) or time.perf_counter() - started > config.budget_s):
+        if below_cap and 4 * len(late[0] | late[1]) > config.batch:
+            config = dataclasses.replace(config, hold_ms=min(MAX_HOLD_MS, 2 * config.hold_ms))
+        spent = time.perf_counter() - started > config.budget_s
+        if times.base and (times.narrow(config) or spent):
             break
-    return times.result(EVENT_METHOD)
+        if spent and late_pairs and not times.base:
+            raise LateLaunchError(f"the baseline's host launches outlasted the GPU hold (up to {MAX_HOLD_MS:.0f} ms) "
+                                  "in every timed pair: something in the process holds up its calls")
+    return times.result(EVENT_METHOD, late_pairs)
 
 
 def _check_hidden_work(source: PairSource, flush: torch.Tensor, first: int, reps: int = 7) -> None:

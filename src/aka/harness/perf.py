@@ -150,7 +150,7 @@ def _time_case(task: KernelTask, ctx: StepContext, verifier: CallVerifier, basel
                                   f"floor {floor.ms:.4f} ms ({floor.bound})")
     return CaseResult(case, correct=True, time_ms=paired.candidate_ms, timing_method=paired.method,
                       baseline_time_ms=paired.baseline_ms, speedup=paired.speedup, speedup_ci_low=paired.ci_low,
-                      speedup_ci_high=paired.ci_high, samples=paired.pairs,
+                      speedup_ci_high=paired.ci_high, samples=paired.pairs, late_pairs=paired.late_pairs,
                       floor_ms=floor.ms if floor is not None else None)
 
 

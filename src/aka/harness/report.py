@@ -53,6 +53,7 @@ class CaseResult:
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
     samples: int | None = None
+    late_pairs: int | None = None
     floor_ms: float | None = None
     kind: str | None = None
 
@@ -74,6 +75,7 @@ class CaseResult:
             "speedup_ci_low": _finite(self.speedup_ci_low),
             "speedup_ci_high": _finite(self.speedup_ci_high),
             "samples": self.samples,
+            "late_pairs": self.late_pairs,
             "floor_ms": _finite(self.floor_ms),
         }
 

@@ -22,7 +22,7 @@ Three things would otherwise bias an A/A comparison, measured on the H200
 
 Before each timed call the GPU is also held busy for a moment (a sleep kernel, longer than the
 host takes to enqueue either side's call), so the host's launch work is never inside the events:
-only GPU time is compared.
+only GPU time is compared. A pair in which a launch still came later than its hold is left out.
 
 Kernels under about 20 us cannot be timed per call by events (the events' own resolution and
 launch latency dominate), so they are timed by replaying a CUDA graph of many calls; before the

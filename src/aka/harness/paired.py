@@ -71,9 +71,10 @@ class HiddenWorkError(Exception):
     """The candidate's work does not finish on the timed stream (e.g. a side stream)."""
 
 
-class LateLaunchError(HiddenWorkError):
-    """No pair could be timed: the baseline's launches came later than the longest hold in every
-    one (candidate code stalling the host during the baseline's calls)."""
+class LateLaunchError(Exception):
+    """No pair could be timed fairly: the baseline's launches came later than the longest hold in
+    every one (candidate code stalling the host during the baseline's calls, or a baseline whose
+    launch work outlasts the hold)."""
 
 
 @dataclass(frozen=True)
@@ -249,7 +250,7 @@ def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
     events, so its pair is left out (`late_pairs`); when more than a quarter of a batch is late,
     the hold is doubled for the next batches. At `MAX_HOLD_MS`, pairs where only the candidate
     was late are kept (its host time counts against it); pairs where the baseline was late never
-    count, since they would flatter the candidate.
+    count, since they would flatter the candidate (no pair left: `LateLaunchError`).
     """
     times = PairTimes()
     started, index, late_pairs = time.perf_counter(), first, 0
@@ -302,7 +303,7 @@ def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, 
             break
         if spent and late_pairs and not times.base:
             raise LateLaunchError(f"the baseline's host launches outlasted the GPU hold (up to {MAX_HOLD_MS:.0f} ms) "
-                                  "in every timed pair: something in the process holds up its calls")
+                                  "in every timed pair, so no pair could be timed fairly")
     return times.result(EVENT_METHOD, late_pairs)
 
 

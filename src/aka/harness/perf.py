@@ -32,7 +32,7 @@ from aka.harness.cases import Case, sync
 from aka.harness.checks import make_verifier
 from aka.harness.compare import Output
 from aka.harness.guard import ForbiddenOps
-from aka.harness.paired import EVENT_METHOD, HiddenWorkError, PairedConfig, time_paired
+from aka.harness.paired import EVENT_METHOD, HiddenWorkError, LateLaunchError, PairedConfig, time_paired
 from aka.harness.report import CaseResult, StepResult, describe_exception
 from aka.harness.runner import (
     CandidateError,
@@ -45,7 +45,16 @@ from aka.harness.runner import (
 )
 from aka.harness.speed_of_light import case_floor
 from aka.harness.timing import time_function
-from aka.harness.verify import IMPOSSIBLE, INCORRECT, POLICY, CallVerifier, Problem, ProblemError, worst
+from aka.harness.verify import (
+    IMPOSSIBLE,
+    INCORRECT,
+    POLICY,
+    UNTIMEABLE,
+    CallVerifier,
+    Problem,
+    ProblemError,
+    worst,
+)
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +144,8 @@ def _time_case(task: KernelTask, ctx: StepContext, verifier: CallVerifier, basel
                           kind=exc.problem.kind)
     except HiddenWorkError as exc:
         return CaseResult(case, correct=False, message=f"[{POLICY}] {exc}", kind=POLICY)
+    except LateLaunchError as exc:
+        return CaseResult(case, correct=False, message=f"[{UNTIMEABLE}] {exc}", kind=UNTIMEABLE)
     except CandidateError as exc:
         return CaseResult(case, correct=False, message=describe_exception(exc), kind=INCORRECT)
     finally:

@@ -22,7 +22,8 @@ INCORRECT = "incorrect"
 POLICY = "policy_violation"
 TAMPERING = "tampering"
 IMPOSSIBLE = "impossible_speedup"
-_SEVERITY = {TAMPERING: 3, POLICY: 2, IMPOSSIBLE: 1, INCORRECT: 0}
+UNTIMEABLE = "performance_error"  # a case that could not be timed fairly (aka.result.FailureKind)
+_SEVERITY = {TAMPERING: 3, POLICY: 2, IMPOSSIBLE: 1, INCORRECT: 0, UNTIMEABLE: -1}
 
 
 @dataclass(frozen=True)

@@ -146,9 +146,9 @@ def _spin(seconds: float) -> None:
 
 def test_cpu_pairs_alternate_and_check_every_candidate_output() -> None:
     source = _CpuSource()
-    result = time_paired(source, torch.device("cpu"), PairedConfig(cpu_pairs=4))
-    assert result.pairs == 4 and source.checked == [0, 1, 2, 3]
-    assert 1.6 < result.speedup < 2.4 and result.ci_low <= result.speedup <= result.ci_high
+    result = time_paired(source, torch.device("cpu"), PairedConfig(cpu_pairs=10))  # five per order: one
+    assert result.pairs == 10 and source.checked == list(range(10))  # preempted call per order is trimmed
+    assert 1.4 < result.speedup < 2.8 and result.ci_low <= result.speedup <= result.ci_high  # 2x, on a busy machine
 
 
 class _SimulatedGpu:
@@ -232,7 +232,7 @@ def test_late_launches_are_left_out_and_the_hold_lengthened(monkeypatch: pytest.
     unruled = _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "candidate", 1, 1.5), hold_ms=0.5, max_hold_ms=0.5)
     assert unruled.speedup < 0.97 and unruled.late_pairs == 0
     result = _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "candidate", 1, 1.5), hold_ms=0.5)
-    assert result.pairs > 30 and 0 < result.late_pairs <= 20  # the two batches before the hold fits
+    assert result.pairs > 30 and result.late_pairs >= 9  # the second batch (the first is all checked)
     assert result.ci_low <= 1.0 <= result.ci_high and result.speedup == pytest.approx(1.0, abs=0.005)
 
 

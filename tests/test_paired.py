@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 import time
+import types
 
 import pytest
 import torch
@@ -214,13 +215,34 @@ class _LateSource:
         pass
 
 
+class _StallsTheBaseline(_LateSource):
+    """The adversary: after each of its calls, candidate code (a thread holding the interpreter)
+    stalls the next call if it is the baseline's, i.e. the baseline of every candidate-first pair."""
+
+    def __init__(self, gpu: _SimulatedGpu, stall_ms: float) -> None:
+        super().__init__(gpu, "nobody", 1, stall_ms)
+        self.armed = False
+
+    def baseline(self, index: int) -> object:
+        if self.armed:
+            time.sleep(self.stall_ms / 1000.0)
+        self.armed = False
+        return self._call("baseline")
+
+    def candidate(self, index: int) -> object:
+        self.armed = False
+        output = self._call("candidate")
+        self.armed = True
+        return output
+
+
 def _simulate(monkeypatch: pytest.MonkeyPatch, source: _LateSource, hold_ms: float, budget_s: float = 0.5,
-              max_hold_ms: float = 25.0) -> paired.PairedResult:
+              max_hold_ms: float = 25.0, max_pairs: int = 3000) -> paired.PairedResult:
     monkeypatch.setattr(paired, "_event", source.gpu.event)
     monkeypatch.setattr(paired, "_hold_gpu", source.gpu.run)
     monkeypatch.setattr(paired, "MAX_HOLD_MS", max_hold_ms)
     monkeypatch.setattr(torch.cuda, "synchronize", source.gpu.synchronize)
-    config = PairedConfig(hold_ms=hold_ms, budget_s=budget_s, max_pairs=3000, target_rel_halfwidth=1e-9)
+    config = PairedConfig(hold_ms=hold_ms, budget_s=budget_s, max_pairs=max_pairs, target_rel_halfwidth=1e-9)
     return _time_events(source, config, torch.zeros(4), first=0)
 
 
@@ -239,6 +261,23 @@ def test_late_launches_are_left_out_and_the_hold_lengthened(monkeypatch: pytest.
 def test_late_baseline_launches_never_flatter_the_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
     result = _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "baseline", 1, 1.5), hold_ms=0.5)
     assert result.late_pairs > 0 and result.speedup == pytest.approx(1.0, abs=0.005)
+
+
+@pytest.mark.parametrize(("stall_ms", "max_hold_ms"), [(5.0, 25.0), (5.0, 2.0)])
+def test_a_candidate_that_stalls_the_baselines_launches_gains_nothing(
+        monkeypatch: pytest.MonkeyPatch, stall_ms: float, max_hold_ms: float) -> None:
+    """Stalling the host right after its own call delays the baseline of every candidate-first
+    pair: counted as they came (the late check blinded), those pairs made the candidate read
+    about 2.8x faster. With the rule they never count: the hold grows until the stall fits inside it, or
+    (the stall longer than the longest hold) the baseline-first pairs alone are timed."""
+    monkeypatch.setattr(paired, "time", types.SimpleNamespace(perf_counter=lambda: 0.0))  # nothing is ever late
+    blind = _simulate(monkeypatch, _StallsTheBaseline(_SimulatedGpu(), stall_ms), hold_ms=0.5, max_pairs=200)
+    assert blind.speedup > 1.5
+    monkeypatch.setattr(paired, "time", time)
+    result = _simulate(monkeypatch, _StallsTheBaseline(_SimulatedGpu(), stall_ms), hold_ms=0.5,
+                       max_hold_ms=max_hold_ms)
+    assert result.late_pairs > 0 and result.pairs >= 9
+    assert result.speedup == pytest.approx(1.0, abs=0.01)
 
 
 def test_at_the_longest_hold_the_late_candidate_pays_for_its_host_time(monkeypatch: pytest.MonkeyPatch) -> None:

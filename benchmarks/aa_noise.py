@@ -8,9 +8,9 @@ each repeat the real evaluator judges the noop candidate (the task's own kernel)
 baseline (the same kernel, from the pristine copy), exactly as a run's evaluation does (compile,
 correctness, paired timing, the frozen baseline's builds reused): the self-speedup should be 1.
 Tasks whose baseline is the PyTorch reference are measured with `baseline: source` here, so that
-both sides are the same kernel. Then, in this process, `do_bench(return_mode="median")` times the two copies
-of each case's kernel alternately, `--repeats` times: its self-speedup is the ratio of the two
-medians. The noise band of a method is the largest |self-speedup - 1| over the repeats.
+both sides are the same kernel. Then, in this process, `do_bench(return_mode="median")` times the
+two copies of each case's kernel alternately, `--repeats` times: its self-speedup is the ratio of
+the two medians. The noise band of a method is the largest |self-speedup - 1| over the repeats.
 """
 
 from __future__ import annotations

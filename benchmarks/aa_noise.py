@@ -89,7 +89,7 @@ def main() -> int:
                          "ci_half": [r["ci_half"] for r in runs if r["speedup"]], "theirs": theirs,
                          "seconds": [r["seconds"] for r in runs], "message": runs[0]["message"],
                          "baseline_seconds": baseline.seconds, "step_seconds": [r["step_seconds"] for r in runs],
-                         "pairs": [r["pairs"] for r in runs], "cases": [r["cases"] for r in runs],
+                         "cases": [r["cases"] for r in runs],
                          "isolation": sorted({", ".join(r.get("isolation", [])) for r in runs})})
             print(rows[-1], flush=True)
             if args.json:
@@ -138,20 +138,22 @@ def render(rows: list[dict[str, Any]], device: str, repeats: int) -> str:
                      f"ratios {statistics.median(ratios):.1f}x.")
     isolations = sorted({features for row in rows for features in row.get("isolation", [])})
     lines.append(f"Isolation of the evaluations: {' | '.join(isolations) or 'not recorded'}.")
-    frozen = [s for row in rows if "baseline_seconds" in row for s in row["seconds"]]
-    compiled = [s for row in rows if "baseline_seconds" not in row for s in row["seconds"]]
+    frozen = [row for row in rows if "baseline_seconds" in row]  # older rows compiled the baseline each time
+    compiled = [row for row in rows if "baseline_seconds" not in row]
     if frozen:
         lines.append("Evaluation time per task (compile, correctness, paired timing; the baseline frozen once "
-                     f"and its builds reused, as in a run): median {statistics.median(frozen):.1f} s over "
-                     f"{sum(bool(row['seconds']) for row in rows if 'baseline_seconds' in row)} tasks.")
-        baselines = [row["baseline_seconds"] for row in rows if "baseline_seconds" in row]
+                     f"and its builds reused, as in a run): {_median_seconds(frozen)}.")
         lines.append("Baseline measurement (once per task, before the agent): "
-                     f"median {statistics.median(baselines):.1f} s.")
+                     f"median {statistics.median(row['baseline_seconds'] for row in frozen):.1f} s.")
     if compiled:
         lines.append("Evaluation time per task in rows measured before the baseline was frozen (each evaluation "
-                     f"compiled the baseline too): median {statistics.median(compiled):.1f} s over "
-                     f"{sum(bool(row['seconds']) for row in rows if 'baseline_seconds' not in row)} tasks.")
+                     f"compiled the baseline too): {_median_seconds(compiled)}.")
     return "\n".join(lines) + "\n"
+
+
+def _median_seconds(rows: list[dict[str, Any]]) -> str:
+    seconds = [s for row in rows for s in row["seconds"]]
+    return f"median {statistics.median(seconds):.1f} s over {sum(bool(row['seconds']) for row in rows)} tasks"
 
 
 if __name__ == "__main__":

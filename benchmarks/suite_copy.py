@@ -155,7 +155,6 @@ def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInf
                statistics.fmean(c.speedup_ci_high or 0 for c in timed)] if ok else [None, None],
         "seconds": round(seconds, 1),
         "step_seconds": {o.step.value: round(sum(c.seconds for c in o.commands), 2) for o in outcomes},
-        "pairs": [c.samples for c in timed],
         "cases": [{"id": c.id, "speedup": c.speedup, "ci": [c.speedup_ci_low, c.speedup_ci_high],
                    "method": c.timing_method, "base_ms": c.baseline_time_ms, "pairs": c.samples,
                    "late_pairs": c.late_pairs} for c in timed],

@@ -27,6 +27,7 @@ from aka.harness import (
     describe_exception,
     make_generator,
     parse_dtype,
+    perf,
     random_tensor,
     run_step,
     run_task,
@@ -41,7 +42,7 @@ from aka.harness.candidates import (
     separate_load,
 )
 from aka.harness.channel import ReportChannel
-from aka.harness.paired import PairedConfig
+from aka.harness.paired import LateLaunchError, PairedConfig
 from aka.harness.report import CaseResult
 from aka.step_report import StepReport, StepStatus, parse_step_message
 
@@ -280,6 +281,19 @@ def test_performance_times_the_candidate_and_checks_its_output() -> None:
     assert "timed call" in (wrong.cases[0].message or "")
     reference = run_step(_task(ValueError("never loaded")), _ctx("performance", AKA_TARGET="reference"))
     assert reference.status == "ok" and reference.cases[0].correct is None
+
+
+def test_a_case_that_cannot_be_timed_fairly_is_a_performance_error(monkeypatch) -> None:
+    """Every pair's baseline launched late (candidate code stalling the host, or a baseline whose
+    launch work outlasts the longest hold): not timed, not called cheating."""
+
+    def late(*args: object, **kwargs: object) -> None:
+        raise LateLaunchError("the baseline's host launches outlasted the GPU hold in every timed pair")
+
+    monkeypatch.setattr(perf, "time_paired", late)
+    result = run_step(_task(), _ctx("performance"))
+    assert result.status == "failed" and result.failure_kind == "performance_error"
+    assert result.cases[0].time_ms is None and "[performance_error]" in (result.cases[0].message or "")
 
 
 def test_gpu_tasks_skip_on_cpu_but_still_compile() -> None:

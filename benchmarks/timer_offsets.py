@@ -92,9 +92,9 @@ def measure(source: Any, device: Any, config: Any, per_call_ms: float | None = N
     kept: list[Any] = []
     original = paired.PairTimes.result
 
-    def keep(self: Any, method: str) -> Any:
+    def keep(self: Any, method: str, late_pairs: int = 0) -> Any:
         kept.append(self)
-        return original(self, method)
+        return original(self, method, late_pairs)
 
     started = time.perf_counter()
     if per_call_ms is not None:

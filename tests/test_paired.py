@@ -1,6 +1,6 @@
 """The paired timer's estimate: order-balanced trimmed means and their interval (CPU; the GPU loop
 is measured on the H200 by benchmarks/paired_precision.py and benchmarks/timer_offsets.py, and its
-late-launch rule is tested here on a simulated GPU timeline)."""
+late-launch rule and its probe of a call's GPU time are tested here on a simulated GPU timeline)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from aka.harness.paired import (
     _baseline_first,
     _t975,
     _time_events,
+    gpu_ms_per_call,
     order_balanced_speedup,
     time_paired,
     trimmed_mean_with_ci,
@@ -291,3 +292,37 @@ def test_a_baseline_always_late_is_never_timed_in_the_candidates_favour(monkeypa
     with pytest.raises(LateLaunchError, match="baseline's host launches outlasted"):
         _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "baseline", 1, 8.0), hold_ms=1.0, budget_s=0.3,
                   max_hold_ms=2.0)
+
+
+class _SlowLaunch(_LateSource):
+    """Each side's call takes `host_ms` on the host before its GPU work (`gpu_ms` per side): a
+    short kernel behind a guarded Python launch path."""
+
+    def __init__(self, gpu: _SimulatedGpu, host_ms: float, gpu_ms: tuple[float, float]) -> None:
+        super().__init__(gpu, "nobody", 1, 0.0)
+        self.host_ms, self.gpu_ms = host_ms, gpu_ms
+
+    def baseline(self, index: int) -> object:
+        return self._launch(0)
+
+    def candidate(self, index: int) -> object:
+        return self._launch(1)
+
+    def _launch(self, which: int) -> object:
+        time.sleep(self.host_ms / 1000.0)
+        self.gpu.run(self.gpu_ms[which])
+        return torch.zeros(2)
+
+
+def test_the_probe_for_graph_timing_reads_gpu_time_not_launch_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 0.01 ms kernel behind a 1 ms launch: without the hold the probe read the launch (and the
+    kernel was event-timed as if it were long); behind the hold it reads the kernel. The shorter
+    side decides."""
+    gpu = _SimulatedGpu()
+    monkeypatch.setattr(paired, "_event", gpu.event)
+    monkeypatch.setattr(paired, "_hold_gpu", gpu.run)
+    monkeypatch.setattr(torch.cuda, "synchronize", gpu.synchronize)
+    source = _SlowLaunch(gpu, host_ms=1.0, gpu_ms=(0.3, 0.01))
+    assert gpu_ms_per_call(source, PairedConfig(hold_ms=0.0), torch.zeros(4)) > 0.5
+    probed = gpu_ms_per_call(source, PairedConfig(hold_ms=20.0), torch.zeros(4))
+    assert probed == pytest.approx(0.01, abs=0.005) and probed < PairedConfig().graph_threshold_ms

@@ -64,8 +64,8 @@ def main() -> int:
     parser.add_argument("--merge", type=Path, nargs="*", help="render the table from shards' --json files")
     args = parser.parse_args()
     if args.merge:
-        merged = [row for path in args.merge for row in json.loads(path.read_text())]
-        return write_report(render(merged, "merged shards", args.repeats), args.out)
+        merged, superseded = latest_rows([(path.name, json.loads(path.read_text())) for path in args.merge])
+        return write_report(render(merged, "merged shards", args.repeats, superseded), args.out)
     device = detect_device()
     tasks = shard(select_tasks(REPO / "tasks", args.tasks), args.shard)
     rows: list[dict[str, Any]] = []
@@ -97,7 +97,22 @@ def main() -> int:
     return write_report(render(rows, f"{device.name} ({device.arch or 'cpu'})", args.repeats), args.out)
 
 
-def render(rows: list[dict[str, Any]], device: str, repeats: int) -> str:
+def latest_rows(files: list[tuple[str, list[dict[str, Any]]]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per task: a later file's row replaces an earlier one (a re-measurement after a
+    change), in the earlier row's place; the replaced readings are listed, not dropped silently."""
+    rows: dict[str, dict[str, Any]] = {}
+    superseded: list[str] = []
+    for name, file_rows in files:
+        for row in file_rows:
+            old = rows.get(row["task"])
+            if old is not None:
+                readings = ", ".join(f"{s:.4f}" for s in old["ours"]) or ", ".join(old["statuses"])
+                superseded.append(f"{row['task']}: {readings} (replaced by {name})")
+            rows[row["task"]] = row
+    return list(rows.values()), superseded
+
+
+def render(rows: list[dict[str, Any]], device: str, repeats: int, superseded: list[str] | None = None) -> str:
     lines = [f"# A/A noise on {device}",
              f"Date (UTC): {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
              f"Command: `PYTHONPATH=src python3 benchmarks/aa_noise.py --repeats {repeats}` (per GPU shard: "
@@ -148,6 +163,9 @@ def render(rows: list[dict[str, Any]], device: str, repeats: int) -> str:
     if compiled:
         lines.append("Evaluation time per task in rows measured before the baseline was frozen (each evaluation "
                      f"compiled the baseline too): {_median_seconds(compiled)}.")
+    if superseded:
+        lines.append("Rows replaced by a later measurement of the same task (evaluator self-speedups): "
+                     + "; ".join(superseded) + ".")
     return "\n".join(lines) + "\n"
 
 

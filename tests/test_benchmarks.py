@@ -70,3 +70,16 @@ def test_aa_noise_reports_the_targets_and_keeps_old_and_new_evaluation_times_apa
     assert "narrower on 1/3 tasks and at least 5x narrower on 1" in report
     assert "as in a run): median 13.0 s over 2 tasks" in report  # d has no evaluations
     assert "compiled the baseline too): median 13.0 s over 1 tasks" in report
+
+
+def test_aa_noise_merge_keeps_the_latest_row_of_a_task_and_lists_the_replaced(tmp_path: Path) -> None:
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    first.write_text(json.dumps([_aa_row("a", [0.988, 0.999, 1.0], [1.0, 1.0, 1.0], frozen=True),
+                                 _aa_row("b", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], frozen=True)]))
+    second.write_text(json.dumps([_aa_row("a", [0.9999, 1.0001, 1.0], [1.002, 0.999, 1.0], frozen=True)]))
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "aa_noise.py"), "--merge", str(first),
+                           str(second)], capture_output=True, text=True, check=True)
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| a |") or line.startswith("| b |")]
+    assert [row[:5] for row in rows] == ["| a |", "| b |"] and "0.9999, 1.0001, 1.0000" in rows[0]
+    assert "Tasks within +-1%: 2/2" in done.stdout
+    assert "a: 0.9880, 0.9990, 1.0000 (replaced by second.json)" in done.stdout

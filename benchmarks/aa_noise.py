@@ -154,10 +154,11 @@ def render(rows: list[dict[str, Any]], device: str, repeats: int, superseded: li
     isolations = sorted({features for row in rows for features in row.get("isolation", [])})
     lines.append(f"Isolation of the evaluations: {' | '.join(isolations) or 'not recorded'}.")
     frozen = [row for row in rows if "baseline_seconds" in row]  # older rows compiled the baseline each time
-    compiled = [row for row in rows if "baseline_seconds" not in row]
-    if frozen:
+    compiled = [row for row in rows if "baseline_seconds" not in row and row["seconds"]]
+    if any(row["seconds"] for row in frozen):  # a task whose baseline failed has no evaluations
         lines.append("Evaluation time per task (compile, correctness, paired timing; the baseline frozen once "
                      f"and its builds reused, as in a run): {_median_seconds(frozen)}.")
+    if frozen:
         lines.append("Baseline measurement (once per task, before the agent): "
                      f"median {statistics.median(row['baseline_seconds'] for row in frozen):.1f} s.")
     if compiled:

@@ -83,3 +83,11 @@ def test_aa_noise_merge_keeps_the_latest_row_of_a_task_and_lists_the_replaced(tm
     assert [row[:5] for row in rows] == ["| a |", "| b |"] and "0.9999, 1.0001, 1.0000" in rows[0]
     assert "Tasks within +-1%: 2/2" in done.stdout
     assert "a: 0.9880, 0.9990, 1.0000 (replaced by second.json)" in done.stdout
+
+
+def test_aa_noise_report_with_no_evaluated_task(tmp_path: Path) -> None:
+    rows = [{**_aa_row("d", [], [], frozen=True), "statuses": ["baseline infra_error"], "message": "broken",
+             "seconds": []}]
+    report = _merge("aa_noise.py", rows, tmp_path)
+    assert "| d | baseline infra_error: broken |" in report and "Evaluation time per task" not in report
+    assert "Baseline measurement (once per task, before the agent): median 9.0 s." in report

@@ -38,6 +38,8 @@ from aka.tasks import IGNORED_NAMES, Task
 SRC_ROOT = Path(__file__).resolve().parents[1]
 BASELINE_SOURCES_DIR = ".aka_baseline"  # = aka.harness.candidates.BASELINE_SOURCES_DIR (the harness stays torch-side)
 CHANNEL_LIMIT_BYTES = 16 * 1024 * 1024
+PASSED_THROUGH = frozenset({"AKA_NO_WORKER_SANDBOX"})  # the evaluator's own AKA_ settings a step also reads
+HARNESS_ERROR_EXIT = 2  # aka.harness.runner.run_task: a fault of the task or the harness, never the candidate's
 
 
 class Step(str, Enum):
@@ -166,7 +168,8 @@ def case_profile(device: DeviceInfo, heldout: bool = False) -> str:
 def step_environment(task: Task, device: DeviceInfo, step: Step, target: Target, eval_dir: Path,
                      extra: dict[str, str] | None = None) -> dict[str, str]:
     """The contract of docs/result-format.md: who runs, on what, and what is being judged."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AKA_") and k != "TRITON_INTERPRET"}
+    env = {k: v for k, v in os.environ.items()
+           if (not k.startswith("AKA_") or k in PASSED_THROUGH) and k != "TRITON_INTERPRET"}
     python_dir = str(Path(sys.executable).parent)
     env["PATH"] = python_dir + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_ROOT), env.get("PYTHONPATH", "")) if p)
@@ -223,7 +226,7 @@ class _ResultPipe:
 
 @dataclass(frozen=True)
 class BuildCaches:
-    """Compiled-kernel caches of one evaluation (see `aka.harness.candidates.use_shared_cache`).
+    """Compiled-kernel caches of one evaluation (see `aka.harness.sides`).
 
     `shared`: the candidate's builds, kept across its steps (compiled once per evaluation).
     `trusted`: the frozen baseline's builds, made from pristine code only; copied into each
@@ -395,12 +398,13 @@ def _append_log(own: Path, log_path: Path) -> None:
 
 
 def _report_failure(report: StepReport, step: Step) -> FailureKind:
-    """The harness may name a more precise kind (policy violation, tampering, ...)."""
+    """The harness's judge may name a more precise kind (policy violation, tampering, a crash of
+    the candidate's worker, an infrastructure error: it runs no candidate code, docs/evaluation.md)."""
     try:
         named = FailureKind(report.failure_kind) if report.failure_kind else None
     except ValueError:
         named = None
-    if named is None or named in (FailureKind.NONE, FailureKind.SKIPPED, FailureKind.INFRA_ERROR):
+    if named is None or named in (FailureKind.NONE, FailureKind.SKIPPED):
         return _STEP_FAILURE[step]
     return named
 
@@ -445,15 +449,19 @@ def run_step(task: Task, step: Step, eval_dir: Path, reports_dir: Path, device: 
             report_problem = str(exc)
         if not ran.ok:
             crash = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
+            if ran.exit_code == HARNESS_ERROR_EXIT and uses_aka_harness(task, [step], eval_dir):
+                crash = FailureKind.INFRA_ERROR  # the judge found a fault of the task or the platform
             outcome.failure, outcome.message = crash, ran.describe()
             return outcome
         if report is None:
-            forged = "forged" in report_problem or "messages arrived" in report_problem
+            forged = any(sign in report_problem for sign in ("forged", "messages arrived", "not a measurement",
+                                                                "greater than 0", "finite number"))
             fallback = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
             outcome.failure = FailureKind.TAMPERING if forged else fallback
             outcome.message = f"`{command}` exited 0 but {report_problem}"
             return outcome
         outcome.cases.extend(report.cases)
+        outcome.isolation += [f for f in report.isolation if f not in outcome.isolation]
         outcome.eval_seed = report.eval_seed if report.eval_seed is not None else outcome.eval_seed
         if report.status is StepStatus.SKIPPED:
             outcome.failure, outcome.message = FailureKind.SKIPPED, report.message or "step skipped"

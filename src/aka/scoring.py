@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable
 
 from aka.errors import ConfigError
@@ -32,6 +33,15 @@ def default_score(result: TaskResult) -> float:
     if not result.pass_correctness:
         return 20.0
     return 120.0 + 100.0 * (result.speedup_ratio or 0.0)
+
+
+def finite_score(scorer: Scorer, result: TaskResult) -> float:
+    """The scorer's value, rounded; a score that is not a finite number is the scorer's bug, and
+    nothing non-finite may reach a result or a report."""
+    value = float(scorer(result))
+    if not math.isfinite(value):
+        raise ValueError(f"scorer {result.scorer} returned {value} for {result.task_name}: scores are finite")
+    return round(value, 6)
 
 
 def resolve_scorer(spec: str, source: str = "run config") -> Scorer:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 STEP_REPORT_FORMAT = "aka-step-report/1"
 RESULT_FD_ENV = "AKA_RESULT_FD"
-SHARED_CACHE_ENV = "AKA_SHARED_CACHE_DIR"  # aka.harness.candidates.use_shared_cache (same value there)
+SHARED_CACHE_ENV = "AKA_SHARED_CACHE_DIR"  # aka.harness.candidates.SHARED_CACHE_ENV (same value there)
 READY_LINE = b"ready\n"  # aka.harness.channel sends it before reading its token (same value there)
 
 
@@ -29,9 +29,11 @@ class StepStatus(str, Enum):
 
 
 class CaseReport(BaseModel):
-    """One test case: what ran, whether it matched the reference, and how long it took."""
+    """One test case: what ran, whether it matched the reference, and how long it took. Every
+    number must be finite, and every time and speedup positive: anything else is not a
+    measurement (`StepReportError`, judged as tampering)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     id: str
     params: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
@@ -43,17 +45,19 @@ class CaseReport(BaseModel):
     baseline_time_ms: float | None = Field(default=None, gt=0)
     baseline_timing_method: str | None = None
     speedup: float | None = Field(default=None, gt=0)
-    speedup_ci_low: float | None = None
-    speedup_ci_high: float | None = None
-    samples: int | None = None
+    speedup_ci_low: float | None = Field(default=None, gt=0)
+    speedup_ci_high: float | None = Field(default=None, gt=0)
+    samples: int | None = Field(default=None, ge=0)
     late_pairs: int | None = Field(default=None, ge=0)
-    floor_ms: float | None = None
+    floor_ms: float | None = Field(default=None, gt=0)
+    unexplained_ms: float | None = None
+    span_speedup: float | None = Field(default=None, gt=0)
 
 
 class StepReport(BaseModel):
     """Everything one step (compile, correctness or performance) reports."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     format: str = STEP_REPORT_FORMAT
     step: str
@@ -69,6 +73,10 @@ class StepReportError(ValueError):
     """The step's report is missing, unreadable or not in the documented format."""
 
 
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a measurement")
+
+
 def parse_step_message(data: bytes, token: str) -> StepReport:
     """Parse what came through the result pipe; raise `StepReportError` with a one-line reason."""
     lines = [line for line in data.splitlines() if line.strip()]
@@ -77,8 +85,8 @@ def parse_step_message(data: bytes, token: str) -> StepReport:
     if len(lines) > 1:
         raise StepReportError(f"{len(lines)} messages arrived on the result channel; only the harness may write one")
     try:
-        message = json.loads(lines[0])
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        message = json.loads(lines[0], parse_constant=_no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
         raise StepReportError(f"the result channel carried invalid JSON: {exc}") from exc
     if not isinstance(message, dict) or message.get("token") != token:
         raise StepReportError("the result channel carried a message without the step's token (forged)")

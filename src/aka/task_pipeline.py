@@ -38,7 +38,7 @@ from aka.result import (
 )
 from aka.run_config import LoadedRunConfig
 from aka.run_layout import AGENT_WORK_DIR, EVALUATION_DIR, REPOSITORIES_DIR, new_task_workspace
-from aka.scoring import Scorer
+from aka.scoring import Scorer, finite_score
 from aka.speedup import BASELINE_SLOWDOWN_LIMIT, apply_timings, slowed_baselines
 from aka.task_config import BaselineSource
 from aka.tasks import IGNORED_NAMES, Task, task_files, task_identity
@@ -211,7 +211,7 @@ def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOu
     result.eval_seed = eval_seeds[0] if eval_seeds else None
     result.isolation = outcomes[-1].isolation if outcomes else []
     result.status = _status(result)
-    result.score = round(float(ctx.scorer(result)), 6) if result.status is not TaskStatus.SKIP else 0.0
+    result.score = finite_score(ctx.scorer, result) if result.status not in (TaskStatus.SKIP, TaskStatus.INFRA) else 0.0
     return result
 
 

@@ -2,8 +2,9 @@
 
 A task's `harness.py` declares a `KernelTask` and ends with `raise SystemExit(run_task(TASK))`;
 the step name comes from argv and everything else from the environment described in
-docs/result-format.md. Only the standard library and torch are imported here (Triton is left to
-the candidate), so candidate processes stay light.
+docs/result-format.md. The step process is the judge; the candidate's code runs only in worker
+processes it starts (docs/evaluation.md). Only the standard library and torch are imported here
+(Triton is left to the workers' code), so the processes stay light.
 """
 
 from aka.harness.candidates import (
@@ -39,7 +40,8 @@ from aka.harness.compare import (
 )
 from aka.harness.paired import PairedConfig, PairedResult, time_paired, trimmed_mean_with_ci
 from aka.harness.report import CaseResult, StepResult, describe_exception
-from aka.harness.runner import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext, run_step, run_task
+from aka.harness.runner import run_step, run_task
+from aka.harness.task import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext
 from aka.harness.timing import CPU_METHOD, CUDA_METHOD, Timing, TimingConfig, time_function
 
 __all__ = [

@@ -128,20 +128,8 @@ def first_error_lines(output: str, limit: int = 2) -> str:
     return " | ".join(picked)[:500] or "no compiler output"
 
 
-SHARED_CACHE_ENV = "AKA_SHARED_CACHE_DIR"
+SHARED_CACHE_ENV = "AKA_SHARED_CACHE_DIR"  # the evaluation's shared build cache (aka.harness.sides)
 NVCC_SUBDIR = "aka-nvcc"
-
-
-def use_shared_cache() -> None:
-    """Compile from now on into the evaluation's shared cache (`$AKA_SHARED_CACHE_DIR`), which the
-    candidate's later steps reuse, so its kernels compile once per evaluation instead of once per
-    step. Only called once no baseline code can compile any more: at the start of the compile
-    and correctness steps, and in the performance step after the baseline was built and called
-    on every case (its binaries are in memory), so nothing planted there can reach the baseline.
-    """
-    shared = os.environ.get(SHARED_CACHE_ENV)
-    if shared:
-        os.environ["TRITON_CACHE_DIR"] = shared
 
 
 @functools.cache
@@ -150,8 +138,9 @@ def _scratch_build_dir() -> Path:
 
 
 def private_build_dir() -> Path:
-    """Where nvcc builds go: next to this command's Triton cache (a fresh, unguessable folder per
-    command, or the shared one after `use_shared_cache`), else a folder this process made."""
+    """Where nvcc builds go: next to this worker's Triton cache (the step's fresh, unguessable
+    folder for the baseline, the evaluation's shared one for the candidate), else a folder this
+    process made."""
     cache = os.environ.get("TRITON_CACHE_DIR")
     return Path(cache) / NVCC_SUBDIR if cache else _scratch_build_dir()
 

@@ -1,82 +1,88 @@
-"""The correctness step: every case checked on several seeds and input distributions.
+"""The correctness step, judged in the judge: every case on several seeds and input distributions.
 
 Each case is checked three times on fresh inputs: the case's own seed (normal values), a second
 seed (uniform values of the same spread), and a seed drawn now, at evaluation time, that no agent
-can have seen. Every call goes through `CallVerifier`, which also enforces the kernel-family
-policy and kernel provenance.
+can have seen. The judge draws the inputs and computes the expected output; the candidate's
+worker gets the inputs in the judge's memory, and the judge compares what it copied back
+(`aka.harness.verify`). A reference that is NaN or Inf on the task's own inputs is a defect of
+the task (`HarnessError`), unless the task declares it (`nonfinite_reference`).
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from pathlib import Path
 
-from aka.harness.candidates import BASELINE_MODULE_PREFIX
+import torch
+
 from aka.harness.cases import Case, Distribution, input_distribution
-from aka.harness.compare import compare_outputs
-from aka.harness.guard import PersistingL2, modules_under, policy_applies
-from aka.harness.report import CaseResult, StepResult, describe_exception
-from aka.harness.runner import (
-    CandidateError,
-    KernelTask,
-    StepContext,
-    device_lost,
-    expected_output,
-    load_source,
-    make_case_inputs,
-)
-from aka.harness.verify import INCORRECT, POLICY, CallVerifier, Problem, cuda_kernel_names, worst
+from aka.harness.compare import Output
+from aka.harness.link import WorkerFailure
+from aka.harness.remote import RemoteSide
+from aka.harness.report import CaseResult, StepResult
+from aka.harness.sides import load_side
+from aka.harness.task import HarnessError, KernelTask, StepContext, expected_output, make_case_inputs
+from aka.harness.turns import CaseMemory
+from aka.harness.verify import INCORRECT, POLICY, Problem, delivered_problems, max_abs_error, nonfinite_reference, worst
 
 SECOND_SEED_OFFSET = 7919
 log = logging.getLogger(__name__)
-
-
-def make_verifier(task: KernelTask, ctx: StepContext) -> CallVerifier:
-    """A verifier with the candidate's target Triton kernels instrumented (cwd's modules only)."""
-    verifier = CallVerifier(ctx.device, task.tolerances, policy_applies(ctx.family), task.allowed_torch_ops,
-                            persisting_l2=PersistingL2() if ctx.device.type == "cuda" else None)
-    if verifier.persisting_l2 is not None:
-        verifier.persisting_l2.pin()
-    candidate_modules = [m for m in modules_under(Path.cwd()) if not m.__name__.startswith(BASELINE_MODULE_PREFIX)]
-    verifier.launches.instrument(candidate_modules, ctx.target_kernels)
-    return verifier
 
 
 def check_plan(case: Case, eval_seed: int) -> list[tuple[int, Distribution]]:
     return [(case.seed, "normal"), (case.seed + SECOND_SEED_OFFSET, "wide_uniform"), (eval_seed ^ case.seed, "normal")]
 
 
-def _check_case(task: KernelTask, ctx: StepContext, verifier: CallVerifier, function: object, case: Case,
-                eval_seed: int) -> CaseResult:
+def reference_for(task: KernelTask, ctx: StepContext, case: Case, seed: int,
+                  distribution: Distribution) -> tuple[tuple[torch.Tensor, ...], Output]:
+    """A check's inputs and expected output; a non-finite reference stops the step as the task's fault."""
+    with input_distribution(distribution):
+        inputs = make_case_inputs(task, case, seed, ctx.device)
+    expected = expected_output(task, inputs, ctx.device)
+    problem = None if task.nonfinite_reference else nonfinite_reference(expected)
+    if problem is not None:
+        raise HarnessError(f"the task's reference is not finite on its own inputs (case {case.id}, seed {seed}, "
+                           f"{distribution}): {problem}; a defect of the task, not of the candidate (declare "
+                           "nonfinite_reference=True in its KernelTask if NaN/Inf are the right answer)")
+    return inputs, expected
+
+
+def _check_case(task: KernelTask, ctx: StepContext, side: RemoteSide, case: Case, eval_seed: int) -> CaseResult:
     worst_error = 0.0
-    for seed, distribution in check_plan(case, eval_seed):
-        with input_distribution(distribution):
-            inputs = make_case_inputs(task, case, seed, ctx.device)
-        pristine = tuple(t.clone() for t in inputs)
-        expected = expected_output(task, inputs, ctx.device)
-        try:
-            output = verifier.call(function, inputs, expected)  # type: ignore[arg-type]
-            problems = verifier.problems(output, inputs, pristine, expected)
-        except CandidateError as exc:
-            return CaseResult(case, correct=False, message=describe_exception(exc))
-        problem = worst(problems)
-        if problem is not None:
+    memory: CaseMemory | None = None
+    try:
+        for seed, distribution in check_plan(case, eval_seed):
+            inputs, expected = reference_for(task, ctx, case, seed, distribution)
+            memory = memory or CaseMemory(side, ctx.device, inputs, expected)
+            turn = memory.call(inputs, load=0, poison=True)
             where = "the evaluation-time seed" if seed == eval_seed ^ case.seed else f"seed {seed}, {distribution}"
-            return CaseResult(case, correct=False, message=f"[{problem.kind}] {problem.message} ({where})",
-                              kind=problem.kind)
-        worst_error = max(worst_error, compare_outputs(output, expected, task.tolerances).max_abs_error or 0.0)
+            if not turn.reply.ok:
+                return CaseResult(case, correct=False, message=turn.reply.text("error") or "the call failed")
+            problem = worst(delivered_problems(turn.reply, memory.snapshots, expected, task.tolerances,
+                                               memory.changed_inputs(inputs)))
+            if problem is not None:
+                return CaseResult(case, correct=False, message=f"[{problem.kind}] {problem.message} ({where})",
+                                  kind=problem.kind)
+            worst_error = max(worst_error, max_abs_error(memory.snapshots, expected, task.tolerances))
+    finally:
+        if memory is not None:
+            memory.close()
     return CaseResult(case, correct=True, max_abs_error=worst_error)
 
 
-def _cuda_provenance(task: KernelTask, ctx: StepContext, verifier: CallVerifier, function: object,
+def _cuda_provenance(task: KernelTask, ctx: StepContext, side: RemoteSide, instrumented: list[str],
                      case: Case) -> Problem | None:
-    """CUDA-source targets (no Triton object to instrument): the profiler must see them run."""
-    missing = [k for k in ctx.target_kernels if k not in verifier.launches.instrumented]
+    """CUDA-source targets (no Triton object to count launches of): the profiler must see them run."""
+    missing = [k for k in ctx.target_kernels if k not in instrumented]
     if ctx.device.type != "cuda" or not missing:
         return None
-    inputs = make_case_inputs(task, case, case.seed, ctx.device)
-    names = cuda_kernel_names(lambda: function(*inputs))  # type: ignore[operator]
+    inputs, expected = reference_for(task, ctx, case, case.seed, "normal")
+    memory = CaseMemory(side, ctx.device, inputs, expected)
+    try:
+        names = side.expect_ok({"op": "kernels", "arena": memory.name,
+                                "inputs": [f"in0_{k}" for k in range(len(inputs))]}, 300.0).texts("names")
+    finally:
+        memory.close()
     absent = [k for k in missing if not any(k in name for name in names)]
     if absent:
         return Problem(POLICY, f"target kernel(s) {', '.join(absent)} never ran; the GPU ran: "
@@ -84,34 +90,33 @@ def _cuda_provenance(task: KernelTask, ctx: StepContext, verifier: CallVerifier,
     return None
 
 
-def correctness_step(task: KernelTask, ctx: StepContext) -> StepResult:
-    """Every case against the reference; the first problem of a case is its verdict."""
+def correctness_step(task: KernelTask, ctx: StepContext, side: RemoteSide | None) -> StepResult:
+    """Every case against the reference; the first problem of a case is its verdict (`side`: the
+    candidate's worker, set up; None when the step checks the reference itself)."""
     cases = task.cases_for(ctx.profile)
     eval_seed = secrets.randbelow(2**31)
-    if ctx.target != "candidate":
-        loaded: object = task.reference
-    else:
-        source = load_source(task, "correctness", cases)
-        if isinstance(source, StepResult):
-            return source
-        loaded = source
-    verifier = make_verifier(task, ctx)
+    if ctx.target != "candidate" or side is None:  # the reference itself: finite on every check
+        for case in cases:
+            for seed, distribution in check_plan(case, eval_seed):
+                reference_for(task, ctx, case, seed, distribution)
+        return StepResult("correctness", "ok", None, [CaseResult(c, correct=True) for c in cases], eval_seed=eval_seed)
+    loaded = load_side(side, "correctness", cases, 1)
+    if isinstance(loaded, StepResult):
+        return loaded
     results: list[CaseResult] = []
-    for index, case in enumerate(cases):
-        results.append(_check_case(task, ctx, verifier, loaded, case, eval_seed))
-        log.info("%s: %s", case.id, results[-1].message or "ok")
-        if results[-1].correct is False and device_lost(ctx.device):
-            results += [CaseResult(c, correct=False, message="not run: the GPU context was lost")
-                        for c in cases[index + 1:]]
-            break
-    if ctx.target == "candidate" and all(r.correct for r in results) and cases:
-        try:
-            provenance = _cuda_provenance(task, ctx, verifier, loaded, cases[0])
-        except CandidateError as exc:
-            provenance = Problem(INCORRECT, describe_exception(exc))
-        if provenance is not None:
-            results[0] = CaseResult(cases[0], correct=False, message=f"[{provenance.kind}] {provenance.message}",
-                                    kind=provenance.kind)
+    try:
+        for case in cases:
+            results.append(_check_case(task, ctx, side, case, eval_seed))
+            log.info("%s: %s", case.id, results[-1].message or "ok")
+        if all(r.correct for r in results) and cases:
+            provenance = _cuda_provenance(task, ctx, side, loaded, cases[0])
+            if provenance is not None:
+                results[0] = CaseResult(cases[0], correct=False, message=f"[{provenance.kind}] {provenance.message}",
+                                        kind=provenance.kind)
+    except WorkerFailure as failure:
+        done = {r.case.id for r in results}
+        message = f"[{failure.kind}] {failure}"
+        results += [CaseResult(c, correct=False, message=message, kind=failure.kind) for c in cases if c.id not in done]
     bad = [r for r in results if r.correct is not True]
     if not bad:
         return StepResult("correctness", "ok", None, results, eval_seed=eval_seed)
@@ -119,4 +124,3 @@ def correctness_step(task: KernelTask, ctx: StepContext) -> StepResult:
     return StepResult("correctness", "failed", f"{len(bad)} of {len(results)} cases failed; first: "
                       f"{bad[0].case.id}: {bad[0].message}", results, failure_kind=kind.kind if kind else INCORRECT,
                       eval_seed=eval_seed)
-

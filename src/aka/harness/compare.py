@@ -62,22 +62,51 @@ def _index(flat_index: int, shape: torch.Size) -> tuple[int, ...]:
     return tuple(reversed(coords))
 
 
-def _first(mask: torch.Tensor, shape: torch.Size) -> tuple[int, ...]:
-    return _index(int(torch.nonzero(mask.reshape(-1))[0].item()), shape)
+CHUNK_ELEMENTS = 1 << 24  # float64 copies of a chunk: ~0.5 GB at most, whatever the output's size
 
 
-def _nonfinite_problem(got: torch.Tensor, expected: torch.Tensor) -> str | None:
-    """Where NaN/Inf differ from the reference: a NaN or Inf in either one needs the same in the other."""
-    nan_mismatch = torch.isnan(got) != torch.isnan(expected)
-    inf_mismatch = torch.isinf(got) != torch.isinf(expected)
-    inf_mismatch |= torch.isinf(expected) & torch.isinf(got) & (torch.sign(got) != torch.sign(expected))
-    for name, mask in (("NaN", nan_mismatch), ("Inf", inf_mismatch)):
+@dataclass
+class _Tally:
+    """Counts and first flat positions of each kind of mismatch, gathered chunk by chunk."""
+
+    nan: int = 0
+    inf: int = 0
+    bad: int = 0
+    first_nan: int = -1
+    first_inf: int = -1
+    first_bad: int = -1
+    max_abs: float = 0.0
+
+    def add(self, kind: str, mask: torch.Tensor, offset: int) -> None:
         count = int(mask.sum().item())
-        if count:
-            where = _first(mask, got.shape)
-            return (f"{count} position(s) differ in {name} from the reference; first at index {where}: "
-                    f"got {got[where].item()}, expected {expected[where].item()}")
-    return None
+        if not count:
+            return
+        setattr(self, kind, getattr(self, kind) + count)
+        if getattr(self, f"first_{kind}") < 0:
+            setattr(self, f"first_{kind}", offset + int(torch.nonzero(mask)[0].item()))
+
+
+def _tally(got: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> _Tally:
+    """NaN/Inf positions that differ from the reference, the largest finite difference, and the
+    values beyond `atol + rtol * |expected|`, in float64 (int64 for integers), a chunk at a time."""
+    tally = _Tally()
+    flat_got, flat_expected = got.detach().reshape(-1), expected.detach().reshape(-1)
+    wide = torch.float64 if got.dtype.is_floating_point or got.dtype.is_complex else torch.int64
+    for offset in range(0, flat_got.numel(), CHUNK_ELEMENTS):
+        g = flat_got[offset:offset + CHUNK_ELEMENTS].to(wide)
+        e = flat_expected[offset:offset + CHUNK_ELEMENTS].to(wide)
+        if g.dtype.is_floating_point:
+            tally.add("nan", torch.isnan(g) != torch.isnan(e), offset)
+            inf = torch.isinf(g) != torch.isinf(e)
+            inf |= torch.isinf(e) & torch.isinf(g) & (torch.sign(g) != torch.sign(e))
+            tally.add("inf", inf, offset)
+            finite = torch.isfinite(e) & torch.isfinite(g)
+            diff = torch.where(finite, (g - e).abs(), torch.zeros_like(g))
+        else:
+            diff = (g - e).abs()
+        tally.max_abs = max(tally.max_abs, float(diff.max().item()))
+        tally.add("bad", diff > tolerance.atol + tolerance.rtol * e.abs(), offset)
+    return tally
 
 
 def compare_tensor(got: object, expected: torch.Tensor, tolerance: Tolerance) -> Comparison:
@@ -94,25 +123,20 @@ def compare_tensor(got: object, expected: torch.Tensor, tolerance: Tolerance) ->
         return Comparison(False, None, f"device mismatch: got {got.device}, expected {expected.device}")
     if got.numel() == 0:
         return Comparison(True, 0.0, "ok: empty output")
-    wide = torch.float64 if got.dtype.is_floating_point or got.dtype.is_complex else torch.int64
-    g, e = got.detach().to(wide), expected.detach().to(wide)
-    if g.dtype.is_floating_point:
-        problem, finite = _nonfinite_problem(g, e), torch.isfinite(e) & torch.isfinite(g)
-    else:
-        problem, finite = None, torch.ones_like(g, dtype=torch.bool)
-    diff = torch.where(finite, (g - e).abs(), torch.zeros_like(g))
-    max_abs = float(diff.max().item())
-    if problem is not None:
-        return Comparison(False, max_abs, problem)
-    allowed = tolerance.atol + tolerance.rtol * e.abs()
-    bad = diff > allowed
-    count = int(bad.sum().item())
+    tally = _tally(got, expected, tolerance)
+    for label, count, first in (("NaN", tally.nan, tally.first_nan), ("Inf", tally.inf, tally.first_inf)):
+        if count:
+            where = _index(first, got.shape)
+            return Comparison(False, tally.max_abs, f"{count} position(s) differ in {label} from the reference; "
+                                                    f"first at index {where}: got {got[where].item()}, "
+                                                    f"expected {expected[where].item()}")
     limits = f"atol {tolerance.atol:g}, rtol {tolerance.rtol:g}"
-    if count:
-        where = _first(bad, got.shape)
-        first = f"first at index {where}: got {got[where].item()}, expected {expected[where].item()}"
-        return Comparison(False, max_abs, f"{count} of {got.numel()} values differ beyond {limits}; {first}")
-    return Comparison(True, max_abs, f"ok: max_abs_error {max_abs:.3g} ({limits})")
+    if tally.bad:
+        where = _index(tally.first_bad, got.shape)
+        located = f"first at index {where}: got {got[where].item()}, expected {expected[where].item()}"
+        message = f"{tally.bad} of {got.numel()} values differ beyond {limits}; {located}"
+        return Comparison(False, tally.max_abs, message)
+    return Comparison(True, tally.max_abs, f"ok: max_abs_error {tally.max_abs:.3g} ({limits})")
 
 
 def compare_outputs(got: object, expected: Output, overrides: Overrides | None = None) -> Comparison:

@@ -1,12 +1,14 @@
-"""Run-time guards around candidate calls: forbidden torch work, kernel provenance, tampering.
+"""Guards a worker runs around candidate calls: forbidden torch work, kernel provenance, the L2 pin.
+
+They run in the candidate's own process, so a candidate can defeat them; they are a first line
+that catches honest mistakes and naive cheats early, reported to the judge as findings. Nothing
+the judge decides a verdict or a number by depends on them (docs/evaluation.md).
 
 - `ForbiddenOps`: a torch dispatch mode active during every checked and timed candidate call;
   any aten operator outside the allowlist (allocation, views, copies, fills) is a policy
   violation, so a Triton or CUDA candidate cannot compute its output with torch or cuBLAS.
 - `LaunchCounter`: wraps the `run` of the candidate's target Triton kernels, so a candidate that
   defines the kernel but never launches it is caught.
-- `IntegritySnapshot`: the identity of the timers, synchronisation and comparison functions the
-  harness relies on, taken before the candidate is imported and verified before reporting.
 - `PersistingL2`: keeps the persisting-L2 carve-out at zero, so the L2 flush cannot be defeated
   with an access-policy window.
 """
@@ -15,10 +17,8 @@ from __future__ import annotations
 
 import ctypes
 import glob
-import json
 import os
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,14 +42,6 @@ ALLOWED_ATEN_OPS = frozenset({
     "record_stream", "set_", "view_as_real", "view_as_complex", "_reshape_alias", "unfold", "movedim",
     "is_same_size", "_has_compatible_shallow_copy_type", "cat", "stack", "is_nonzero", "item",
 })
-KERNEL_FAMILIES_WITH_POLICY = ("triton", "cuda", "hip", "flydsl")
-
-
-def policy_applies(family: str) -> bool:
-    """Kernel families must do the work in their kernels; e2e and repository tasks are exempt."""
-    return family not in ("e2e", "repository") and family.endswith(KERNEL_FAMILIES_WITH_POLICY)
-
-
 class ForbiddenOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Records every aten operator outside the allowlist that runs while the mode is active."""
 
@@ -116,47 +108,6 @@ def modules_under(directory: Path) -> list[ModuleType]:
         if isinstance(path, str) and os.path.isabs(path) and str(Path(path).resolve()).startswith(base + os.sep):
             found.append(module)
     return found
-
-
-def _watched() -> dict[str, tuple[object, str]]:
-    watched: dict[str, tuple[object, str]] = {
-        "time.perf_counter": (time, "perf_counter"), "time.perf_counter_ns": (time, "perf_counter_ns"),
-        "time.monotonic": (time, "monotonic"), "time.time": (time, "time"),
-        "torch.allclose": (torch, "allclose"), "torch.isclose": (torch, "isclose"), "torch.equal": (torch, "equal"),
-        "torch.isfinite": (torch, "isfinite"), "torch.where": (torch, "where"),
-        "torch.cuda.synchronize": (torch.cuda, "synchronize"),
-        "torch.cuda.Event.record": (torch.cuda.Event, "record"),
-        "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time"),
-        "torch.cuda.Event.synchronize": (torch.cuda.Event, "synchronize"),
-        "torch.cuda.CUDAGraph.replay": (torch.cuda.CUDAGraph, "replay"),
-        "torch.Tensor.__eq__": (torch.Tensor, "__eq__"), "torch.Tensor.abs": (torch.Tensor, "abs"),
-        "torch.Tensor.max": (torch.Tensor, "max"), "torch.Tensor.item": (torch.Tensor, "item"),
-        "json.dumps": (json, "dumps"), "os.write": (os, "write"),
-    }
-    for module_name, module in list(sys.modules.items()):
-        if module_name.startswith("aka.harness"):
-            for attr, value in vars(module).items():
-                if callable(value) and getattr(value, "__module__", "") == module_name:
-                    watched[f"{module_name}.{attr}"] = (module, attr)
-    return watched
-
-
-class IntegritySnapshot:
-    """Identities (and code objects) of what the harness trusts, to detect monkeypatching."""
-
-    def __init__(self, extra: dict[str, tuple[object, str]] | None = None) -> None:
-        self.watched = {**_watched(), **(extra or {})}
-        self.original = {label: self._identity(owner, attr) for label, (owner, attr) in self.watched.items()}
-
-    @staticmethod
-    def _identity(owner: object, attr: str) -> tuple[int, int]:
-        value = getattr(owner, attr, None)
-        code = getattr(value, "__code__", None)
-        return id(value), id(code)
-
-    def changed(self) -> list[str]:
-        return [label for label, (owner, attr) in self.watched.items()
-                if self._identity(owner, attr) != self.original[label]]
 
 
 class PersistingL2:

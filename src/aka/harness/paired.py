@@ -1,85 +1,96 @@
-"""Paired timing: baseline and candidate in one process, interleaved, with a confidence interval.
+"""Paired timing: baseline and candidate called in turn, each in its own worker, judged by the judge.
 
-Why paired: compute-bound kernels drift 2-5% between processes (clocks, power), which swamps a 2%
-real gain; timing A and B alternately (ABBA order) in one process makes each pair see the same
-conditions, and a robust mean of per-pair ratios (20%-trimmed, of their logs) cancels slow
-drift. Every pair gets freshly drawn inputs (new values at new addresses), and the L2 is flushed
-(a buffer of at least twice its size is zeroed) before every timed call, so neither a warm cache
-nor memoisation by pointer or by value pays. Pairs are taken in batches until the 95% interval
-of the speedup is narrow enough or the case's time budget is spent.
+Why paired: compute-bound kernels drift 2-5% over time (clocks, power), which swamps a 2% real
+gain; calling A and B alternately (ABBA order) makes each pair see the same conditions, and a
+robust mean of per-pair ratios (20%-trimmed, of their logs) cancels slow drift. Every pair gets
+freshly drawn inputs, written by the judge into the side's own buffers right before the call, and
+the L2 is flushed by the judge after writing them, so neither a warm cache nor memoisation pays.
+Pairs are taken in batches until the 95% interval of the speedup is narrow enough or the case's
+time budget is spent.
 
-Three things would otherwise bias an A/A comparison, measured on the H200
-(docs/benchmarks/2026-11-29_timer_precision_h200.md, 2026-11-30_timer_bias_h200.md):
-- where a call's output lands: both calls of a pair start from the same allocator state (the
-  first call's output is filled with NaN and freed before the second runs), so both write to the
-  same addresses. The pairs whose candidate output is kept for a check are timed and checked but
-  left out of the statistics, since a kept output moves the other side's;
-- which side runs first: the speedup is the geometric mean of the pairs run baseline-first and
-  of those run candidate-first, which cancels a first-position effect exactly (a pooled estimate
-  lands anywhere between the two orders' modes);
-- the edges of a batch (the first call after the GPU idled, the last before a synchronize): an
-  untimed call stands at both edges, and the side that runs first alternates between batches.
+What is trusted: each call's time is the worker's own events around it (precise, but measured
+in the worker's process), and the judge bounds it by its own clock: the span from before it
+wrote the inputs to after the output was complete. The part of the span a side's events do not
+explain (copies, the hold, the hand-overs) is the same for both sides when both are honest; the
+baseline's is measured alone first (`calibrate`, before any candidate code is loaded), so a
+candidate that keeps work out of its own events, or reports a time shorter than it took, shows
+more unexplained time than the baseline did (`UnexplainedTimeError`), and a candidate that slows
+the baseline down while it is timed makes the baseline's times drift from its calibration
+(`InterferenceError`). Every candidate output is checked, in every timed call.
 
-Before each timed call the GPU is also held busy for a moment (a sleep kernel, longer than the
-host takes to enqueue either side's call), so the host's launch work is never inside the events:
-only GPU time is compared. A pair in which a launch still came later than its hold is left out.
+Two things would otherwise bias an A/A comparison (docs/benchmarks/2026-11-30_timer_bias_h200.md):
+which side runs first (the speedup is the geometric mean of the baseline-first and the
+candidate-first pairs, which cancels a first-position effect), and the edges of a batch (the side
+that runs first in a batch's first pair alternates between batches).
 
-Kernels under about 20 us cannot be timed per call by events (the events' own resolution and
-launch latency dominate), so they are timed by replaying a CUDA graph of many calls; before the
-check of a graph's outputs they are poisoned, so work the graph does not contain is caught.
+A call whose worker finished enqueuing after the judge's hold ended may have left the GPU idle
+inside its events (`late`): its pair is left out, and when more than a quarter of a batch is late
+the hold doubles for the rest of the case (up to `max_hold_ms`, where candidate-late pairs count
+against the candidate and baseline-late pairs never count).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-import random
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import torch
-
-from aka.harness.guard import fill_sentinel
-from aka.harness.timing import flush_buffer
-
 EVENT_METHOD = "paired_cuda_event_l2flush"
-GRAPH_METHOD = "paired_cuda_graph_replay"
 CPU_METHOD = "paired_wall_clock"
+MAD_TO_SD = 1.4826
 
+
+class TimedCall(Protocol):
+    """One side's call as the judge saw it (see `aka.harness.turns.Turn`)."""
+
+    @property
+    def claimed_ms(self) -> float: ...
+
+    @property
+    def span_ms(self) -> float: ...
+
+    @property
+    def late(self) -> bool: ...
 
 
 class PairSource(Protocol):
-    """What is timed. `prepare(i, checked)` draws pair i's inputs (and, when `checked`, keeps
-    what `check` needs); `release()` drops every prepared pair not needed any more."""
+    """What is timed. `prepare(i)` draws pair i's inputs and expected output; `candidate(i, hold)`
+    also checks its output (raising `aka.harness.verify.ProblemError`); `release()` drops what
+    the prepared pairs hold."""
 
-    def prepare(self, index: int, checked: bool) -> None: ...
+    def prepare(self, index: int) -> None: ...
 
-    def baseline(self, index: int) -> object: ...
+    def baseline(self, index: int, hold_ms: float) -> TimedCall: ...
 
-    def candidate(self, index: int) -> object: ...
-
-    def check(self, index: int, output: object) -> None: ...
+    def candidate(self, index: int, hold_ms: float) -> TimedCall: ...
 
     def release(self) -> None: ...
 
 
-class HiddenWorkError(Exception):
-    """The candidate's work does not finish on the timed stream (e.g. a side stream)."""
-
-
 class LateLaunchError(Exception):
     """No pair could be timed fairly: the baseline's launches came later than the longest hold in
-    every one (candidate code stalling the host during the baseline's calls, or a baseline whose
-    launch work outlasts the hold)."""
+    every one (a baseline whose launch work outlasts the hold)."""
+
+
+class UnexplainedTimeError(Exception):
+    """The candidate's calls took more of the judge's span than its own events account for."""
+
+
+class InterferenceError(Exception):
+    """The baseline ran slower next to the candidate than alone."""
+
+
+class ClaimError(Exception):
+    """A worker reported a time that is not a positive finite number."""
 
 
 @dataclass(frozen=True)
 class PairedConfig:
     warmup: int = 2
+    calibration: int = 24
     min_pairs: int = 20
     max_pairs: int = 3000
     batch: int = 10
@@ -87,11 +98,15 @@ class PairedConfig:
     budget_s: float = 1.0
     step_budget_s: float = 4.0
     min_budget_s: float = 0.3
-    hold_ms: float = 0.05
-    graph_threshold_ms: float = 0.020
-    graph_replay_ms: float = 0.5
+    hold_ms: float = 0.4
+    max_hold_ms: float = 25.0
     cpu_pairs: int = 3
     loads: int = 3  # separate loads of each side's code, called in turn (the performance step)
+    unexplained_floor_ms: float = 0.002  # GPU: A/A read within 1 us on the H200 (cross_process_probe)
+    unexplained_share: float = 0.03
+    interference_share: float = 0.05
+    cpu_unexplained_floor_ms: float = 20.0  # the CPU's wall clocks, on a busy two-core machine
+    cpu_unexplained_share: float = 0.5
 
     def for_cases(self, count: int) -> PairedConfig:
         """Per-case budget when a step times `count` cases: the step's budget shared out, so that
@@ -109,7 +124,70 @@ class PairedResult:
     ci_high: float
     pairs: int
     method: str
-    late_pairs: int = 0  # dropped: a side's host launch outlasted the hold (see `_time_events`)
+    late_pairs: int = 0  # dropped: a side's enqueue outlasted the hold
+    unexplained_ms: float = 0.0  # candidate's median unexplained time minus the baseline's (alone)
+    span_speedup: float | None = None  # the same speedup from the judge's spans alone
+
+
+@dataclass
+class Calibration:
+    """The baseline timed alone, before any candidate code is loaded: its own times and the part
+    of the judge's span they leave unexplained, the reference the candidate is held to."""
+
+    claimed: list[float] = field(default_factory=list)
+    unexplained: list[float] = field(default_factory=list)
+    hold_ms: float = 0.4
+    late: int = 0
+
+    def add(self, call: TimedCall) -> None:
+        self.claimed.append(call.claimed_ms)
+        self.unexplained.append(call.span_ms - call.claimed_ms)
+
+    @property
+    def claimed_ms(self) -> float:
+        return statistics.median(self.claimed)
+
+    @property
+    def unexplained_ms(self) -> float:
+        return statistics.median(self.unexplained)
+
+
+def median_error(values: list[float]) -> float:
+    """Standard error of a median, from the median absolute deviation (normal-consistent)."""
+    if len(values) < 2:
+        return float("inf")
+    centre = statistics.median(values)
+    spread = MAD_TO_SD * statistics.median(abs(v - centre) for v in values)
+    return 1.2533 * spread / math.sqrt(len(values))
+
+
+def _positive(call: TimedCall, side: str) -> None:
+    for name, value in (("time", call.claimed_ms), ("span", call.span_ms)):
+        if not (math.isfinite(value) and value > 0):
+            raise ClaimError(f"the {side} reported a {name} of {value!r} ms (not a positive finite number)")
+
+
+def calibrate(source: PairSource, config: PairedConfig, gpu: bool, first: int = 0) -> Calibration:
+    """The baseline alone (`config.calibration` calls on a GPU, `cpu_pairs` on the CPU); late
+    calls are left out and lengthen the hold, as in `time_paired`."""
+    calibration = Calibration(hold_ms=config.hold_ms)
+    count = config.calibration if gpu else max(config.cpu_pairs, 2)
+    index = first
+    while len(calibration.claimed) < count and index < first + 20 * count:
+        source.prepare(index)
+        call = source.baseline(index, calibration.hold_ms)
+        _positive(call, "baseline")
+        if call.late and calibration.hold_ms < config.max_hold_ms:
+            calibration.late += 1
+            calibration.hold_ms = min(config.max_hold_ms, 2 * calibration.hold_ms)
+        else:
+            calibration.add(call)
+        index += 1
+        source.release()
+    if not calibration.claimed:
+        raise LateLaunchError(f"the baseline's enqueue outlasted the GPU hold (up to {config.max_hold_ms:.0f} ms) "
+                              "in every calibration call")
+    return calibration
 
 
 TRIM = 0.2
@@ -190,287 +268,120 @@ class PairTimes:
                             len(self.base), method, late_pairs)
 
 
-@functools.cache
-def _cycles_per_ms() -> int:
-    rate_khz = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "clock_rate", 0) or 1_500_000
-    return int(rate_khz)
-
-
-def _hold_gpu(milliseconds: float) -> None:
-    """Keep the GPU busy while the host enqueues the timed call: otherwise the events also count
-    the host's launch work (Python, guards, the launcher), which differs between the two sides."""
-    if milliseconds > 0:
-        torch.cuda._sleep(int(milliseconds * _cycles_per_ms()))  # type: ignore[no-untyped-call]
-
-
-MAX_HOLD_MS = 25.0
-
-
-def _hold_for(source: PairSource, minimum_ms: float) -> float:
-    """A hold longer than either side's host enqueue time (1.5x + 50 us), so the events see only
-    GPU work: a torch-heavy workload (an e2e block) can take longer to launch than to run."""
-    source.prepare(1, False)
-    host: list[float] = []
-    for rep in range(3):
-        for side in (source.baseline, source.candidate) if rep % 2 == 0 else (source.candidate, source.baseline):
-            start = time.perf_counter()
-            side(1)
-            host.append((time.perf_counter() - start) * 1000.0)
-            torch.cuda.synchronize()
-    source.release()
-    return min(MAX_HOLD_MS, max(minimum_ms, 1.5 * statistics.median(sorted(host)[-3:]) + 0.05))
-
-
-def gpu_ms_per_call(source: PairSource, config: PairedConfig, flush: torch.Tensor, reps: int = 3) -> float:
-    """GPU time of one call of the shorter side (median of `reps`), each call behind a hold as
-    the timed calls are. Why the hold: without it the events also count the host's launch work,
-    and on the H200 the guards' launch path alone made 7-19 us kernels read over the 20 us line,
-    so they were timed per call by events (a case read 0.96-1.02 across A/A evaluations) instead
-    of by graph replays. Why the shorter side: the speedup is only as precise as its faster call."""
-    source.prepare(0, False)
-    marks: dict[int, list[tuple[torch.cuda.Event, torch.cuda.Event]]] = {0: [], 1: []}
-    for rep in range(reps):
-        for which in ((0, 1) if rep % 2 == 0 else (1, 0)):
-            flush.zero_()
-            _hold_gpu(config.hold_ms)
-            start, end = _event(), _event()
-            start.record()
-            _ = source.candidate(0) if which else source.baseline(0)
-            end.record()
-            marks[which].append((start, end))
-    torch.cuda.synchronize()
-    source.release()
-    return min(float(statistics.median(start.elapsed_time(end) for start, end in side)) for side in marks.values())
-
-
-def _event() -> torch.cuda.Event:
-    return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-
-
 def _baseline_first(pair: int, batch: int) -> bool:
     """Which side runs first: alternating within a batch, and the batch's first pair alternating
     too, so neither side is always the one next to a batch's edges."""
     return (pair + pair // batch) % 2 == 0
 
 
-def _untimed(flush: torch.Tensor, config: PairedConfig, call: Callable[[], object]) -> None:
-    """A call in the timed calls' conditions, not timed: it stands at both edges of a batch. On
-    the H200 the first timed call after the GPU idled (a batch starts after a synchronize and the
-    host's checks) read 0.15-0.19% slower than its pair partner, and the last one before the
-    synchronize 0.03-0.05%; since the same side always stood there, that was a bias of +0.03%
-    in A/A (docs/benchmarks/2026-11-30_timer_bias_h200.md)."""
-    flush.zero_()
-    _hold_gpu(config.hold_ms)
-    _poison(call())
+@dataclass
+class _Spans:
+    """Per counted pair: each side's unexplained time, and the spans (for the span-only estimate)."""
+
+    base_unexplained: list[float] = field(default_factory=list)
+    cand_unexplained: list[float] = field(default_factory=list)
+    base_span: list[float] = field(default_factory=list)
+    cand_span: list[float] = field(default_factory=list)
+
+    def add(self, base: TimedCall, cand: TimedCall) -> None:
+        self.base_unexplained.append(base.span_ms - base.claimed_ms)
+        self.cand_unexplained.append(cand.span_ms - cand.claimed_ms)
+        self.base_span.append(base.span_ms)
+        self.cand_span.append(cand.span_ms)
 
 
-def _time_events(source: PairSource, config: PairedConfig, flush: torch.Tensor, first: int) -> PairedResult:
-    """Batches of event-timed pairs.
-
-    A call whose host launch took longer than the hold before it (a garbage collection, a slow
-    launch path, another thread holding the interpreter) may have left the GPU idle inside its
-    events, so its pair is left out (`late_pairs`); when more than a quarter of a batch is late,
-    the hold is doubled for the next batches. At `MAX_HOLD_MS`, pairs where only the candidate
-    was late are kept (its host time counts against it); pairs where the baseline was late never
-    count, since they would flatter the candidate (no pair left: `LateLaunchError`).
-    """
-    times = PairTimes()
-    started, index, late_pairs = time.perf_counter(), first, 0
+def time_paired(source: PairSource, calibration: Calibration, config: PairedConfig, gpu: bool) -> PairedResult:
+    """Time `source.baseline` against `source.candidate` in pairs (every candidate output checked
+    by the source), then hold the candidate's times to the judge's spans and the baseline's to its
+    calibration."""
+    times, spans = PairTimes(), _Spans()
+    hold_ms, late_pairs, index = calibration.hold_ms, 0, 0
+    started = time.perf_counter()
+    batch = config.batch if gpu else max(config.cpu_pairs, config.loads, 1)
     while len(times.base) < config.max_pairs:
-        checked = set(range(index, index + config.batch)) if index == first else {
-            index + random.randrange(config.batch)}
-        records: list[tuple[int, tuple[torch.cuda.Event, ...]]] = []
-        outputs: list[tuple[int, object]] = []
-        late: tuple[set[int], set[int]] = (set(), set())  # pairs whose baseline / candidate launched late
-        for step in range(config.batch):
-            source.prepare(index, index in checked)
-            if step == 0:
-                _untimed(flush, config, functools.partial(source.baseline, index))
-            marks = [_event() for _ in range(4)]
-            for which in ((0, 1) if _baseline_first(index - first, config.batch) else (1, 0)):
-                flush.zero_()
-                enqueued = time.perf_counter()
-                _hold_gpu(config.hold_ms)
-                marks[2 * which].record()
-                out = source.candidate(index) if which else source.baseline(index)
-                marks[2 * which + 1].record()
-                if (time.perf_counter() - enqueued) * 1000.0 > config.hold_ms:
+        late: tuple[set[int], set[int]] = (set(), set())  # pairs whose baseline / candidate came late
+        counted: list[tuple[int, TimedCall, TimedCall]] = []
+        for _ in range(batch):
+            source.prepare(index)
+            calls: dict[int, TimedCall] = {}
+            for which in ((0, 1) if _baseline_first(index, config.batch) else (1, 0)):
+                calls[which] = source.candidate(index, hold_ms) if which else source.baseline(index, hold_ms)
+                _positive(calls[which], "candidate" if which else "baseline")
+                if calls[which].late:
                     late[which].add(index)
-                if which == 1 and index in checked:
-                    outputs.append((index, out))
-                else:  # scrubbed and freed before the other side runs: its output lands here, but
-                    _poison(out)  # finds NaN, not this side's answer for the same inputs
-                del out
-            records.append((index, tuple(marks)))
+            counted.append((index, calls[0], calls[1]))
             index += 1
-        _untimed(flush, config, functools.partial(source.baseline, index - 1))
-        torch.cuda.synchronize()
-        below_cap = config.hold_ms < MAX_HOLD_MS
-        for pair, marks_ in records:
-            if pair in checked:
-                continue
+        source.release()
+        below_cap = hold_ms < config.max_hold_ms
+        for pair, base, cand in counted:
             if pair in late[0] or (pair in late[1] and below_cap):
                 late_pairs += 1
                 continue
-            times.add(marks_[0].elapsed_time(marks_[1]), marks_[2].elapsed_time(marks_[3]),
-                      _baseline_first(pair - first, config.batch))
-        for pair, out in outputs:
-            source.check(pair, out)
-        outputs.clear()
-        source.release()
+            times.add(base.claimed_ms, cand.claimed_ms, _baseline_first(pair, config.batch))
+            spans.add(base, cand)
         if below_cap and 4 * len(late[0] | late[1]) > config.batch:
-            config = dataclasses.replace(config, hold_ms=min(MAX_HOLD_MS, 2 * config.hold_ms))
+            hold_ms = min(config.max_hold_ms, 2 * hold_ms)
         spent = time.perf_counter() - started > config.budget_s
-        if times.base and (times.narrow(config) or spent):
+        if not gpu or (times.base and (times.narrow(config) or spent)):
             break
-        if spent and late_pairs and not times.base:
-            raise LateLaunchError(f"the baseline's host launches outlasted the GPU hold (up to {MAX_HOLD_MS:.0f} ms) "
+        if spent and not times.base:
+            raise LateLaunchError(f"the baseline's enqueue outlasted the GPU hold (up to {config.max_hold_ms:.0f} ms) "
                                   "in every timed pair, so no pair could be timed fairly")
-    return times.result(EVENT_METHOD, late_pairs)
+    if not times.base:
+        raise LateLaunchError("no pair could be timed fairly")
+    unexplained = _check_unexplained(spans, times, calibration, config, gpu)
+    if gpu:  # on the CPU the candidate's processes are stopped while the baseline runs
+        _check_interference(spans, times, calibration, config)
+    speedup, low, high = times.estimate()
+    return PairedResult(statistics.median(times.base), statistics.median(times.cand), speedup, low, high,
+                        len(times.base), EVENT_METHOD if gpu else CPU_METHOD, late_pairs, unexplained,
+                        _span_speedup(spans, calibration))
 
 
-def _check_hidden_work(source: PairSource, flush: torch.Tensor, first: int, reps: int = 7) -> None:
-    """Host time to a full device synchronize versus event time, candidate against baseline:
-    work launched off the timed stream shows up as host time the events never saw."""
-    gaps: dict[int, list[float]] = {0: [], 1: []}
-    events: dict[int, list[float]] = {0: [], 1: []}
-    for rep in range(reps):
-        source.prepare(first + rep, False)
-        for which in ((0, 1) if rep % 2 == 0 else (1, 0)):
-            flush.zero_()
-            torch.cuda.synchronize()
-            start, end = _event(), _event()
-            host_start = time.perf_counter()
-            start.record()
-            _ = source.candidate(first + rep) if which else source.baseline(first + rep)
-            end.record()
-            torch.cuda.synchronize()
-            host_ms = (time.perf_counter() - host_start) * 1000.0
-            events[which].append(start.elapsed_time(end))
-            gaps[which].append(host_ms - events[which][-1])
-        source.release()
-    hidden = statistics.median(gaps[1]) - max(statistics.median(gaps[0]), 0.0)
-    allowed = max(0.75 * statistics.median(events[0]), 0.05)
-    if hidden > allowed:
-        raise HiddenWorkError(
-            f"{hidden:.3f} ms of the candidate's work finished outside the timed stream "
-            f"(its events read {statistics.median(events[1]):.3f} ms)")
+def _tolerance(claimed_ms: float, error: float, config: PairedConfig, gpu: bool) -> float:
+    floor, share = ((config.unexplained_floor_ms, config.unexplained_share) if gpu
+                    else (config.cpu_unexplained_floor_ms, config.cpu_unexplained_share))
+    return max(floor, share * claimed_ms) + 5.0 * (error if math.isfinite(error) else 0.0)
 
 
-def _capture(run: Callable[[int], object], sets: int, calls: int,
-             kept: int = 0) -> tuple[torch.cuda.CUDAGraph, list[tuple[int, object]]]:
-    """A graph of `calls` calls over `sets` input sets, and the outputs of the last
-    `max(sets, kept)` calls (for the check)."""
-    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for index in range(sets):
-            run(index)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    outputs: list[tuple[int, object]] = []
-    with torch.cuda.graph(graph):
-        for call in range(calls):
-            outputs.append((call % sets, run(call % sets)))
-    return graph, outputs[-max(sets, kept):]
+def _check_unexplained(spans: _Spans, times: PairTimes, calibration: Calibration, config: PairedConfig,
+                       gpu: bool) -> float:
+    """The candidate may leave no more of the judge's span unexplained than the baseline did alone:
+    anything more is work its own events did not see, or time it did not report."""
+    excess = statistics.median(spans.cand_unexplained) - calibration.unexplained_ms
+    error = math.hypot(median_error(spans.cand_unexplained), median_error(calibration.unexplained))
+    allowed = _tolerance(statistics.median(times.cand), error, config, gpu)
+    if excess > allowed:
+        raise UnexplainedTimeError(
+            f"{excess * 1000:.1f} us of each candidate call happened outside its own timing (allowed "
+            f"{allowed * 1000:.1f} us; the calls read {statistics.median(times.cand) * 1000:.1f} us, the judge's "
+            f"span {statistics.median(spans.cand_span) * 1000:.1f} us)")
+    return excess
 
 
-def _poison(output: object) -> None:
-    for tensor in (output if isinstance(output, tuple | list) else [output]):
-        if isinstance(tensor, torch.Tensor):
-            fill_sentinel(tensor)
+def _check_interference(spans: _Spans, times: PairTimes, calibration: Calibration, config: PairedConfig) -> None:
+    """Next to the candidate the baseline must run as it did alone, on its events and on the span."""
+    alone = calibration.claimed_ms
+    paired = statistics.median(times.base)
+    error = math.hypot(median_error(times.base), median_error(calibration.claimed))
+    slower = paired - alone
+    if slower > config.interference_share * alone + 5.0 * (error if math.isfinite(error) else 0.0):
+        raise InterferenceError(f"the baseline read {paired:.4f} ms next to the candidate and {alone:.4f} ms "
+                                "alone: the candidate slowed it down")
+    extra = statistics.median(spans.base_unexplained) - calibration.unexplained_ms
+    error = math.hypot(median_error(spans.base_unexplained), median_error(calibration.unexplained))
+    allowed = _tolerance(alone, error, config, True)
+    if extra > allowed:
+        raise InterferenceError(f"the baseline's calls took {extra * 1000:.1f} us more of the judge's span next to "
+                                f"the candidate than alone (allowed {allowed * 1000:.1f} us)")
 
 
-def graph_calls(config: PairedConfig, per_call_ms: float, sets: int = 2) -> int:
-    """Calls per captured graph: enough for one replay to last `graph_replay_ms` (at most 500)."""
-    return max(sets, min(500, math.ceil(config.graph_replay_ms / max(per_call_ms, 1e-4))))
-
-
-def replay_batch(graphs: tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph], config: PairedConfig,
-                 flush: torch.Tensor, first_round: int, calls: int, times: PairTimes) -> None:
-    """One batch of timed replays of (baseline, candidate) graphs, untimed replays at its edges;
-    each round's per-call times are added to `times`."""
-    records = []
-    _untimed(flush, config, graphs[0].replay)
-    for round_ in range(first_round, first_round + config.batch):
-        marks = [_event() for _ in range(4)]
-        for which in ((0, 1) if _baseline_first(round_, config.batch) else (1, 0)):
-            flush.zero_()
-            _hold_gpu(config.hold_ms)
-            marks[2 * which].record()
-            graphs[which].replay()
-            marks[2 * which + 1].record()
-        records.append((round_, marks))
-    _untimed(flush, config, graphs[0].replay)
-    torch.cuda.synchronize()
-    for round_, marks in records:
-        times.add(marks[0].elapsed_time(marks[1]) / calls, marks[2].elapsed_time(marks[3]) / calls,
-                  _baseline_first(round_, config.batch))
-
-
-def _time_graphs(source: PairSource, config: PairedConfig, flush: torch.Tensor, per_call_ms: float,
-                 sets: int = 2) -> PairedResult:
-    """Graphs replay fixed input sets: host code (where a memo would live) does not run at replay."""
-    calls = max(graph_calls(config, per_call_ms, sets), config.loads)
-    for index in range(sets):
-        source.prepare(index, True)
-    base_graph, _ = _capture(source.baseline, sets, calls)
-    cand_graph, cand_outputs = _capture(source.candidate, sets, calls, kept=config.loads)  # every load checked
-    times = PairTimes()
-    started, rounds = time.perf_counter(), 0
-    while len(times.base) < config.max_pairs:
-        replay_batch((base_graph, cand_graph), config, flush, rounds, calls, times)
-        rounds += config.batch
-        if times.narrow(config) or time.perf_counter() - started > config.budget_s:
-            break
-    for _, out in cand_outputs:
-        _poison(out)
-    cand_graph.replay()
-    torch.cuda.synchronize()
-    for index, out in cand_outputs:
-        source.check(index, out)
-    source.release()
-    return times.result(GRAPH_METHOD)
-
-
-def _time_cpu(source: PairSource, config: PairedConfig) -> PairedResult:
-    times = PairTimes()
-    for pair in range(max(config.cpu_pairs, config.loads, 1)):  # every load's output checked
-        source.prepare(pair, True)
-        spent = [0.0, 0.0]
-        for which in ((0, 1) if pair % 2 == 0 else (1, 0)):
-            start = time.perf_counter()
-            out = source.candidate(pair) if which else source.baseline(pair)
-            spent[which] = max((time.perf_counter() - start) * 1000.0, 1e-6)
-            if which == 1:
-                source.check(pair, out)
-        times.add(spent[0], spent[1], pair % 2 == 0)
-        source.release()
-    return times.result(CPU_METHOD)
-
-
-def time_paired(source: PairSource, device: torch.device, config: PairedConfig | None = None) -> PairedResult:
-    """Time `source.baseline` against `source.candidate`, every timed output of the first batch
-    (and one per later batch) checked by `source.check`."""
-    settings = config or PairedConfig()
-    if device.type != "cuda":
-        return _time_cpu(source, settings)
-    flush = flush_buffer(device)
-    for index in range(settings.warmup):
-        source.prepare(index, True)
-        source.baseline(index)
-        source.check(index, source.candidate(index))
-        source.release()
-    torch.cuda.synchronize()
-    settings = dataclasses.replace(settings, hold_ms=_hold_for(source, settings.hold_ms))
-    per_call_ms = gpu_ms_per_call(source, settings, flush)
-    if per_call_ms < settings.graph_threshold_ms:
-        try:
-            return _time_graphs(source, settings, flush, per_call_ms)
-        except RuntimeError as exc:
-            if "captur" not in str(exc).lower() and "graph" not in str(exc).lower():
-                raise
-            torch.cuda.synchronize()
-            source.release()
-    _check_hidden_work(source, flush, first=1000)
-    return _time_events(source, settings, flush, first=2000)
+def _span_speedup(spans: _Spans, calibration: Calibration) -> float | None:
+    """The speedup from the judge's spans alone (each less the baseline's unexplained part): less
+    precise than the events, and reached by nothing the candidate controls."""
+    overhead = calibration.unexplained_ms
+    ratios = [(b - overhead) / (c - overhead) for b, c in zip(spans.base_span, spans.cand_span, strict=True)
+              if b > overhead and c > overhead]
+    if len(ratios) < 3:
+        return None
+    return math.exp(trimmed_mean_with_ci([math.log(r) for r in ratios])[0])

@@ -1,160 +1,177 @@
-"""The performance step: the candidate timed against the baseline, paired, in this one process.
+"""The performance step: the candidate timed against the baseline, paired, each in its own worker.
 
-The baseline (the original sources from `.aka_baseline/`, or the PyTorch reference) is loaded
-and called once per case, so its kernels are compiled and held in memory, before the candidate
-is imported (and before compiling switches to the evaluation's shared cache). Every timed pair
-gets fresh inputs; the timed outputs go through the same checks as the correctness step; and a
-time under the case's speed-of-light floor is an impossible speedup.
+Order matters. The baseline's worker loads the pristine sources (or the PyTorch reference) and
+calls every load on every case, so its kernels are compiled and in memory, and is then timed
+alone on every case (`calibrate`): all before the candidate's worker loads any candidate code.
+Then the pairs: fresh inputs for every pair, written by the judge; every candidate output
+checked; the candidate's times held to the judge's spans and the baseline's to its calibration
+(`aka.harness.paired`); a time under the case's speed-of-light floor is an impossible speedup.
 
 Each side is loaded `PairedConfig.loads` times (separate Triton JIT functions and CUDA modules,
-so separate code addresses) and its calls go to the loads in turn: on the H200 one load of a
-kernel ran up to 0.9% faster or slower than another load of the same code, an offset that
-stays for the life of the process, and spreading each side over three loads cut it to about a
-third (docs/benchmarks/2026-12-01_code_placement_h200.md).
+so separate code addresses) and pair i calls load i mod loads on both sides: on the H200 one load
+of a kernel ran up to 0.9% faster or slower than another load of the same code, an offset that
+stays for the life of the process (docs/benchmarks/2026-12-01_code_placement_h200.md).
 With `AKA_TARGET=baseline` (or `reference`) only that side is timed, alone: the run's frozen
 baseline record.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
-from aka.harness.candidates import BASELINE_SOURCES_DIR, separate_load, use_shared_cache
-from aka.harness.cases import Case, sync
-from aka.harness.checks import make_verifier
+from aka.harness.cases import Case
+from aka.harness.checks import reference_for
 from aka.harness.compare import Output
-from aka.harness.guard import ForbiddenOps
-from aka.harness.paired import EVENT_METHOD, HiddenWorkError, LateLaunchError, PairedConfig, time_paired
-from aka.harness.report import CaseResult, StepResult, describe_exception
-from aka.harness.runner import (
-    CandidateError,
-    KernelTask,
-    StepContext,
-    device_lost,
-    expected_output,
-    load_source,
-    make_case_inputs,
+from aka.harness.link import WorkerFailure
+from aka.harness.paired import (
+    Calibration,
+    ClaimError,
+    InterferenceError,
+    LateLaunchError,
+    PairedConfig,
+    UnexplainedTimeError,
+    calibrate,
+    time_paired,
 )
+from aka.harness.remote import RemoteSide
+from aka.harness.report import CaseResult, StepResult
+from aka.harness.sides import load_side, source_dir
 from aka.harness.speed_of_light import case_floor
-from aka.harness.timing import time_function
+from aka.harness.task import HarnessError, KernelTask, StepContext
+from aka.harness.timing import CPU_METHOD, CUDA_METHOD
+from aka.harness.turns import CaseMemory, Turn
 from aka.harness.verify import (
     IMPOSSIBLE,
     INCORRECT,
-    POLICY,
+    TAMPERING,
     UNTIMEABLE,
-    CallVerifier,
     Problem,
     ProblemError,
+    delivered_problems,
     worst,
 )
 
 log = logging.getLogger(__name__)
 
 
-def _time_alone(task: KernelTask, ctx: StepContext, function: Callable[..., object], case: Case) -> CaseResult:
-    inputs = make_case_inputs(task, case, case.seed, ctx.device)
-    timing = time_function(lambda: function(*inputs), ctx.device, task.timing)
-    return CaseResult(case, time_ms=timing.time_ms, timing_method=timing.method)
-
-
-def pair_inputs(task: KernelTask, case: Case, index: int, salt: int, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """Timed pair `index`'s fresh inputs, from the case's seed salted at evaluation time."""
-    seed = (case.seed * 1_000_003 + index * 7919) ^ salt
-    return make_case_inputs(task, case, seed % 2**63, device)
-
-
-class InTurn:
-    """Calls several loads of the same sources in turn, one per call."""
-
-    def __init__(self, loads: list[Callable[..., object]]) -> None:
-        self.loads, self.calls = loads, 0
-
-    def __call__(self, *args: object) -> object:
-        load = self.loads[self.calls % len(self.loads)]
-        self.calls += 1
-        return load(*args)
-
-
-def load_separately(task: KernelTask, cases: list[Case], count: int,
-                    directory: Path | None = None) -> list[Callable[..., object]] | StepResult:
-    """`count` separate loads of the sources in `directory` (default: the candidate in cwd)."""
-    loads: list[Callable[..., object]] = []
-    for serial in range(count):
-        with separate_load(serial) if serial else contextlib.nullcontext():
-            loaded = load_source(task, "performance", cases, directory)
-        if isinstance(loaded, StepResult):
-            return loaded
-        loads.append(loaded)
-    return loads
+def pair_seed(case: Case, index: int, salt: int) -> int:
+    """Timed pair `index`'s inputs come from the case's seed salted at evaluation time."""
+    return ((case.seed * 1_000_003 + index * 7919) ^ salt) % 2**63
 
 
 @dataclass
 class CasePairs:
-    """Fresh inputs for every timed pair, drawn from seeds salted at evaluation time."""
+    """Fresh inputs for every pair; the candidate's output of every call checked."""
 
     task: KernelTask
     ctx: StepContext
     case: Case
-    verifier: CallVerifier
-    baseline_fn: Callable[..., object]
-    candidate_fn: Callable[..., object]
+    baseline_memory: CaseMemory
+    candidate_memory: CaseMemory | None
+    loads: int
     salt: int
-    prepared: dict[int, tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], Output | None]] = field(
-        default_factory=dict)
+    prepared: dict[int, tuple[tuple[torch.Tensor, ...], Output]] = field(default_factory=dict)
 
-    def prepare(self, index: int, checked: bool) -> None:
-        inputs = pair_inputs(self.task, self.case, index, self.salt, self.ctx.device)
-        pristine = tuple(t.clone() for t in inputs) if checked else ()
-        expected = expected_output(self.task, inputs, self.ctx.device) if checked else None
-        self.prepared[index] = (inputs, pristine, expected)
+    def prepare(self, index: int) -> None:
+        self.prepared[index] = reference_for(self.task, self.ctx, self.case, pair_seed(self.case, index, self.salt),
+                                             "normal")
 
-    def baseline(self, index: int) -> object:
-        """Under the same (ignored) torch-operator guard as the candidate: equal host overhead."""
-        with ForbiddenOps() if self.verifier.enforce_policy else contextlib.nullcontext():
-            return self.baseline_fn(*self.prepared[index][0])
+    def baseline(self, index: int, hold_ms: float) -> Turn:
+        turn = self.baseline_memory.timed_call(self.prepared[index][0], index % self.loads, hold_ms)
+        if not turn.reply.ok:
+            raise HarnessError(f"the task's own baseline failed a timed call: {turn.reply.text('error')}")
+        return turn
 
-    def candidate(self, index: int) -> object:
-        return self.verifier.call(self.candidate_fn, self.prepared[index][0], None)
-
-    def check(self, index: int, output: object) -> None:
-        inputs, pristine, expected = self.prepared[index]
-        assert expected is not None, "only prepared-for-check pairs are checked"
-        self.verifier.check(output, inputs, pristine, expected)
+    def candidate(self, index: int, hold_ms: float) -> Turn:
+        assert self.candidate_memory is not None, "the candidate is loaded"
+        inputs, expected = self.prepared[index]
+        turn = self.candidate_memory.timed_call(inputs, index % self.loads, hold_ms)
+        self.candidate_memory.side.pause()  # nothing of the candidate runs while the baseline is timed
+        check(turn, self.candidate_memory, inputs, expected, self.task)
+        return turn
 
     def release(self) -> None:
         self.prepared.clear()
 
 
-def _time_case(task: KernelTask, ctx: StepContext, verifier: CallVerifier, baseline: Callable[..., object],
-               candidate: Callable[..., object], case: Case, config: PairedConfig) -> CaseResult:
-    pairs = CasePairs(task, ctx, case, verifier, baseline, candidate, secrets.randbits(62))
-    launches_before = verifier.launches.total()
+def check(turn: Turn, memory: CaseMemory, inputs: Sequence[torch.Tensor], expected: Output, task: KernelTask) -> None:
+    """A candidate call's output against the expected one (raises `ProblemError`)."""
+    if not turn.reply.ok:
+        raise ProblemError(Problem(INCORRECT, turn.reply.text("error") or "the call failed"))
+    problem = worst(delivered_problems(turn.reply, memory.snapshots, expected, task.tolerances,
+                                       memory.changed_inputs(inputs)))
+    if problem is not None:
+        raise ProblemError(problem)
+
+
+def warm_up(memory: CaseMemory, task: KernelTask, ctx: StepContext, case: Case, loads: int,
+            candidate: bool) -> None:
+    """Every load called once on the case (its kernels compile here, untimed); checked for the candidate."""
+    for load in range(loads):
+        inputs, expected = reference_for(task, ctx, case, pair_seed(case, -1 - load, 0), "normal")
+        turn = memory.call(inputs, load)
+        if candidate:
+            check(turn, memory, inputs, expected, task)
+        elif not turn.reply.ok:
+            raise HarnessError(f"the task's own baseline fails on case {case.id}: {turn.reply.text('error')}")
+
+
+def _memory(side: RemoteSide, task: KernelTask, ctx: StepContext, case: Case, name: str) -> CaseMemory:
+    inputs, expected = reference_for(task, ctx, case, case.seed, "normal")
+    return CaseMemory(side, ctx.device, inputs, expected, name)
+
+
+def _time_alone(side: RemoteSide, task: KernelTask, ctx: StepContext, case: Case, config: PairedConfig) -> CaseResult:
+    """One side alone: the median of its calls (the run's frozen baseline)."""
+    memory = _memory(side, task, ctx, case, "alone")
     try:
-        paired = time_paired(pairs, ctx.device, config)
-    except ProblemError as exc:
-        return CaseResult(case, correct=False, message=f"[{exc.problem.kind}] timed call: {exc.problem.message}",
-                          kind=exc.problem.kind)
-    except HiddenWorkError as exc:
-        return CaseResult(case, correct=False, message=f"[{POLICY}] {exc}", kind=POLICY)
-    except LateLaunchError as exc:
-        return CaseResult(case, correct=False, message=f"[{UNTIMEABLE}] {exc}", kind=UNTIMEABLE)
-    except CandidateError as exc:
-        return CaseResult(case, correct=False, message=describe_exception(exc), kind=INCORRECT)
+        warm_up(memory, task, ctx, case, 1, candidate=False)
+        source = CasePairs(task, ctx, case, memory, None, 1, secrets.randbits(62))
+        calibration = calibrate(source, config, ctx.device.type == "cuda")
     finally:
-        pairs.release()
-    if verifier.launches.instrumented and verifier.launches.total() == launches_before:
-        return CaseResult(case, correct=False, message=f"[{POLICY}] the timed calls launched no target kernel",
-                          kind=POLICY)
-    flushed = paired.method == EVENT_METHOD
-    floor = case_floor(task, case, ctx.device, l2_flushed=flushed) if ctx.device.type == "cuda" else None
+        memory.close()
+    return CaseResult(case, time_ms=calibration.claimed_ms,
+                      timing_method=CUDA_METHOD if ctx.device.type == "cuda" else CPU_METHOD)
+
+
+def _timing_problem(exc: Exception) -> tuple[str, str]:
+    if isinstance(exc, ProblemError):
+        return exc.problem.kind, f"timed call: {exc.problem.message}"
+    if isinstance(exc, UnexplainedTimeError | InterferenceError | ClaimError):
+        return TAMPERING, str(exc)
+    if isinstance(exc, WorkerFailure):
+        if exc.side != "candidate":
+            raise exc  # the step decides whose fault that is (aka.harness.runner)
+        return exc.kind, str(exc)
+    return UNTIMEABLE, str(exc)
+
+
+def _time_case(task: KernelTask, ctx: StepContext, baseline: RemoteSide, candidate: RemoteSide, case: Case,
+               calibration: Calibration, config: PairedConfig) -> CaseResult:
+    base_memory = _memory(baseline, task, ctx, case, f"paired-{case.id}")
+    cand_memory = _memory(candidate, task, ctx, case, f"paired-{case.id}")
+    source = CasePairs(task, ctx, case, base_memory, cand_memory, config.loads, secrets.randbits(62))
+    try:
+        warm_up(cand_memory, task, ctx, case, config.loads, candidate=True)
+        candidate.pause()
+        paired = time_paired(source, calibration, config, ctx.device.type == "cuda")
+    except (ProblemError, UnexplainedTimeError, InterferenceError, ClaimError, LateLaunchError, WorkerFailure) as exc:
+        kind, message = _timing_problem(exc)
+        return CaseResult(case, correct=False, message=f"[{kind}] {message}", kind=kind)
+    finally:
+        source.release()
+        base_memory.close()
+        cand_memory.close()
+    floor = None
+    if ctx.device.type == "cuda":
+        floor = case_floor(task, case, ctx.device, output_bytes=sum(t.numel() * t.element_size()
+                                                                    for t in cand_memory.snapshots))
     if floor is not None and floor.rejects(paired.candidate_ms):
         return CaseResult(case, correct=False, kind=IMPOSSIBLE, floor_ms=floor.ms,
                           message=f"[{IMPOSSIBLE}] {paired.candidate_ms:.4f} ms is below the speed-of-light "
@@ -162,46 +179,50 @@ def _time_case(task: KernelTask, ctx: StepContext, verifier: CallVerifier, basel
     return CaseResult(case, correct=True, time_ms=paired.candidate_ms, timing_method=paired.method,
                       baseline_time_ms=paired.baseline_ms, speedup=paired.speedup, speedup_ci_low=paired.ci_low,
                       speedup_ci_high=paired.ci_high, samples=paired.pairs, late_pairs=paired.late_pairs,
-                      floor_ms=floor.ms if floor is not None else None)
+                      floor_ms=floor.ms if floor is not None else None, unexplained_ms=paired.unexplained_ms,
+                      span_speedup=paired.span_speedup)
 
 
-def performance_step(task: KernelTask, ctx: StepContext) -> StepResult:
-    """Paired times per case; `AKA_TARGET=reference` or `baseline` times that side alone (the run's
-    frozen baseline record)."""
-    cases = task.cases_for(ctx.profile)
-    timed_alone = ctx.target != "candidate"
-    loads = 1 if timed_alone else max(1, task.paired.loads)
-    if ctx.target == "reference" or ctx.baseline == "reference":  # torch2*, instruction2*: PyTorch is the baseline
-        baselines: list[Callable[..., object]] | StepResult = [task.reference]
-    else:
-        baselines = load_separately(task, list(cases), loads, ctx.baseline_dir or Path.cwd() / BASELINE_SOURCES_DIR)
-    if isinstance(baselines, StepResult):
-        raise RuntimeError(f"the task's own baseline sources do not load: {baselines.message}")
-    if timed_alone:
-        return StepResult("performance", "ok", None, [_time_alone(task, ctx, baselines[0], case) for case in cases])
-    for case in cases:  # every specialization of every baseline load is compiled before any candidate code runs
-        for load in baselines:
-            load(*make_case_inputs(task, case, case.seed, ctx.device))
-        sync(ctx.device)
-    use_shared_cache()
-    candidates = load_separately(task, list(cases), loads)
-    if isinstance(candidates, StepResult):
-        return candidates
-    verifier = make_verifier(task, ctx)
-    results: list[CaseResult] = []
+def _calibrate(baseline: RemoteSide, task: KernelTask, ctx: StepContext, cases: Sequence[Case],
+               config: PairedConfig) -> dict[str, Calibration]:
+    """The baseline alone on every case (each load warmed up first): before any candidate code loads."""
+    calibrations = {}
+    for case in cases:
+        memory = _memory(baseline, task, ctx, case, "calibration")
+        try:
+            warm_up(memory, task, ctx, case, config.loads, candidate=False)
+            source = CasePairs(task, ctx, case, memory, None, config.loads, secrets.randbits(62))
+            calibrations[case.id] = calibrate(source, config, ctx.device.type == "cuda")
+        finally:
+            memory.close()
+    return calibrations
+
+
+def performance_step(task: KernelTask, ctx: StepContext, baseline: RemoteSide,
+                     candidate: RemoteSide | None) -> StepResult:
+    """Paired times per case; without a `candidate` (`AKA_TARGET=reference` or `baseline`) the
+    baseline's worker is timed alone (the run's frozen baseline record)."""
+    cases = list(task.cases_for(ctx.profile))
     config = task.paired.for_cases(len(cases))
-    config = dataclasses.replace(config, warmup=max(config.warmup, len(candidates)))  # each load compiles untimed
-    baseline, candidate = InTurn(baselines), InTurn(candidates)
-    for index, case in enumerate(cases):
-        results.append(_time_case(task, ctx, verifier, baseline, candidate, case, config))
+    loads = 1 if candidate is None else max(1, config.loads)
+    config = dataclasses.replace(config, loads=loads)
+    loaded = load_side(baseline, "performance", cases, loads, source_dir(ctx))
+    if isinstance(loaded, StepResult):
+        raise HarnessError(f"the task's own baseline sources do not load: {loaded.message}")
+    if candidate is None:
+        return StepResult("performance", "ok", None, [_time_alone(baseline, task, ctx, case, config) for case in cases])
+    calibrations = _calibrate(baseline, task, ctx, cases, config)
+    started = load_side(candidate, "performance", cases, loads)
+    if isinstance(started, StepResult):
+        return started
+    results: list[CaseResult] = []
+    for case in cases:
+        results.append(_time_case(task, ctx, baseline, candidate, case, calibrations[case.id], config))
         log.info("%s: %s", case.id, results[-1].message or f"{results[-1].speedup:.4f}x")
-        if results[-1].correct is False and device_lost(ctx.device):
-            results += [CaseResult(c, correct=False, message="not run: the GPU context was lost")
-                        for c in cases[index + 1:]]
-            break
     bad = [r for r in results if r.correct is not True]
     if not bad:
         return StepResult("performance", "ok", None, results)
     kind = worst([Problem(r.kind or INCORRECT, r.message or "") for r in bad])
     return StepResult("performance", "failed", f"{len(bad)} of {len(results)} cases failed; first: "
                       f"{bad[0].case.id}: {bad[0].message}", results, failure_kind=kind.kind if kind else INCORRECT)
+

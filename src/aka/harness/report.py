@@ -1,7 +1,8 @@
 """The step report (`aka-step-report/1`) as plain dataclasses.
 
-This mirrors `aka.step_report` without pydantic so that candidate processes import nothing but the
+This mirrors `aka.step_report` without pydantic so that step processes import nothing but the
 standard library and torch; the evaluator validates what is sent here with the pydantic model.
+The judge writes it; no worker ever sees the channel it goes through.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class CaseResult:
     samples: int | None = None
     late_pairs: int | None = None
     floor_ms: float | None = None
+    unexplained_ms: float | None = None
+    span_speedup: float | None = None
     kind: str | None = None
 
     def to_json(self) -> dict[str, object]:
@@ -77,6 +80,8 @@ class CaseResult:
             "samples": self.samples,
             "late_pairs": self.late_pairs,
             "floor_ms": _finite(self.floor_ms),
+            "unexplained_ms": _finite(self.unexplained_ms),
+            "span_speedup": _finite(self.span_speedup) if self.span_speedup and self.span_speedup > 0 else None,
         }
 
 
@@ -90,6 +95,7 @@ class StepResult:
     cases: list[CaseResult] = field(default_factory=list)
     failure_kind: str | None = None
     eval_seed: int | None = None
+    isolation: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -99,5 +105,6 @@ class StepResult:
             "message": one_line(self.message) if self.message else None,
             "failure_kind": self.failure_kind,
             "eval_seed": self.eval_seed,
+            "isolation": self.isolation,
             "cases": [case.to_json() for case in self.cases],
         }

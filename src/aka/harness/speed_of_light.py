@@ -1,14 +1,14 @@
 """Speed-of-light floors: the least time any correct kernel can take for a case.
 
 A candidate timed under its floor did not do the work (a patched timer, a cached result, work the
-events never saw), so its speedup is impossible: a failure, never a reward. Two bounds, the
-larger wins:
+events never saw), so its speedup is impossible: a failure, never a reward. The floors and their
+constants live in the judge, which never imports candidate code. Two bounds, the larger wins:
 
-- bytes: the fewest bytes a correct kernel must move (`KernelTask.min_bytes`) over the DRAM peak
-  (two transfers per memory clock times the bus width, from the driver). Not a measured copy's
-  bandwidth: on the H200 honest kernels ran at up to 1.08x a copy's rate, and the copy's own rate
-  varied by over 10% between processes. Only for cases timed with the L2 flushed: a CUDA-graph replay
-  (kernels under 20 us) repeats its inputs, which may then come from the L2;
+- bytes: the fewest bytes a correct kernel must move (`KernelTask.min_bytes`; without it, the
+  bytes of the outputs) over the DRAM peak (two transfers per memory clock times the bus width,
+  from the driver). Not a measured copy's bandwidth: on the H200 honest kernels ran at up to
+  1.08x a copy's rate, and the copy's own rate varied by over 10% between processes. Every timed
+  call reads inputs the judge just wrote and then flushed from the L2;
 - flops: the fewest operations it must do (`KernelTask.min_flops`) over the card's peak dense
   tensor-core rate for operands of the task's width (`KernelTask.flops_operand_bits`). 32-bit
   work is bounded by the 16-bit rate: no TF32 or split-precision trick beats it.
@@ -30,7 +30,7 @@ import torch
 
 if TYPE_CHECKING:
     from aka.harness.cases import Case
-    from aka.harness.runner import KernelTask
+    from aka.harness.task import KernelTask
 
 FLOOR_SLACK = 0.9
 COPY_EFFICIENCY = 0.8  # a large copy reaches 80-90% of the DRAM peak (H200: 3.5-4.0 of 4.8 TB/s)
@@ -115,12 +115,15 @@ def device_peak_ops_per_ms(device: torch.device, operand_bits: int) -> float | N
     return peak_ops_per_ms((props.major, props.minor), props.multi_processor_count, clock_khz, operand_bits)
 
 
-def case_floor(task: KernelTask, case: Case, device: torch.device, l2_flushed: bool = True) -> Floor | None:
-    """The larger of the case's bytes floor (only when every timed call began with a flushed L2)
-    and flops floor on `device` (None: the task declares neither that applies)."""
+def case_floor(task: KernelTask, case: Case, device: torch.device, output_bytes: int = 0) -> Floor | None:
+    """The larger of the case's bytes floor and flops floor on `device` (every timed call begins
+    with a flushed L2). A task that declares no `min_bytes` still gets one: the bytes of its
+    outputs, which any correct kernel writes at least once (None: nothing to bound by)."""
     floors: list[Floor] = []
-    if task.min_bytes is not None and l2_flushed:
+    if task.min_bytes is not None:
         floors.append(Floor(task.min_bytes(case) / device_bandwidth(device), "the minimum bytes at the DRAM peak"))
+    elif output_bytes > 0:
+        floors.append(Floor(output_bytes / device_bandwidth(device), "the output's bytes at the DRAM peak"))
     if task.min_flops is not None:
         peak = device_peak_ops_per_ms(device, task.flops_operand_bits)
         if peak is not None:

@@ -1,0 +1,210 @@
+"""A worker seen from the judge: started, fed requests with deadlines, paused, stopped.
+
+Where this machine allows it, a worker runs in user, PID and mount namespaces of its own behind
+`aka.confine`: it cannot see or signal the judge or the other worker, cannot read their memory,
+and can write only its own folder, its build cache and its temporary folder (so the candidate's
+worker cannot plant anything the baseline's worker or the judge would later import or load).
+Where it does not, the worker is an ordinary child and the judge is undumpable (no other process
+of its user can read its memory or descriptors); the results list which held (`worker-namespace`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from aka.harness.link import Link, LinkClosed, LinkTimeout, ProtocolError, Reply, WorkerFailure
+from aka.harness.shared import Arena
+
+CONFINE_SCRIPT = Path(__file__).resolve().parents[1] / "confine.py"
+NAMESPACE_FEATURE = "worker-namespace"
+_NAMESPACES = ("--user", "--map-root-user", "--pid", "--fork", "--kill-child")
+_PR_SET_DUMPABLE = 4
+# What a worker keeps of the step's AKA_ variables: nothing that names the judge's folders or channel.
+WORKER_VARIABLES = frozenset({"AKA_STEP", "AKA_DEVICE", "AKA_CUDA_ARCH", "AKA_TASK_FAMILY", "AKA_TARGET_KERNELS",
+                              "AKA_CASE_PROFILE", "AKA_NO_SANDBOX", "AKA_NO_WORKER_SANDBOX"})
+log = logging.getLogger(__name__)
+
+
+def _confine_argv(writable: Sequence[Path]) -> list[str]:
+    paths = [arg for path in writable for arg in ("--writable", str(path))]
+    return [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), "--host-dev", *paths, "--"]
+
+
+@functools.cache
+def namespace_prefix() -> tuple[str, ...]:
+    """`unshare` into fresh user/PID namespaces (the worker's mounts are confine's), if it works
+    here; disabled by AKA_NO_SANDBOX=1 (every sandbox) or AKA_NO_WORKER_SANDBOX=1 (this one)."""
+    unshare = shutil.which("unshare")
+    if unshare is None or "1" in (os.environ.get("AKA_NO_SANDBOX"), os.environ.get("AKA_NO_WORKER_SANDBOX")):
+        return ()
+    prefix = (unshare, *_NAMESPACES)
+    with tempfile.TemporaryDirectory(prefix="aka-worker-probe-") as probe:
+        try:
+            done = subprocess.run([*prefix, *_confine_argv([Path(probe)]), "true"], capture_output=True,
+                                  timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return ()
+    return prefix if done.returncode == 0 else ()
+
+
+def make_undumpable() -> None:
+    """No process of this user may read the judge's memory or file descriptors (ptrace, /proc)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        log.warning("could not make the judge undumpable")
+
+
+class RemoteSide:
+    """One worker process: `role` is `candidate` or `baseline` (also used for the reference)."""
+
+    def __init__(self, role: str, device: str, home: Path, cache: Path | None, env: dict[str, str]) -> None:
+        self.role = role
+        self.directory = home / f"worker-{role}"
+        self.scratch = home / f"worker-{role}-tmp"
+        for path in (self.directory, self.scratch):
+            path.mkdir(parents=True, exist_ok=True)
+        self.cache = cache or home / f"worker-{role}-cache"
+        self.cache.mkdir(parents=True, exist_ok=True)
+        self.link, theirs = Link.pair(spin_s=0.005 if device == "cuda" else 0.0)
+        prefix = namespace_prefix()
+        confine = _confine_argv([self.directory, self.scratch, self.cache]) if prefix else []
+        own = {"TRITON_CACHE_DIR": str(self.cache), "TORCH_EXTENSIONS_DIR": str(self.cache / "torch_extensions"),
+               "TMPDIR": str(self.scratch), "TMP": str(self.scratch), "TEMP": str(self.scratch)}
+        worker_env = {k: v for k, v in env.items() if not k.startswith("AKA_") or k in WORKER_VARIABLES}
+        try:
+            self.process = subprocess.Popen(
+                [*prefix, *confine, sys.executable, "-m", "aka.harness.worker", "--fd", str(theirs.fileno()),
+                 "--device", device], cwd=self.directory, env={**worker_env, **own}, pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            theirs.close()
+        self.isolated = bool(prefix)
+        self.arenas: dict[str, Arena] = {}
+        self.paused = False
+        self.loaded = False  # the side's code has run in it
+
+    def request(self, request: dict[str, Any], timeout: float, fds: Sequence[int] = ()) -> Reply:
+        """Send one request and wait for its answer; a dead, silent or malformed worker raises
+        `WorkerFailure` (crash, timeout, tampering)."""
+        self.resume()
+        try:
+            self.link.send(request, fds)
+            return self.link.receive_reply(timeout, self.role)
+        except LinkTimeout:
+            self.kill()
+            raise WorkerFailure("timeout", f"the {self.role} did not answer within {timeout:.0f} s "
+                                f"({request.get('op')})", self.role) from None
+        except LinkClosed:
+            raise WorkerFailure("crash", f"the {self.role}'s process died ({request.get('op')}; "
+                                f"{self._exit_status()})", self.role) from None
+        except ProtocolError:
+            self.kill()
+            raise
+
+    def expect_ok(self, request: dict[str, Any], timeout: float, fds: Sequence[int] = ()) -> Reply:
+        reply = self.request(request, timeout, fds)
+        if not reply.ok:
+            raise RemoteError(reply.text("kind") or "error", reply.text("error") or "failed", reply.text("exception"))
+        return reply
+
+    def setup(self, evaluation_dir: Path, task_file: str, task_name: str, device: str, policy: bool,
+              allowed_ops: Sequence[str], target_kernels: Sequence[str], hidden: Sequence[str],
+              timeout: float) -> None:
+        """Copy the evaluation directory into the worker's own folder (without the hidden files)
+        and have it import the task there."""
+        shutil.copytree(evaluation_dir, self.directory, dirs_exist_ok=True, symlinks=True,
+                        ignore=shutil.ignore_patterns(*hidden, "__pycache__"))
+        self.expect_ok({"op": "setup", "directory": str(self.directory), "task_file": task_file,
+                        "task_name": task_name, "device": device, "side": self.role, "policy": policy,
+                        "allowed_ops": list(allowed_ops), "target_kernels": list(target_kernels)}, timeout)
+
+    def map(self, name: str, arena: Arena, timeout: float = 60.0) -> None:
+        self.unmap(name)
+        self.arenas[name] = arena
+        self.expect_ok({"op": "map", "name": name, "arena": arena.descriptor()}, timeout,
+                       [arena.fd] if arena.fd >= 0 else [])
+
+    def unmap(self, name: str) -> None:
+        arena = self.arenas.pop(name, None)
+        if arena is None:
+            return
+        if self.alive():
+            try:
+                self.expect_ok({"op": "unmap", "name": name}, 60.0)
+            except (WorkerFailure, RemoteError):
+                pass
+        arena.close()
+
+    def pause(self) -> None:
+        """Stop the worker's processes (between its turns: nothing of it may run while the other
+        side is timed)."""
+        if not self.paused and self.alive():
+            self._signal(signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.paused:
+            self._signal(signal.SIGCONT)
+            self.paused = False
+
+    def _signal(self, number: int) -> None:
+        try:
+            os.killpg(self.process.pid, number)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def _exit_status(self) -> str:
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "still running"
+        return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+
+    def kill(self) -> None:
+        self.paused = False
+        self._signal(signal.SIGCONT)
+        self._signal(signal.SIGKILL)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        """Ask the worker to quit, kill it if it does not, then free what was lent to it."""
+        if self.alive():
+            self.resume()
+            try:
+                self.link.send({"op": "quit"})
+                self.process.wait(timeout=10)
+            except (LinkClosed, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        self.link.close()
+        for arena in self.arenas.values():
+            arena.close()
+        self.arenas.clear()
+
+
+class RemoteError(Exception):
+    """A request the worker answered with a failure (a build error, a candidate exception)."""
+
+    def __init__(self, kind: str, message: str, exception: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.exception = exception

@@ -1,0 +1,106 @@
+"""The workers a step needs, started before the step's turn, and loading a side's code into one.
+
+A step process starts its workers as soon as it starts (they import torch and create their CUDA
+context while the step waits for its turn), and sets them up at its turn, once the evaluation
+directory holds what this step judges. Caches: the baseline's worker in the performance step
+builds into the step's own fresh cache (seeded with the frozen baseline's builds of pristine
+code); every candidate worker builds into the evaluation's shared cache, so the candidate's
+kernels compile once per evaluation and nothing it leaves there can reach the baseline.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from aka.harness.candidates import BASELINE_SOURCES_DIR, SHARED_CACHE_ENV
+from aka.harness.cases import Case
+from aka.harness.link import WorkerFailure
+from aka.harness.remote import RemoteError, RemoteSide
+from aka.harness.report import CaseResult, StepResult
+from aka.harness.task import HELDOUT_MODULE, KernelTask, StepContext, policy_applies
+
+SETUP_TIMEOUT_S = 300.0
+LOAD_TIMEOUT_S = 900.0  # a CUDA source builds with nvcc inside the load
+
+
+@dataclass
+class StepWorkers:
+    """The step's workers: the candidate's, and in a paired performance step the baseline's."""
+
+    home: Path
+    candidate: RemoteSide | None = None
+    baseline: RemoteSide | None = None
+
+    @classmethod
+    def start(cls, ctx: StepContext, environ: Mapping[str, str]) -> StepWorkers:
+        home = Path(tempfile.mkdtemp(prefix="aka-workers-", dir=environ.get("TMPDIR") or None))
+        env = dict(environ)
+        shared = environ.get(SHARED_CACHE_ENV)
+        own = environ.get("TRITON_CACHE_DIR")
+        device = ctx.device.type
+        workers = cls(home)
+        either = shared or own
+        if ctx.step == "performance" and ctx.target == "candidate":
+            workers.baseline = RemoteSide("baseline", device, home, _path(own), env)
+            workers.candidate = RemoteSide("candidate", device, home, _path(shared), env)
+        elif ctx.step == "performance":
+            workers.baseline = RemoteSide("baseline", device, home, _path(either), env)
+        elif ctx.target == "candidate":
+            workers.candidate = RemoteSide("candidate", device, home, _path(either), env)
+        return workers
+
+    @property
+    def isolated(self) -> bool:
+        sides = [s for s in (self.candidate, self.baseline) if s is not None]
+        return bool(sides) and all(s.isolated for s in sides)
+
+    def close(self) -> None:
+        for side in (self.candidate, self.baseline):
+            if side is not None:
+                side.close()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def set_up(side: RemoteSide, task: KernelTask, ctx: StepContext, task_file: Path, role: str) -> None:
+    """The worker's copy of the evaluation directory (without held-out files) and the task in it."""
+    side.role = role
+    policy = policy_applies(ctx.family) and role == "candidate"
+    side.setup(Path.cwd(), task_file.name, task.name, ctx.device.type, policy, sorted(task.allowed_torch_ops),
+               ctx.target_kernels, (HELDOUT_MODULE,), SETUP_TIMEOUT_S)
+
+
+def source_dir(ctx: StepContext) -> str:
+    """Where a baseline worker finds the pristine sources, relative to its copy of the directory."""
+    if ctx.baseline_dir is not None and ctx.baseline_dir.is_relative_to(Path.cwd()):
+        return os.fspath(ctx.baseline_dir.relative_to(Path.cwd()))
+    return BASELINE_SOURCES_DIR
+
+
+def load_side(side: RemoteSide, step: str, cases: Sequence[Case], count: int, directory: str = ".",
+              build: bool = False) -> list[str] | StepResult:
+    """Load `count` copies of the side's code (after its build, if asked); the target kernels it
+    instruments, or the report of why it has none (skipped: a missing tool; failed otherwise)."""
+    side.loaded = True  # from here on the side's code may run in the worker
+    try:
+        if build:
+            side.expect_ok({"op": "build"}, LOAD_TIMEOUT_S)
+        reply = side.expect_ok({"op": "load", "count": count, "source_dir": directory}, LOAD_TIMEOUT_S)
+    except RemoteError as exc:
+        if exc.kind == "tool_missing":
+            return StepResult(step, "skipped", str(exc))
+        message = f"{'building' if build else 'loading'} the candidate failed: {exc}"
+        return StepResult(step, "failed", message, [CaseResult(c, correct=False, message=message) for c in cases])
+    except WorkerFailure as failure:
+        message = f"loading the candidate: {failure}"
+        return StepResult(step, "failed", message, [CaseResult(c, correct=False, message=message) for c in cases],
+                          failure_kind=failure.kind)
+    return reply.texts("instrumented")

@@ -1,0 +1,193 @@
+"""One side's calls on one case, as the judge makes them: its memory, its inputs, its clock.
+
+For each call the judge writes the inputs into the side's input buffers (two sets, used in turn,
+so consecutive calls read other addresses), and on a GPU:
+
+    judge stream:  E0 | write inputs | reset persisting L2 lines, flush the L2 | hold | go flag |
+                   wait for the done flag | E2 | copy the outputs into its own memory
+    worker stream:       wait for the go flag | start | the call | end | copy the outputs out | done flag
+
+The hold keeps the judge's stream busy while the worker enqueues its call, so the worker's events
+see GPU time only. The span E0..E2 is read on the judge's own stream: it contains every GPU
+microsecond the worker could have spent on these inputs (they did not exist before E0; the output
+was complete at E2), so the part of it the worker's events do not explain (`unexplained`) bounds
+any time the worker hides from its own events. On the CPU the same holds with the wall clock.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from aka.harness import cuda_driver
+from aka.harness.compare import Output
+from aka.harness.link import Reply, WorkerFailure
+from aka.harness.remote import RemoteSide
+from aka.harness.shared import Arena
+from aka.harness.timing import l2_cache_bytes
+
+FLAGS = "flags"
+CALL_TIMEOUT_S = 300.0  # a call that compiles (the first of each load) may take minutes
+TIMED_CALL_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One call: the worker's answer, its own time, the judge's span and whether it came late."""
+
+    reply: Reply
+    claimed_ms: float
+    span_ms: float
+    late: bool
+
+    @property
+    def unexplained_ms(self) -> float:
+        return self.span_ms - self.claimed_ms
+
+
+def outputs_of(expected: Output) -> list[torch.Tensor]:
+    return [expected] if isinstance(expected, torch.Tensor) else list(expected)
+
+
+@functools.cache
+def _cycles_per_ms(index: int) -> int:
+    rate_khz = getattr(torch.cuda.get_device_properties(index), "clock_rate", 0) or 1_500_000
+    return int(rate_khz)
+
+
+@functools.cache
+def _flush(device: torch.device) -> torch.Tensor:
+    """Twice the L2, zeroed after the inputs are written: none of them is left in the cache."""
+    return torch.empty(2 * l2_cache_bytes(device) // 4, dtype=torch.int32, device=device)
+
+
+class CaseMemory:
+    """A side's buffers for one case, lent to its worker, and the judge's copies of its outputs."""
+
+    def __init__(self, side: RemoteSide, device: torch.device, inputs: Sequence[torch.Tensor], expected: Output,
+                 name: str = "case") -> None:
+        self.side, self.device, self.name = side, device, name
+        expected_outputs = outputs_of(expected)
+        layout: list[tuple[str, tuple[int, ...], torch.dtype]] = [
+            (f"in{s}_{k}", tuple(t.shape), t.dtype) for s in range(2) for k, t in enumerate(inputs)]
+        layout += [(f"out{j}", tuple(t.shape), t.dtype) for j, t in enumerate(expected_outputs)]
+        layout.append((FLAGS, (16,), torch.int32))
+        self.arena = Arena.allocate(device, layout)
+        self.arena.tensors[FLAGS].zero_()
+        self.count = len(inputs)
+        self.outputs = [f"out{j}" for j in range(len(expected_outputs))]
+        self.snapshots = [torch.empty_like(t) for t in expected_outputs]
+        self.serial = 0
+        side.map(name, self.arena)
+
+    def inputs_in(self, which: int) -> list[torch.Tensor]:
+        return [self.arena.tensors[f"in{which}_{k}"] for k in range(self.count)]
+
+    def _request(self, which: int, load: int, serial: int | None, poison: bool) -> dict[str, object]:
+        return {"op": "call", "arena": self.name, "inputs": [f"in{which}_{k}" for k in range(self.count)],
+                "outputs": self.outputs, "load": load, "serial": serial, "poison": poison}
+
+    def _write(self, which: int, inputs: Sequence[torch.Tensor]) -> None:
+        for slot, value in zip(self.inputs_in(which), inputs, strict=True):
+            slot.copy_(value)
+
+    def call(self, inputs: Sequence[torch.Tensor], load: int, poison: bool = False,
+             timeout: float = CALL_TIMEOUT_S) -> Turn:
+        """An untimed call (checks, warm-up): inputs written, the call made, the outputs copied."""
+        self.serial += 1
+        which = self.serial % 2
+        self._write(which, inputs)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        reply = self.side.request(self._request(which, load, None, poison), timeout)
+        if reply.ok:
+            self._snapshot()
+        span_ms = (time.perf_counter() - started) * 1000.0
+        return Turn(reply, reply.number("t_ms") if reply.ok else 0.0, span_ms, False)
+
+    def _snapshot(self) -> None:
+        for snapshot, name in zip(self.snapshots, self.outputs, strict=True):
+            snapshot.copy_(self.arena.tensors[name])
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def timed_call(self, inputs: Sequence[torch.Tensor], load: int, hold_ms: float,
+                   timeout: float = TIMED_CALL_TIMEOUT_S) -> Turn:
+        """A timed call (see the module docstring); on the CPU, wall clock on both sides."""
+        self.serial += 1
+        which = self.serial % 2
+        if self.device.type != "cuda":
+            started = time.perf_counter()
+            self._write(which, inputs)
+            reply = self.side.request(self._request(which, load, None, False), timeout)
+            if reply.ok:
+                self._snapshot()
+            span_ms = (time.perf_counter() - started) * 1000.0
+            return Turn(reply, reply.number("t_ms") if reply.ok else 0.0, span_ms, False)
+        return self._timed_gpu(which, inputs, load, hold_ms, timeout)
+
+    def _timed_gpu(self, which: int, inputs: Sequence[torch.Tensor], load: int, hold_ms: float,
+                   timeout: float) -> Turn:
+        stream = torch.cuda.current_stream()
+        flags = self.arena.tensors[FLAGS].data_ptr()
+        serial = self.serial
+        start, end, finished = _event(True), _event(True), _event(False)
+        cuda_driver.reset_persisting_l2()
+        start.record()
+        self._write(which, inputs)
+        _flush(self.device).zero_()
+        hold_from = time.perf_counter()
+        torch.cuda._sleep(int(hold_ms * _cycles_per_ms(self.device.index or 0)))  # type: ignore[no-untyped-call]
+        cuda_driver.write_flag(stream, flags, serial)
+        cuda_driver.wait_flag(stream, flags + 4, serial)
+        end.record()
+        for snapshot, name in zip(self.snapshots, self.outputs, strict=True):
+            snapshot.copy_(self.arena.tensors[name])
+        finished.record()
+        try:
+            reply = self.side.request(self._request(which, load, serial, False), timeout)
+        except WorkerFailure:
+            self._release(serial)
+            raise
+        if not _wait(finished, timeout):
+            self._release(serial)
+            raise WorkerFailure("timeout", f"the {self.side.role}'s call did not complete on the GPU")
+        late = reply.ok and reply.number("enqueued") - hold_from > hold_ms / 1000.0
+        return Turn(reply, reply.number("t_ms") if reply.ok else 0.0, start.elapsed_time(end), late)
+
+    def _release(self, serial: int) -> None:
+        """Unblock the judge's stream (it waits for a done flag the worker never wrote)."""
+        side_stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+        cuda_driver.write_flag(side_stream, self.arena.tensors[FLAGS].data_ptr() + 4, serial)
+        torch.cuda.synchronize()
+
+    def changed_inputs(self, inputs: Sequence[torch.Tensor]) -> list[int]:
+        """Positions of the inputs the last call changed in the side's buffers."""
+        which = self.serial % 2
+        return [k for k, (now, before) in enumerate(zip(self.inputs_in(which), inputs, strict=True))
+                if not torch.equal(now, before)]
+
+    def close(self) -> None:
+        self.side.unmap(self.name)
+
+
+def _event(timing: bool) -> torch.cuda.Event:
+    return torch.cuda.Event(enable_timing=timing)  # type: ignore[no-untyped-call]
+
+
+def _wait(event: torch.cuda.Event, timeout: float) -> bool:
+    """Spin, then sleep, until `event` completes or `timeout` passes."""
+    deadline = time.perf_counter() + timeout
+    spins = 0
+    while not event.query():  # type: ignore[no-untyped-call]
+        if time.perf_counter() > deadline:
+            return False
+        spins += 1
+        if spins > 10_000:
+            time.sleep(0.0005)
+    return True

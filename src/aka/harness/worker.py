@@ -1,0 +1,263 @@
+"""A worker: the process that runs one side's code (the candidate's, or the baseline's) for the judge.
+
+    python3 -m aka.harness.worker --fd N
+
+Started by the judge (`aka.harness.remote`), it loads the side's sources from its own copy of
+the evaluation directory and then serves requests over the link: map the judge's shared memory,
+call a load of the side's entry point on inputs in that memory, copy each output into the
+judge's output buffers and report how long the call took by its own events. Nothing here is
+trusted: the judge compares the outputs it was handed, and bounds the reported time by its own
+clock. The guards run here (the torch-operator policy, the launch counter, the persisting-L2
+pin) are a first line only, reported as findings; a candidate that defeats them still has to
+produce every output correctly within the judge's span.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aka.harness import cuda_driver
+from aka.harness.candidates import BASELINE_MODULE_PREFIX, ToolMissingError, separate_load
+from aka.harness.guard import (
+    ForbiddenOps,
+    LaunchCounter,
+    PersistingL2,
+    modules_under,
+    overlaps,
+    poison_allocator,
+    storages,
+)
+from aka.harness.link import Link
+from aka.harness.report import describe_exception
+from aka.harness.shared import OpenedArena
+from aka.harness.task import KernelTask
+
+CandidateError: tuple[type[BaseException], ...] = (Exception, SystemExit)
+POLICY, NO_LAUNCH, PERSISTING_L2 = "policy_violation", "no_launch", "persisting_l2"
+SPIN_S = 0.002  # on a GPU the next request comes within a few ms
+
+
+def _load_task(path: Path, name: str) -> KernelTask:
+    """The task's `harness.py` as a module (its `__main__` block does not run), and its KernelTask."""
+    spec = importlib.util.spec_from_file_location("_aka_task", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_aka_task"] = module
+    spec.loader.exec_module(module)
+    for value in vars(module).values():
+        if isinstance(value, KernelTask) and value.name == name:
+            return value
+    raise ImportError(f"{path.name} declares no KernelTask named {name}")
+
+
+class Worker:
+    """One side's loaded code and the judge's memory it was lent."""
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        self.task: KernelTask | None = None
+        self.side = "candidate"
+        self.directory = Path.cwd()
+        self.device = torch.device("cpu")
+        self.loads: list[Callable[..., object]] = []
+        self.arenas: dict[str, OpenedArena] = {}
+        self.policy = False
+        self.allowed: frozenset[str] = frozenset()
+        self.kernels: tuple[str, ...] = ()
+        self.launches = LaunchCounter()
+        self.persisting_l2: PersistingL2 | None = None
+
+    def serve(self) -> None:
+        handlers: dict[str, Callable[[dict[str, Any], list[int]], dict[str, Any]]] = {
+            "setup": self.setup, "build": self.build, "load": self.load, "map": self.map, "unmap": self.unmap,
+            "call": self.call, "kernels": self.kernel_names}
+        while True:
+            request, fds = self.link.receive_request()
+            op = request.get("op")
+            if op == "quit":
+                return
+            handler = handlers.get(str(op))
+            if handler is None:
+                self.link.answer({"ok": False, "error": f"unknown request {op!r}"})
+                continue
+            try:
+                reply = handler(request, fds)
+            except ToolMissingError as exc:
+                reply = {"ok": False, "kind": "tool_missing", "error": describe_exception(exc)}
+            except CandidateError as exc:
+                reply = {"ok": False, "kind": "error", "error": describe_exception(exc),
+                         "exception": type(exc).__name__}
+            self.link.answer(reply)
+
+    def setup(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        self.directory = Path(request["directory"])
+        os.chdir(self.directory)
+        self.device = torch.device(request["device"])
+        self.side = request["side"]
+        self.policy, self.allowed = bool(request["policy"]), frozenset(request["allowed_ops"])
+        self.kernels = tuple(request["target_kernels"])
+        self.task = _load_task(self.directory / request["task_file"], request["task_name"])
+        if self.device.type == "cuda":
+            self.persisting_l2 = PersistingL2()
+            self.persisting_l2.pin()
+        return {"ok": True}
+
+    def _task(self) -> KernelTask:
+        assert self.task is not None, "setup comes first"
+        return self.task
+
+    def build(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        task = self._task()
+        if task.build is not None:
+            task.build(self.directory)
+        return {"ok": True}
+
+    def load(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """`count` separate loads of the side's sources (new JIT functions, new CUDA modules)."""
+        task = self._task()
+        if self.side == "reference":
+            self.loads = [task.reference]
+            return {"ok": True}
+        source = self.directory / request["source_dir"]
+        self.loads = []
+        for serial in range(int(request["count"])):
+            with separate_load(serial) if serial else contextlib.nullcontext():
+                self.loads.append(task.load_candidate(source))
+        if self.side == "candidate":
+            modules = [m for m in modules_under(self.directory) if not m.__name__.startswith(BASELINE_MODULE_PREFIX)]
+            self.launches.instrument(modules, self.kernels)
+        return {"ok": True, "instrumented": sorted(self.launches.instrumented)}
+
+    def map(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        self.unmap({"name": request["name"]}, [])
+        self.arenas[request["name"]] = OpenedArena.open(request["arena"], fds[0] if fds else None)
+        return {"ok": True}
+
+    def unmap(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        arena = self.arenas.pop(request["name"], None)
+        if arena is not None:
+            arena.close()
+        return {"ok": True}
+
+    @contextlib.contextmanager
+    def _guarded(self, findings: list[str]) -> Iterator[None]:
+        mode = ForbiddenOps(self.allowed) if self.policy else None
+        before = self.launches.total()
+        with mode or contextlib.nullcontext():
+            yield
+        if mode is not None and mode.violations:
+            findings.append(f"{POLICY}: {mode.describe()}")
+        if self.launches.instrumented and self.launches.total() == before:
+            findings.append(f"{NO_LAUNCH}: no target kernel ({', '.join(sorted(self.launches.instrumented))}) "
+                            "was launched during the call")
+
+    def call(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """One call on inputs in the judge's memory; outputs copied into its output buffers.
+
+        On a GPU with a `serial`, the call is ordered by the judge's flags: this stream waits for
+        the judge's `go` flag (written once its inputs are written, the L2 flushed and its hold
+        over) and writes the `done` flag after the outputs are copied; the events around the call
+        are the time it reports."""
+        arena = self.arenas[request["arena"]].tensors
+        inputs = [arena[name] for name in request["inputs"]]
+        slots = [arena[name] for name in request["outputs"]]
+        function = self.loads[int(request["load"]) % len(self.loads)]
+        serial = request.get("serial")
+        if request.get("poison"):
+            poison_allocator(slots)
+        findings: list[str] = []
+        if self.device.type != "cuda":
+            started = time.perf_counter()
+            with self._guarded(findings):
+                output = function(*inputs)
+            t_ms = (time.perf_counter() - started) * 1000.0
+            return {"ok": True, "t_ms": t_ms, "enqueued": time.perf_counter(),
+                    "outputs": deliver(output, slots, inputs), "findings": findings}
+        stream = torch.cuda.current_stream()
+        flags = arena.get("flags")
+        if serial is not None and flags is not None:
+            cuda_driver.wait_flag(stream, flags.data_ptr(), int(serial))
+        start, end = _event(), _event()
+        try:
+            start.record()
+            with self._guarded(findings):
+                output = function(*inputs)
+            end.record()
+            outputs = deliver(output, slots, inputs)
+        finally:
+            if serial is not None and flags is not None:  # the judge's stream waits for this even after a failure
+                cuda_driver.write_flag(stream, flags.data_ptr() + 4, int(serial))
+        enqueued = time.perf_counter()
+        torch.cuda.synchronize()
+        if self.persisting_l2 is not None and self.persisting_l2.violated():
+            findings.append(f"{PERSISTING_L2}: the candidate reserved persisting L2 cache (defeats the L2 flush)")
+        return {"ok": True, "t_ms": start.elapsed_time(end), "enqueued": enqueued, "outputs": outputs,
+                "findings": findings}
+
+    def kernel_names(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """The GPU kernels one call launches, from the profiler (CUDA-source targets)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        arena = self.arenas[request["arena"]].tensors
+        inputs = [arena[name] for name in request["inputs"]]
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            self.loads[0](*inputs)
+            torch.cuda.synchronize()
+        names = sorted({event.name for event in prof.events() if event.device_type.name == "CUDA"})
+        return {"ok": True, "names": names[:64]}
+
+
+def _event() -> torch.cuda.Event:
+    return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+
+
+def deliver(output: object, slots: list[torch.Tensor], inputs: list[torch.Tensor]) -> list[dict[str, Any]]:
+    """Copy each output tensor into its slot where shape, dtype and device match; describe every one
+    (the judge compares what arrived and reports the mismatches)."""
+    items = list(output) if isinstance(output, tuple | list) else [output]
+    described: list[dict[str, Any]] = []
+    for position, item in enumerate(items[:64]):
+        if not isinstance(item, torch.Tensor):
+            described.append({"type": type(item).__name__})
+            continue
+        slot = slots[position] if position < len(slots) else None
+        fits = (slot is not None and tuple(item.shape) == tuple(slot.shape) and item.dtype == slot.dtype
+                and item.device.type == slot.device.type)
+        if fits and slot is not None:
+            slot.copy_(item)
+        described.append({"type": "Tensor", "shape": list(item.shape), "dtype": str(item.dtype).removeprefix("torch."),
+                          "device": item.device.type, "contiguous": item.is_contiguous(),
+                          "aliases_input": overlaps(storages(item), storages(inputs)), "copied": fits})
+    return [{"container": type(output).__name__ if isinstance(output, tuple | list) else "Tensor"
+             if isinstance(output, torch.Tensor) else type(output).__name__, "count": len(items)}, *described]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    here = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p not in ("", here)]  # nothing beside the worker shadows a module
+    if args.device == "cuda":
+        torch.cuda.current_stream().synchronize()  # the context now, while the judge still waits
+    import socket
+
+    link = Link(socket.socket(fileno=args.fd), spin_s=SPIN_S if args.device == "cuda" else 0.0)
+    Worker(link).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """Read-only file system for a step command, except the paths it must write, and no way to the kernel's
 raw interfaces.
 
-    python3 -m aka.confine [--host-dev] --writable PATH [--writable PATH ...] -- CMD ARGS...
+    python3 -m aka.confine [--host-dev] [--keep-admin] --writable PATH [--writable PATH ...] -- CMD ARGS...
 
 Why: a step process imports and runs untrusted candidate code. Without this, that code could
 write wherever the evaluator's user can: the pristine task directory, the aka sources,
@@ -40,6 +40,7 @@ import ctypes
 import os
 import sys
 from collections.abc import Sequence
+from typing import NamedTuple
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -58,6 +59,7 @@ PR_CAP_AMBIENT_CLEAR_ALL = 4
 # Docker's default set (chown, dac_override, fowner, fsetid, kill, setgid, setuid, setpcap,
 # net_bind_service, net_raw, sys_chroot, audit_write, setfcap) without mknod: all that is kept.
 KEPT_CAPABILITIES = frozenset((0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31))
+CAP_SYS_ADMIN = 21
 _LAST_CAPABILITY_FALLBACK = 40
 _CAPABILITY_VERSION_3 = 0x20080522
 DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
@@ -69,7 +71,7 @@ DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "
 _KEPT_FLAGS = {b"nosuid": MS_NOSUID, b"nodev": MS_NODEV, b"noexec": MS_NOEXEC}
 KERNEL_TREES = ("/proc", "/dev")  # handled on their own (/sys is remounted read-only like the rest)
 EXIT_NOT_CONFINED = 126
-USAGE = "usage: python3 -m aka.confine [--host-dev] [--writable PATH]... -- CMD ARGS..."
+USAGE = "usage: python3 -m aka.confine [--host-dev] [--keep-admin] [--writable PATH]... -- CMD ARGS..."
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -127,13 +129,15 @@ def _last_capability() -> int:
         return _LAST_CAPABILITY_FALLBACK
 
 
-def dropped_capabilities() -> list[int]:
-    """Every capability this kernel knows, except Docker's defaults (less mknod)."""
-    return [c for c in range(_last_capability() + 1) if c not in KEPT_CAPABILITIES]
+def dropped_capabilities(keep_admin: bool = False) -> list[int]:
+    """Every capability this kernel knows, except Docker's defaults (less mknod); with
+    `keep_admin`, CAP_SYS_ADMIN stays too (see `confine`)."""
+    kept = KEPT_CAPABILITIES | ({CAP_SYS_ADMIN} if keep_admin else set())
+    return [c for c in range(_last_capability() + 1) if c not in kept]
 
 
-def _drop_capabilities() -> None:
-    dropped = dropped_capabilities()
+def _drop_capabilities(keep_admin: bool = False) -> None:
+    dropped = dropped_capabilities(keep_admin)
     for capability in dropped:
         _check(_libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0), f"drop capability {capability}")
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # absent before Linux 4.3: nothing to clear
@@ -196,8 +200,13 @@ def _read_only_kernel_tunables() -> list[str]:
     return warnings
 
 
-def confine(writable: Sequence[str], host_dev: bool = False) -> list[str]:
-    """Make everything but `writable` read-only here; returns warnings (mounts left writable)."""
+def confine(writable: Sequence[str], host_dev: bool = False, keep_admin: bool = False) -> list[str]:
+    """Make everything but `writable` read-only here; returns warnings (mounts left writable).
+
+    `keep_admin` keeps CAP_SYS_ADMIN, for an aka.harness judge only: it runs no candidate code,
+    and it needs the capability to start each worker in fresh PID and mount namespaces with a
+    /proc of their own (CUDA does not initialize in a PID namespace without one); each worker is
+    confined again behind its own `confine`, which drops it."""
     _check(_libc.unshare(CLONE_NEWNS), "unshare a mount namespace")
     _mount(None, "/", MS_REC | MS_PRIVATE)
     keep = [os.path.realpath(p) for p in writable if os.path.exists(p)]
@@ -223,23 +232,29 @@ def confine(writable: Sequence[str], host_dev: bool = False) -> list[str]:
             _mount(None, point, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
         except ConfineError as exc:
             warnings.append(f"aka.confine: warning: {point} stays writable: {exc}")
-    _drop_capabilities()
+    _drop_capabilities(keep_admin)
     return warnings
 
 
-def parse_args(args: Sequence[str]) -> tuple[list[str], bool, list[str]] | None:
-    """(writable paths, host_dev, command) from `[--host-dev] [--writable PATH]... -- CMD ARGS...`;
-    None when malformed. By hand, not argparse: its imports would double this module's start-up."""
+class Arguments(NamedTuple):
+    writable: list[str]
+    host_dev: bool
+    command: list[str]
+    keep_admin: bool = False
+
+
+def parse_args(args: Sequence[str]) -> Arguments | None:
+    """`[--host-dev] [--keep-admin] [--writable PATH]... -- CMD ARGS...`; None when malformed.
+    By hand, not argparse: its imports would double this module's start-up."""
     if "--" not in args:
         return None
     split = list(args).index("--")
     options, command = list(args[:split]), list(args[split + 1:])
-    host_dev = "--host-dev" in options
-    if host_dev:
-        options.remove("--host-dev")
+    flags = {flag: flag in options for flag in ("--host-dev", "--keep-admin")}
+    options = [option for option in options if option not in flags]
     if not command or len(options) % 2 or any(flag != "--writable" for flag in options[::2]):
         return None
-    return options[1::2], host_dev, command
+    return Arguments(options[1::2], flags["--host-dev"], command, flags["--keep-admin"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -247,9 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parsed is None:
         print(USAGE, file=sys.stderr)
         return 2
-    writable, host_dev, command = parsed
+    writable, host_dev, command, keep_admin = parsed
     try:
-        for warning in confine(writable, host_dev):
+        for warning in confine(writable, host_dev, keep_admin):
             print(warning, file=sys.stderr)
     except ConfineError as exc:
         print(f"aka.confine: cannot confine the file system: {exc}", file=sys.stderr)

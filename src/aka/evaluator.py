@@ -289,8 +289,9 @@ def start_isolated(command: str, task: Task, step: Step, eval_dir: Path, env: di
         if sandbox.confines:
             cache.mkdir(mode=0o700)
         writable = [eval_dir, cache, scratch, *([caches.shared] if caches.shared else [])]
+        judge = _uses_aka_harness(command, eval_dir)  # starts its workers in namespaces of their own
         started = StartedCommand(command, eval_dir, {**env, **private, RESULT_FD_ENV: str(pipe.write_fd)},
-                                 log_path, True, (pipe.write_fd,), tuple(sandbox.wrap([], writable)),
+                                 log_path, True, (pipe.write_fd,), tuple(sandbox.wrap([], writable, keep_admin=judge)),
                                  step_limits(timeout, device.is_gpu).apply)
     except BaseException:
         shutil.rmtree(cache, ignore_errors=True)
@@ -441,6 +442,9 @@ def run_step(task: Task, step: Step, eval_dir: Path, reports_dir: Path, device: 
         (reports_dir / f"{target.value}_{step.value}_{index}.raw").write_bytes(received)
         if ran.timed_out:
             outcome.failure, outcome.message = FailureKind.TIMEOUT, ran.describe()
+            return outcome
+        if ran.stopped:  # nothing a step runs stops itself; candidate code stopped it to stall us
+            outcome.failure, outcome.message = FailureKind.TAMPERING, ran.describe()
             return outcome
         try:
             report: StepReport | None = parse_step_message(received, token)

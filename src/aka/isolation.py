@@ -41,11 +41,12 @@ CUDA_INIT_PROBE = ("import ctypes, sys; cuda = ctypes.CDLL('libcuda.so.1'); d, c
 log = logging.getLogger(__name__)
 
 
-def confine_argv(writable: Sequence[str | Path], host_dev: bool = False) -> list[str]:
+def confine_argv(writable: Sequence[str | Path], host_dev: bool = False, keep_admin: bool = False) -> list[str]:
     """`aka.confine` in isolated mode (no working directory, `PYTHON*` variables or site on its
     path: it runs with every capability until it execs), up to its `--`."""
     paths = [arg for path in writable for arg in ("--writable", str(path))]
-    return [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), *(["--host-dev"] if host_dev else []), *paths, "--"]
+    flags = [*(["--host-dev"] if host_dev else []), *(["--keep-admin"] if keep_admin else [])]
+    return [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), *flags, *paths, "--"]
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,12 @@ class Sandbox:
         """Commands it wraps see a read-only file system outside their writable paths."""
         return READ_ONLY_FILESYSTEM in self.features
 
-    def wrap(self, argv: Sequence[str], writable: Sequence[str | Path] = ()) -> list[str]:
+    def wrap(self, argv: Sequence[str], writable: Sequence[str | Path] = (), keep_admin: bool = False) -> list[str]:
         """`argv` inside the namespaces and, where this machine allows it, behind `aka.confine`
-        with only the existing paths of `writable` writable. An empty `argv` gives the prefix."""
-        confine = confine_argv(writable, host_dev=PRIVATE_DEV not in self.features) if self.confines else []
+        with only the existing paths of `writable` writable. An empty `argv` gives the prefix.
+        `keep_admin`: an aka.harness judge, which starts its workers in namespaces of their own."""
+        confine = (confine_argv(writable, host_dev=PRIVATE_DEV not in self.features, keep_admin=keep_admin)
+                   if self.confines else [])
         return [*self.prefix, *confine, *argv]
 
 

@@ -22,14 +22,17 @@ class CommandOutcome:
     timed_out: bool
     seconds: float
     output_tail: str
+    stopped: bool = False  # a process of its group sat stopped (SIGSTOP): killed, not waited for
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
+        return self.exit_code == 0 and not self.timed_out and not self.stopped
 
     def describe(self) -> str:
         """One line for error messages: how it ended, plus the last meaningful output line."""
-        if self.timed_out:
+        if self.stopped:
+            head = f"`{self.command}` was stopped by a signal after {self.seconds:.0f} s and was killed"
+        elif self.timed_out:
             head = f"`{self.command}` timed out after {self.seconds:.0f} s and was killed"
         elif self.exit_code is not None and self.exit_code < 0:
             head = f"`{self.command}` was killed by signal {-self.exit_code}"
@@ -37,6 +40,40 @@ class CommandOutcome:
             head = f"`{self.command}` exited with status {self.exit_code}"
         lines = [line.strip() for line in self.output_tail.splitlines() if line.strip()]
         return f"{head}: {lines[-1]}" if lines else head
+
+
+STOP_CHECK_SECONDS = 1.0
+
+
+def process_table() -> dict[int, tuple[str, int, int]]:
+    """(state, parent pid, process group) of every process visible in /proc."""
+    table: dict[int, tuple[str, int, int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            table[int(stat.parent.name)] = (fields[0], int(fields[1]), int(fields[2]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
+def stopped_in_group(pgid: int) -> bool:
+    """Is a process of group `pgid` stopped (state T or t)? Nothing it runs stops on purpose, so
+    a stopped one was stopped by someone: waiting for it would wait out the timeout."""
+    return any(group == pgid and state in ("T", "t") for state, _, group in process_table().values())
+
+
+def stopped_descendant(root: int) -> bool:
+    """Is `root` or any process below it stopped?"""
+    table = process_table()
+    below, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (_, ppid, _) in table.items():
+            if ppid == parent and pid not in below:
+                below.add(pid)
+                frontier.append(pid)
+    return any(table[pid][0] in ("T", "t") for pid in below if pid in table)
 
 
 def _kill_group(pgid: int) -> None:
@@ -88,26 +125,36 @@ class StartedCommand:
             )
 
     def finish(self, stdin: bytes | None, timeout: float) -> CommandOutcome:
-        """Feed `stdin`, wait at most `timeout` seconds, then kill whatever is left in the group."""
+        """Feed `stdin`, wait at most `timeout` seconds, then kill whatever is left in the group.
+        A group whose process stays stopped for two checks in a row is killed at once."""
         start = time.monotonic()
-        timed_out = False
-        try:
-            self.proc.communicate(input=stdin, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(self.proc.pid)
+        timed_out = stopped = False
+        pending, seen_stopped = stdin, 0
+        while True:
+            remaining = timeout - (time.monotonic() - start)
+            try:
+                self.proc.communicate(input=pending, timeout=max(0.0, min(remaining, STOP_CHECK_SECONDS)))
+                break
+            except subprocess.TimeoutExpired:
+                pending = None
+                seen_stopped = seen_stopped + 1 if stopped_in_group(self.proc.pid) else 0
+                stopped = seen_stopped >= 2
+                timed_out = time.monotonic() - start >= timeout
+                if stopped or timed_out:
+                    break
+        _kill_group(self.proc.pid)
+        if stopped or timed_out:
             try:
                 self.proc.wait(timeout=KILL_GRACE_SECONDS)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        else:
-            _kill_group(self.proc.pid)
         seconds = time.monotonic() - start
         with self.log_path.open("rb") as log:
             log.seek(self.offset)
             tail = log.read()[-TAIL_CHARS:].decode("utf-8", errors="replace")
-        return CommandOutcome(self.shown, None if timed_out else self.proc.returncode, timed_out, seconds, tail)
+        ended = None if timed_out or stopped else self.proc.returncode
+        return CommandOutcome(self.shown, ended, timed_out and not stopped, seconds, tail, stopped)
 
     def abandon(self) -> None:
         """Kill a started command that will never get its turn (an earlier step failed)."""

@@ -15,8 +15,6 @@ the judge decides a verdict or a number by depends on them (docs/evaluation.md).
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import os
 import sys
 from collections import Counter
@@ -28,6 +26,8 @@ from typing import Any
 import torch
 import torch._dynamo  # noqa: F401  (see below)
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from aka.harness import cuda_driver
 
 # A dispatch mode's first operator lazily imports torch._dynamo (through torch._disable_dynamo):
 # about 1 s with bytecode caches and 5 s without, inside the checked step. Imported here it is
@@ -111,38 +111,16 @@ def modules_under(directory: Path) -> list[ModuleType]:
 
 
 class PersistingL2:
-    """cudaLimitPersistingL2CacheSize pinned to 0, checked after candidate calls (CUDA only)."""
-
-    LIMIT = 0x06
-
-    def __init__(self) -> None:
-        self.runtime = _load_cudart()
+    """The persisting-L2 set-aside pinned to 0 and checked after candidate calls (CUDA only),
+    through the driver (a second CUDA runtime loaded here would unsettle the driver calls the
+    worker makes for the judge's memory)."""
 
     def pin(self) -> None:
-        if self.runtime is not None:
-            self.runtime.cudaDeviceSetLimit(self.LIMIT, ctypes.c_size_t(0))
-            self.runtime.cudaCtxResetPersistingL2Cache()
+        cuda_driver.set_persisting_l2_limit(0)
+        cuda_driver.reset_persisting_l2()
 
     def violated(self) -> bool:
-        if self.runtime is None:
-            return False
-        value = ctypes.c_size_t(0)
-        self.runtime.cudaDeviceGetLimit(ctypes.byref(value), self.LIMIT)
-        return value.value != 0
-
-
-def _load_cudart() -> ctypes.CDLL | None:
-    candidates = [*glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libcudart*.so*"))]
-    for site in sys.path:
-        candidates += glob.glob(os.path.join(site, "nvidia", "cuda_runtime", "lib", "libcudart.so*"))
-        candidates += glob.glob(os.path.join(site, "nvidia", "cu*", "lib", "libcudart.so*"))
-    candidates += ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]
-    for name in candidates:
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    return None
+        return cuda_driver.persisting_l2_limit() != 0
 
 
 def storages(value: object) -> list[tuple[int, int]]:

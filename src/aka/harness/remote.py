@@ -11,6 +11,7 @@ of its user can read its memory or descriptors); the results list which held (`w
 from __future__ import annotations
 
 import functools
+import glob
 import logging
 import os
 import shutil
@@ -18,43 +19,50 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from aka.harness.link import Link, LinkClosed, LinkTimeout, ProtocolError, Reply, WorkerFailure
 from aka.harness.shared import Arena
+from aka.isolation import CUDA_INIT_PROBE, confine_argv
+from aka.process import stopped_descendant
 
-CONFINE_SCRIPT = Path(__file__).resolve().parents[1] / "confine.py"
 NAMESPACE_FEATURE = "worker-namespace"
-_NAMESPACES = ("--user", "--map-root-user", "--pid", "--fork", "--kill-child")
+_NAMESPACES = ("--pid", "--mount", "--fork", "--kill-child", "--mount-proc")
 _PR_SET_DUMPABLE = 4
+STOP_CHECK_S = 1.0
 # What a worker keeps of the step's AKA_ variables: nothing that names the judge's folders or channel.
 WORKER_VARIABLES = frozenset({"AKA_STEP", "AKA_DEVICE", "AKA_CUDA_ARCH", "AKA_TASK_FAMILY", "AKA_TARGET_KERNELS",
                               "AKA_CASE_PROFILE", "AKA_NO_SANDBOX", "AKA_NO_WORKER_SANDBOX"})
 log = logging.getLogger(__name__)
 
 
-def _confine_argv(writable: Sequence[Path]) -> list[str]:
-    paths = [arg for path in writable for arg in ("--writable", str(path))]
-    return [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), "--host-dev", *paths, "--"]
+def _candidates() -> list[tuple[str, ...]]:
+    unshare = shutil.which("unshare")
+    if unshare is None or "1" in (os.environ.get("AKA_NO_SANDBOX"), os.environ.get("AKA_NO_WORKER_SANDBOX")):
+        return []
+    return [(unshare, *_NAMESPACES), (unshare, "--user", "--map-root-user", *_NAMESPACES)]
 
 
 @functools.cache
 def namespace_prefix() -> tuple[str, ...]:
-    """`unshare` into fresh user/PID namespaces (the worker's mounts are confine's), if it works
-    here; disabled by AKA_NO_SANDBOX=1 (every sandbox) or AKA_NO_WORKER_SANDBOX=1 (this one)."""
-    unshare = shutil.which("unshare")
-    if unshare is None or "1" in (os.environ.get("AKA_NO_SANDBOX"), os.environ.get("AKA_NO_WORKER_SANDBOX")):
-        return ()
-    prefix = (unshare, *_NAMESPACES)
+    """`unshare` into fresh PID and mount namespaces with a /proc of their own (as root of this
+    namespace, else through a user namespace), if a worker can start there behind `confine` and,
+    on a GPU machine, initialize CUDA; disabled by AKA_NO_SANDBOX=1 (every sandbox) or
+    AKA_NO_WORKER_SANDBOX=1 (this one)."""
+    probe_code = CUDA_INIT_PROBE if glob.glob("/dev/nvidia[0-9]*") else "pass"
     with tempfile.TemporaryDirectory(prefix="aka-worker-probe-") as probe:
-        try:
-            done = subprocess.run([*prefix, *_confine_argv([Path(probe)]), "true"], capture_output=True,
-                                  timeout=60, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return ()
-    return prefix if done.returncode == 0 else ()
+        for prefix in _candidates():
+            argv = [*prefix, *confine_argv([probe], host_dev=True), sys.executable, "-I", "-S", "-c", probe_code]
+            try:
+                done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if done.returncode == 0:
+                return prefix
+    return ()
 
 
 def make_undumpable() -> None:
@@ -80,7 +88,7 @@ class RemoteSide:
         self.cache.mkdir(parents=True, exist_ok=True)
         self.link, theirs = Link.pair(spin_s=0.005 if device == "cuda" else 0.0)
         prefix = namespace_prefix()
-        confine = _confine_argv([self.directory, self.scratch, self.cache]) if prefix else []
+        confine = confine_argv([self.directory, self.scratch, self.cache], host_dev=True) if prefix else []
         own = {"TRITON_CACHE_DIR": str(self.cache), "TORCH_EXTENSIONS_DIR": str(self.cache / "torch_extensions"),
                "TMPDIR": str(self.scratch), "TMP": str(self.scratch), "TEMP": str(self.scratch)}
         worker_env = {k: v for k, v in env.items() if not k.startswith("AKA_") or k in WORKER_VARIABLES}
@@ -100,9 +108,21 @@ class RemoteSide:
         """Send one request and wait for its answer; a dead, silent or malformed worker raises
         `WorkerFailure` (crash, timeout, tampering)."""
         self.resume()
+        deadline = time.monotonic() + timeout
+        stopped = 0
         try:
             self.link.send(request, fds)
-            return self.link.receive_reply(timeout, self.role)
+            while True:
+                try:
+                    return self.link.receive_reply(min(STOP_CHECK_S, max(0.0, deadline - time.monotonic())), self.role)
+                except LinkTimeout:
+                    stopped = stopped + 1 if stopped_descendant(self.process.pid) else 0
+                    if stopped >= 2:
+                        self.kill()
+                        raise WorkerFailure("tampering", f"the {self.role}'s worker was stopped by a signal "
+                                            f"({request.get('op')})", self.role) from None
+                    if time.monotonic() >= deadline:
+                        raise
         except LinkTimeout:
             self.kill()
             raise WorkerFailure("timeout", f"the {self.role} did not answer within {timeout:.0f} s "

@@ -58,12 +58,12 @@ def run_step(task: KernelTask, ctx: StepContext, workers: StepWorkers, task_file
     """Run one step with its workers, or report it skipped when the task needs a GPU this machine lacks."""
     if task.requires_gpu and ctx.device.type != "cuda" and ctx.step != "compile":
         return StepResult(ctx.step, "skipped", NO_GPU_MESSAGE)
-    if workers.candidate is not None:
-        set_up(workers.candidate, task, ctx, task_file, "candidate")
-    if workers.baseline is not None:
-        reference = ctx.target == "reference" or (ctx.target == "candidate" and ctx.baseline == "reference")
-        set_up(workers.baseline, task, ctx, task_file, "reference" if reference else "baseline")
     try:
+        if workers.candidate is not None:
+            set_up(workers.candidate, task, ctx, task_file, "candidate")
+        if workers.baseline is not None:
+            reference = ctx.target == "reference" or (ctx.target == "candidate" and ctx.baseline == "reference")
+            set_up(workers.baseline, task, ctx, task_file, "reference" if reference else "baseline")
         if ctx.step == "compile":
             return compile_step(task, ctx, workers.candidate)
         if ctx.step == "correctness":

@@ -1,10 +1,10 @@
 """Memory the judge owns and lends to a worker: inputs it writes, outputs the worker copies into.
 
-An `Arena` is one allocation holding only shared tensors (on a GPU its own `cuMemAlloc`, so the
-IPC handle reaches nothing else of the judge; on the CPU a memfd, passed to the worker as a file
-descriptor), carved into named tensors at aligned offsets. The judge keeps everything it judges
-by (expected outputs, the pristine inputs, snapshots of the outputs) in its own memory, outside
-every arena.
+An `Arena` is one allocation holding only shared tensors (on a GPU memory of its own from
+`cuMemCreate`, so what the worker maps reaches nothing else of the judge; on the CPU a memfd),
+passed to the worker as a file descriptor and carved into named tensors at aligned offsets. The
+judge keeps everything it judges by (expected outputs, the pristine inputs, snapshots of the
+outputs) in its own memory, outside every arena.
 """
 
 from __future__ import annotations
@@ -61,34 +61,32 @@ class Arena:
     layout: Layout
     nbytes: int
     tensors: dict[str, torch.Tensor]
-    pointer: int = 0
     fd: int = -1
+    mapping: cuda_driver.Mapping | None = None
 
     @classmethod
     def allocate(cls, device: torch.device, layout: Layout) -> Arena:
         offsets, nbytes = _offsets(layout)
         if device.type == "cuda":
-            pointer = cuda_driver.alloc(nbytes)
-            memory = cuda_driver.byte_tensor(pointer, nbytes)
-            return cls(device, layout, nbytes, _carve(memory, layout, offsets), pointer=pointer)
+            mapping = cuda_driver.export(nbytes)
+            memory = cuda_driver.byte_tensor(mapping.pointer, mapping.nbytes)
+            return cls(device, layout, mapping.nbytes, _carve(memory, layout, offsets), mapping.fd, mapping)
         fd = os.memfd_create("aka-arena", os.MFD_CLOEXEC)
         os.ftruncate(fd, nbytes)
         memory = torch.frombuffer(mmap.mmap(fd, nbytes), dtype=torch.uint8)
         return cls(device, layout, nbytes, _carve(memory, layout, offsets), fd=fd)
 
     def descriptor(self) -> dict[str, object]:
-        """What the worker opens it from (the CPU's file descriptor travels beside it)."""
+        """What the worker opens it from (its file descriptor travels beside it)."""
         return {"device": self.device.type, "nbytes": self.nbytes,
-                "handle": cuda_driver.ipc_handle(self.pointer) if self.device.type == "cuda" else None,
                 "layout": [(name, list(shape), dtype_name(dtype)) for name, shape, dtype in self.layout]}
 
     def close(self) -> None:
         """Only once the worker has closed its mapping (or is gone)."""
         self.tensors.clear()
-        if self.pointer:
-            torch.cuda.synchronize()
-            cuda_driver.free(self.pointer)
-            self.pointer = 0
+        if self.mapping is not None:
+            cuda_driver.release(self.mapping)
+            self.mapping = None
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -99,7 +97,7 @@ class OpenedArena:
     """A worker's mapping of the judge's arena."""
 
     tensors: dict[str, torch.Tensor]
-    pointer: int = 0
+    mapping: cuda_driver.Mapping | None = None
 
     @classmethod
     def open(cls, descriptor: dict[str, object], fd: int | None) -> OpenedArena:
@@ -108,19 +106,21 @@ class OpenedArena:
         layout = [(str(name), tuple(int(size) for size in shape), parse_dtype(str(dtype)))
                   for name, shape, dtype in raw_layout]
         offsets, nbytes = _offsets(layout)
+        assert fd is not None, "an arena comes with its file descriptor"
         if descriptor["device"] == "cuda":
-            handle = descriptor["handle"]
-            assert isinstance(handle, bytes)
-            pointer = cuda_driver.ipc_open(handle)
-            return cls(_carve(cuda_driver.byte_tensor(pointer, nbytes), layout, offsets), pointer)
-        assert fd is not None, "a CPU arena comes with its file descriptor"
+            exported = descriptor["nbytes"]
+            assert isinstance(exported, int) and exported >= nbytes
+            try:
+                mapping = cuda_driver.import_fd(fd, exported)
+            finally:
+                os.close(fd)
+            return cls(_carve(cuda_driver.byte_tensor(mapping.pointer, exported), layout, offsets), mapping)
         memory = torch.frombuffer(mmap.mmap(fd, nbytes), dtype=torch.uint8)
         os.close(fd)
         return cls(_carve(memory, layout, offsets))
 
     def close(self) -> None:
         self.tensors.clear()
-        if self.pointer:
-            torch.cuda.synchronize()
-            cuda_driver.ipc_close(self.pointer)
-            self.pointer = 0
+        if self.mapping is not None:
+            cuda_driver.release(self.mapping)
+            self.mapping = None

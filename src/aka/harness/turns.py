@@ -10,8 +10,10 @@ so consecutive calls read other addresses), and on a GPU:
 The hold keeps the judge's stream busy while the worker enqueues its call, so the worker's events
 see GPU time only. The span E0..E2 is read on the judge's own stream: it contains every GPU
 microsecond the worker could have spent on these inputs (they did not exist before E0; the output
-was complete at E2), so the part of it the worker's events do not explain (`unexplained`) bounds
-any time the worker hides from its own events. On the CPU the same holds with the wall clock.
+was complete at E2), so the part of it that neither the hold (timed by the judge's own events
+around it: a sleep of clock cycles lasts longer at a lower clock) nor the worker's events explain
+(`unexplained`) bounds any time the worker hides from its own events. On the CPU the same holds
+with the wall clock.
 """
 
 from __future__ import annotations
@@ -43,10 +45,11 @@ class Turn:
     claimed_ms: float
     span_ms: float
     late: bool
+    hold_ms: float = 0.0
 
     @property
     def unexplained_ms(self) -> float:
-        return self.span_ms - self.claimed_ms
+        return self.span_ms - self.hold_ms - self.claimed_ms
 
 
 def outputs_of(expected: Output) -> list[torch.Tensor]:
@@ -137,12 +140,15 @@ class CaseMemory:
         flags = self.arena.tensors[FLAGS].data_ptr()
         serial = self.serial
         start, end, finished = _event(True), _event(True), _event(False)
+        held, released = _event(True), _event(True)
         cuda_driver.reset_persisting_l2()
         start.record()
         self._write(which, inputs)
         _flush(self.device).zero_()
         hold_from = time.perf_counter()
+        held.record()
         torch.cuda._sleep(int(hold_ms * _cycles_per_ms(self.device.index or 0)))  # type: ignore[no-untyped-call]
+        released.record()
         cuda_driver.write_flag(stream, flags, serial)
         cuda_driver.wait_flag(stream, flags + 4, serial)
         end.record()
@@ -158,7 +164,8 @@ class CaseMemory:
             self._release(serial)
             raise WorkerFailure("timeout", f"the {self.side.role}'s call did not complete on the GPU")
         late = reply.ok and reply.number("enqueued") - hold_from > hold_ms / 1000.0
-        return Turn(reply, reply.number("t_ms") if reply.ok else 0.0, start.elapsed_time(end), late)
+        return Turn(reply, reply.number("t_ms") if reply.ok else 0.0, start.elapsed_time(end), late,
+                    held.elapsed_time(released))
 
     def _release(self, serial: int) -> None:
         """Unblock the judge's stream (it waits for a done flag the worker never wrote)."""

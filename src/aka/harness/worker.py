@@ -37,7 +37,7 @@ from aka.harness.guard import (
     poison_allocator,
     storages,
 )
-from aka.harness.link import Link
+from aka.harness.link import Link, LinkClosed
 from aka.harness.report import describe_exception
 from aka.harness.shared import OpenedArena
 from aka.harness.task import KernelTask
@@ -255,7 +255,10 @@ def main() -> int:
     import socket
 
     link = Link(socket.socket(fileno=args.fd), spin_s=SPIN_S if args.device == "cuda" else 0.0)
-    Worker(link).serve()
+    try:
+        Worker(link).serve()
+    except LinkClosed:  # the judge is done with this worker (or gone): nothing left to serve
+        pass
     return 0
 
 

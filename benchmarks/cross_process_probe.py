@@ -1,6 +1,12 @@
 """Probe: can a trusted judge process time kernels that run in other (worker) processes?
 
     python3 benchmarks/cross_process_probe.py [--pairs 300] [--out FILE.json]
+    python3 benchmarks/cross_process_probe.py --handshake [--hold 0.4] [--pairs 400] [--out FILE.json]
+
+The measurements that chose the evaluator's design (docs/benchmarks/2026-12-01_separate_judge_h200.md:
+the first form is its `cross_process_span.json`, the second its `cross_process_handshake.json`).
+It is a prototype of its own (a memfd mailbox, torch's IPC for the buffers), not the evaluator's
+code: `aka.harness.turns` is what grew out of the second form.
 
 A judge allocates every input and output in its own GPU memory and shares it with two worker
 processes (CUDA IPC). Each worker runs a Triton GELU on the judge's inputs and copies its output
@@ -19,10 +25,9 @@ PID namespace.
 from __future__ import annotations
 
 import argparse
-import functools
 import ctypes
+import functools
 import json
-import math
 import os
 import pickle
 import statistics
@@ -333,7 +338,7 @@ def summarize(n: int, gpu_flag: bool, hold_ms: float, rows: dict, seconds: float
     overhead = statistics.median(u_b)
     ratios_t: dict[bool, list[float]] = {True: [], False: []}
     ratios_s: dict[bool, list[float]] = {True: [], False: []}
-    for pair, (b, c) in enumerate(zip(base, cand)):
+    for pair, (b, c) in enumerate(zip(base, cand, strict=True)):
         first = pair % 2 == 0
         ratios_t[first].append(b["t"] / c["t"])
         ratios_s[first].append(max(b["S"] - overhead, 1e-6) / max(c["S"] - overhead, 1e-6))
@@ -450,12 +455,12 @@ def main() -> int:
             for hold in (0.05, 0.1, 0.2)]
     plan += [(n, True, 0.1, True) for n in (1_048_576, 16_777_216)]
     for n, gpu_flag, hold_ms, cheat in plan:
-                try:
-                    row = measure_size(workers, n, args.pairs, gpu_flag, hold_ms, cheat)
-                except Exception as exc:  # noqa: BLE001
-                    row = {"n": n, "gpu_flag": gpu_flag, "error": f"{type(exc).__name__}: {exc}"}
-                results.append(row)
-                print(json.dumps(row), flush=True)
+        try:
+            row = measure_size(workers, n, args.pairs, gpu_flag, hold_ms, cheat)
+        except Exception as exc:  # noqa: BLE001 - a probe reports whatever happened
+            row = {"n": n, "gpu_flag": gpu_flag, "error": f"{type(exc).__name__}: {exc}"}
+        results.append(row)
+        print(json.dumps(row), flush=True)
     report["rows"] = results
     for worker in workers:
         worker.close()

@@ -29,7 +29,6 @@ from aka.harness import (
     parse_dtype,
     perf,
     random_tensor,
-    run_step,
     run_task,
     time_function,
     tolerance_for,
@@ -42,7 +41,7 @@ from aka.harness.candidates import (
     separate_load,
 )
 from aka.harness.channel import ReportChannel
-from aka.harness.paired import LateLaunchError, PairedConfig
+from aka.harness.paired import LateLaunchError
 from aka.harness.report import CaseResult
 from aka.step_report import StepReport, StepStatus, parse_step_message
 
@@ -213,28 +212,88 @@ def test_report_goes_through_the_private_channel(tmp_path: Path, monkeypatch: py
     assert report.cases[1].message == "a b"
 
 
-# --- steps in-process with a tiny torch-only task ---------------------------------------------
+# --- steps: the judge in this process, its workers real processes, on a tiny task folder ------
 
-def _task(candidate: object = None, **overrides: object) -> KernelTask:
-    def make_inputs(case: Case, gen: torch.Generator, device: torch.device) -> tuple[torch.Tensor, ...]:
-        return (random_tensor((case.int_param("n"),), case.dtype(), gen, device),)
+HARNESS = '''
+import os, sys
+from pathlib import Path
+import torch
+from aka.harness import BuildError, Case, KernelTask, PairedConfig, ToolMissingError, candidate_function, random_tensor
+from aka.harness import run_task
 
-    def load(directory: Path) -> object:
-        if isinstance(candidate, Exception):
-            raise candidate
-        return candidate or (lambda x: x * 2)
 
-    fields: dict[str, object] = {
-        "name": "test/double", "cases": [Case.make(n=64, dtype="float32")],
-        "ci_cases": [Case.make(n=8, dtype="float32"), Case.make(n=9, dtype="float16")],
-        "make_inputs": make_inputs, "reference": lambda x: x * 2, "load_candidate": load,
-    }
-    fields.update(overrides)
-    return KernelTask(**fields)  # type: ignore[arg-type,unused-ignore]
+def make_inputs(case, generator, device):
+    return (random_tensor((case.int_param("n"),), case.dtype(), generator, device),)
+
+
+def reference(x):
+    return {reference}
+
+
+def build(directory):
+    {build}
+
+
+def load(directory):
+    function = candidate_function("kernel", "double")(directory)
+    print(f"aka-load {{directory.name}} {{os.environ.get('TRITON_CACHE_DIR')}}", file=sys.stderr, flush=True)
+    return function
+
+
+TASK = KernelTask(
+    name="test/double", cases=[Case.make(n=64, dtype="float32")],
+    ci_cases=[Case.make(n=8, dtype="float32"), Case.make(n=9, dtype="float16")],
+    make_inputs=make_inputs, reference=reference, load_candidate=load, build=build, {fields})
+
+if __name__ == "__main__":
+    raise SystemExit(run_task(TASK))
+'''
+DOUBLE = "def double(x):\n    return x * 2\n"
+
+
+def _task_dir(tmp_path: Path, candidate: str = DOUBLE, baseline: str = DOUBLE, build: str = "pass",
+              fields: str = "", family: str = "e2e", reference: str = "x * 2") -> Path:
+    """A task folder as the evaluator builds it: harness, config, the candidate's kernel.py and the
+    pristine one in .aka_baseline/ (torch-only kernels: the e2e family, exempt from the policy)."""
+    (tmp_path / ".aka_baseline").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "harness.py").write_text(HARNESS.format(build=build, fields=fields, reference=reference))
+    (tmp_path / "config.yaml").write_text(f"task_type: {family}\nsource_file_path: [kernel.py]\n")
+    (tmp_path / "kernel.py").write_text(candidate)
+    (tmp_path / ".aka_baseline" / "kernel.py").write_text(baseline)
+    return tmp_path
+
+
+def _step(directory: Path, step: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+          **env: str) -> StepReport:
+    return _run_step(directory, step, monkeypatch, capsys, **env)[0]
+
+
+def _load_task(directory: Path) -> KernelTask:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_test_harness_{abs(hash(directory))}", directory / "harness.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.TASK  # type: ignore[no-any-return]
+
+
+def _run_step(directory: Path, step: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+              **env: str) -> tuple[StepReport, str]:
+    """Run one step as the judge, in this process (its report printed: no channel); the report,
+    and what was written to standard error (the workers' too, with `capfd`)."""
+    monkeypatch.chdir(directory)
+    task = _load_task(directory)
+    environ = {**os.environ, "AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": env.pop("family", "e2e"),
+               "AKA_BASELINE_DIR": str(directory / ".aka_baseline"), **env}
+    environ.pop("AKA_RESULT_FD", None)
+    capsys.readouterr()
+    assert run_task(task, [step], environ) == 0
+    captured = capsys.readouterr()
+    return StepReport.model_validate_json(captured.out), captured.err
 
 
 def _ctx(step: str, **env: str) -> StepContext:
-    """Torch-only candidates compute with torch ops, so these contexts use the exempt e2e family."""
     return StepContext.from_env(step, {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e", **env})
 
 
@@ -250,98 +309,152 @@ def test_context_defaults_and_errors() -> None:
             _ctx(step, **env)
 
 
-def test_correct_candidate_passes_every_ci_case() -> None:
-    result = run_step(_task(), _ctx("correctness"))
-    assert result.status == "ok"
-    assert [c.case.id for c in result.cases] == ["n8_float32", "n9_float16"]
-    assert all(c.correct for c in result.cases)
-    full = run_step(_task(), _ctx("correctness", AKA_CASE_PROFILE="full"))
-    assert [c.case.id for c in full.cases] == ["n64_float32"]
+def test_correct_candidate_passes_every_ci_case(tmp_path: Path, monkeypatch, capsys) -> None:
+    result = _step(_task_dir(tmp_path), "correctness", monkeypatch, capsys)
+    assert result.status is StepStatus.OK
+    assert [c.id for c in result.cases] == ["n8_float32", "n9_float16"] and all(c.correct for c in result.cases)
+    assert "separate-judge" in result.isolation
+    full = _step(tmp_path, "correctness", monkeypatch, capsys, AKA_CASE_PROFILE="full")
+    assert [c.id for c in full.cases] == ["n64_float32"]
 
 
-def test_wrong_and_crashing_candidates_fail_with_a_reason() -> None:
-    wrong = run_step(_task(lambda x: x * 3), _ctx("correctness"))
-    assert wrong.status == "failed" and wrong.cases[0].correct is False
+def test_the_judge_never_imports_the_candidates_code(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The candidate's module exists only in its worker: nothing of it is loaded here."""
+    candidate = "import builtins\nbuiltins.aka_candidate_ran_here = True\n" + DOUBLE
+    for step in ("compile", "correctness", "performance"):
+        assert _step(_task_dir(tmp_path, candidate), step, monkeypatch, capsys).status is StepStatus.OK
+    import builtins
+    import sys as _sys
+
+    assert not hasattr(builtins, "aka_candidate_ran_here")
+    assert not [m for m in _sys.modules.values() if str(getattr(m, "__file__", "")).startswith(str(tmp_path))
+                and not m.__name__.startswith("_test_harness_")]
+
+
+def test_wrong_and_crashing_candidates_fail_with_a_reason(tmp_path: Path, monkeypatch, capsys) -> None:
+    wrong = _step(_task_dir(tmp_path / "wrong", "def double(x):\n    return x * 3\n"), "correctness", monkeypatch,
+                  capsys)
+    assert wrong.status is StepStatus.FAILED and wrong.cases[0].correct is False
     assert wrong.message is not None and wrong.message.startswith("2 of 2 cases failed; first: n8_float32")
+    crash = "def double(x):\n    raise RuntimeError('kernel exploded\\nsecond line')\n"
+    crashed = _step(_task_dir(tmp_path / "crash", crash), "correctness", monkeypatch, capsys)
+    assert crashed.status is StepStatus.FAILED and crashed.cases[0].message == "RuntimeError: kernel exploded"
+    broken = _step(_task_dir(tmp_path / "broken", "def double(x)\n"), "compile", monkeypatch, capsys)
+    assert broken.status is StepStatus.FAILED and "SyntaxError" in (broken.message or "")
+    dying = "import os\ndef double(x):\n    os._exit(7)\n"
+    died = _step(_task_dir(tmp_path / "dies", dying), "correctness", monkeypatch, capsys)
+    assert died.status is StepStatus.FAILED and died.failure_kind == "crash" and "died" in (died.message or "")
 
-    def crash(x: torch.Tensor) -> torch.Tensor:
-        raise RuntimeError("kernel exploded\nsecond line")
 
-    crashed = run_step(_task(crash), _ctx("correctness"))
-    assert crashed.status == "failed" and crashed.cases[0].message == "RuntimeError: kernel exploded"
-    broken = run_step(_task(SyntaxError("invalid syntax (kernel.py, line 3)")), _ctx("compile"))
-    assert broken.status == "failed" and "SyntaxError" in (broken.message or "")
-
-
-def test_performance_times_the_candidate_and_checks_its_output() -> None:
-    timed = run_step(_task(), _ctx("performance"))
-    assert timed.status == "ok" and all(c.time_ms and c.time_ms > 0 and c.correct for c in timed.cases)
-    wrong = run_step(_task(lambda x: x + 1), _ctx("performance"))
-    assert wrong.status == "failed" and wrong.cases[0].time_ms is None
+def test_performance_times_the_candidate_and_checks_its_output(tmp_path: Path, monkeypatch, capsys) -> None:
+    timed = _step(_task_dir(tmp_path / "ok"), "performance", monkeypatch, capsys)
+    assert timed.status is StepStatus.OK and all(c.time_ms and c.time_ms > 0 and c.correct for c in timed.cases)
+    assert all(c.speedup and c.baseline_time_ms and c.unexplained_ms is not None for c in timed.cases)
+    wrong = _step(_task_dir(tmp_path / "wrong", "def double(x):\n    return x + 1\n"), "performance", monkeypatch,
+                  capsys)
+    assert wrong.status is StepStatus.FAILED and wrong.cases[0].time_ms is None
     assert "timed call" in (wrong.cases[0].message or "")
-    reference = run_step(_task(ValueError("never loaded")), _ctx("performance", AKA_TARGET="reference"))
-    assert reference.status == "ok" and reference.cases[0].correct is None
+    reference = _step(_task_dir(tmp_path / "ref", "raise ValueError('never loaded')\n"), "performance", monkeypatch,
+                      capsys, AKA_TARGET="reference")
+    assert reference.status is StepStatus.OK and reference.cases[0].correct is None and reference.cases[0].time_ms
 
 
-def test_a_case_that_cannot_be_timed_fairly_is_a_performance_error(monkeypatch) -> None:
-    """Every pair's baseline launched late (candidate code stalling the host, or a baseline whose
-    launch work outlasts the longest hold): not timed, not called cheating."""
+def test_a_case_that_cannot_be_timed_fairly_is_a_performance_error(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Every pair's baseline launched late (a baseline whose launch work outlasts the longest
+    hold): not timed, not called cheating."""
 
     def late(*args: object, **kwargs: object) -> None:
         raise LateLaunchError("the baseline's host launches outlasted the GPU hold in every timed pair")
 
     monkeypatch.setattr(perf, "time_paired", late)
-    result = run_step(_task(), _ctx("performance"))
-    assert result.status == "failed" and result.failure_kind == "performance_error"
+    result = _step(_task_dir(tmp_path), "performance", monkeypatch, capsys)
+    assert result.status is StepStatus.FAILED and result.failure_kind == "performance_error"
     assert result.cases[0].time_ms is None and "[performance_error]" in (result.cases[0].message or "")
 
 
-def test_gpu_tasks_skip_on_cpu_but_still_compile() -> None:
-    task = _task(requires_gpu=True)
+def test_gpu_tasks_skip_on_cpu_but_still_compile(tmp_path: Path, monkeypatch, capsys) -> None:
+    directory = _task_dir(tmp_path, fields="requires_gpu=True")
     for step in ("correctness", "performance"):
-        result = run_step(task, _ctx(step))
-        assert (result.status, result.message) == ("skipped", NO_GPU_MESSAGE)
-    assert run_step(task, _ctx("compile")).status == "ok"
+        result = _step(directory, step, monkeypatch, capsys)
+        assert (result.status, result.message) == (StepStatus.SKIPPED, NO_GPU_MESSAGE)
+    assert _step(directory, "compile", monkeypatch, capsys).status is StepStatus.OK
 
 
-def test_build_errors_fail_and_missing_tools_skip_compile() -> None:
-    def bad_build(directory: Path) -> None:
-        raise BuildError("nvcc failed on k.cu: k.cu(3): error: expected a ';'")
-
-    def no_nvcc(directory: Path) -> None:
-        raise ToolMissingError("nvcc is not on PATH")
-
-    failed = run_step(_task(build=bad_build), _ctx("compile"))
-    assert failed.status == "failed" and "expected a ';'" in (failed.message or "")
-    assert run_step(_task(build=no_nvcc), _ctx("compile")).status == "skipped"
+def test_build_errors_fail_and_missing_tools_skip_compile(tmp_path: Path, monkeypatch, capsys) -> None:
+    error = "nvcc failed on k.cu: k.cu(3): error: expected a ';'"
+    failing = _task_dir(tmp_path / "bad", build=f"raise BuildError({error!r})")
+    failed = _step(failing, "compile", monkeypatch, capsys)
+    assert failed.status is StepStatus.FAILED and "expected a ';'" in (failed.message or "")
+    missing = _task_dir(tmp_path / "missing", build="raise ToolMissingError('nvcc is not on PATH')")
+    assert _step(missing, "compile", monkeypatch, capsys).status is StepStatus.SKIPPED
 
 
-def test_kernel_families_forbid_torch_compute() -> None:
-    result = run_step(_task(), _ctx("correctness", AKA_TASK_FAMILY="triton2triton"))
-    assert result.status == "failed" and result.failure_kind == "policy_violation"
+def test_kernel_families_forbid_torch_compute(tmp_path: Path, monkeypatch, capsys) -> None:
+    result = _step(_task_dir(tmp_path / "plain", family="triton2triton"), "correctness", monkeypatch, capsys,
+                   family="triton2triton")
+    assert result.status is StepStatus.FAILED and result.failure_kind == "policy_violation"
     assert "mul" in (result.message or "")
-    triton_family = _ctx("correctness", AKA_TASK_FAMILY="triton2triton")
-    allowed = run_step(_task(allowed_torch_ops=frozenset({"mul"})), triton_family)
-    assert allowed.status == "ok"
+    allowed = _task_dir(tmp_path / "allowed", fields="allowed_torch_ops=frozenset({'mul'})", family="triton2triton")
+    assert _step(allowed, "correctness", monkeypatch, capsys, family="triton2triton").status is StepStatus.OK
 
 
-def test_run_task_prints_the_report_without_a_channel_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_task_exits_non_zero_on_harness_errors(tmp_path: Path, monkeypatch, capsys) -> None:
+    directory = _task_dir(tmp_path, reference="(_ for _ in ()).throw(RuntimeError(\"the task's reference is broken\"))")
+    monkeypatch.chdir(directory)
     env = {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"}
-    assert run_task(_task(lambda x: x * 3), ["correctness"], env) == 0
-    assert StepReport.model_validate_json(capsys.readouterr().out).status is StepStatus.FAILED
-    assert run_task(_task(), [], {**env, "AKA_STEP": "compile"}) == 0
-    assert StepReport.model_validate_json(capsys.readouterr().out).step == "compile"
-
-
-def test_run_task_exits_non_zero_on_harness_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    env = {"AKA_DEVICE": "cpu"}
-    assert run_task(_task(), ["benchmark"], env) == 2
-
-    def broken_reference(x: torch.Tensor) -> torch.Tensor:
-        raise RuntimeError("the task's reference is broken")
-
-    assert run_task(_task(reference=broken_reference), ["correctness"], env) == 3
+    assert run_task(_load_task(directory), ["benchmark"], env) == 2
+    assert run_task(_load_task(directory), ["correctness"], env) == 3
     assert capsys.readouterr().out == ""
+
+
+def test_a_reference_that_is_not_finite_stops_the_step_as_the_tasks_fault(tmp_path: Path, monkeypatch, caplog) -> None:
+    """Exit 2: the evaluator records an infrastructure error (the task's defect), never the candidate's."""
+    directory = _task_dir(tmp_path, reference="x * float('nan')")
+    monkeypatch.chdir(directory)
+    assert run_task(_load_task(directory), ["correctness"], {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"}) == 2
+    assert "not finite" in caplog.text
+
+
+def test_each_worker_builds_into_its_own_cache(tmp_path: Path, monkeypatch, capfd) -> None:
+    """The baseline's worker builds into the step's fresh cache, the candidate's into the
+    evaluation's shared one, so nothing the candidate leaves there reaches the baseline."""
+    private, shared = tmp_path / "private", tmp_path / "shared"
+    for path in (private, shared):
+        path.mkdir()
+    env = {"TRITON_CACHE_DIR": str(private), "AKA_SHARED_CACHE_DIR": str(shared)}
+    for step in ("performance", "correctness"):
+        report, err = _run_step(_task_dir(tmp_path / step), step, monkeypatch, capfd, **env)
+        assert report.status is StepStatus.OK
+        loads = {tuple(line.split()[1:3]) for line in err.splitlines() if line.startswith("aka-load")}
+        expected = {(".aka_baseline", str(private)), ("worker-candidate", str(shared))}
+        assert loads == (expected if step == "performance" else {("worker-candidate", str(shared))}), err[-2000:]
+
+
+def test_performance_spreads_each_side_over_separate_loads(tmp_path: Path, monkeypatch, capfd) -> None:
+    """Each side is loaded `paired.loads` times (the baseline before any candidate load) and
+    pair i calls load i mod loads on both sides; a load whose output is wrong fails the case."""
+    counting = ("import builtins, sys, time\nbuiltins._n = getattr(builtins, '_n', -1) + 1\n_LOAD = builtins._n\n"
+                "print(f'aka-loaded {{time.monotonic()}} {side} {{_LOAD}}', file=sys.stderr, flush=True)\n"
+                "def double(x):\n    print(f'aka-call {side} {{_LOAD}}', file=sys.stderr, flush=True)\n"
+                "    return x * ({wrong} if _LOAD == 2 else 2)\n")
+    fields = "paired=PairedConfig(loads=3)"
+
+    def run(wrong: int) -> tuple[StepReport, list[list[str]], list[list[str]]]:
+        directory = _task_dir(tmp_path / f"wrong{wrong}", counting.format(side="candidate", wrong=wrong),
+                              counting.format(side="baseline", wrong=2), fields=fields)
+        report, err = _run_step(directory, "performance", monkeypatch, capfd)
+        return (report, [line.split()[1:] for line in err.splitlines() if line.startswith("aka-loaded")],
+                [line.split()[1:] for line in err.splitlines() if line.startswith("aka-call")])
+
+    report, loads, calls = run(2)
+    assert report.status is StepStatus.OK
+    ordered = [side for _, side, _ in sorted(loads, key=lambda entry: float(entry[0]))]
+    assert ordered == ["baseline"] * 3 + ["candidate"] * 3
+    timed = [int(load) for side, load in calls if side == "candidate"]
+    assert sorted(set(timed)) == [0, 1, 2] and max(timed.count(s) for s in range(3)) - min(
+        timed.count(s) for s in range(3)) <= 1
+    wrong, _, _ = run(3)
+    assert wrong.status is StepStatus.FAILED and "n8_float32" in (wrong.message or "")
 
 
 # --- CUDA builds ------------------------------------------------------------------------------
@@ -373,63 +486,11 @@ def test_nvcc_errors_become_one_line_build_errors(tmp_path: Path) -> None:
 
 
 def test_a_step_run_by_hand_reads_the_family_from_config_yaml(tmp_path: Path) -> None:
-    from aka.harness.runner import family_from_config
+    from aka.harness.task import family_from_config
 
     assert family_from_config(tmp_path) == "triton2triton"
     (tmp_path / "config.yaml").write_text("# e2e workload\ntask_type: e2e\nsource_file_path: [kernel.py]\n")
     assert family_from_config(tmp_path) == "e2e"
-
-
-def test_the_baseline_is_built_before_compiling_moves_to_the_shared_cache(tmp_path: Path, monkeypatch) -> None:
-    """Builds planted in the evaluation's shared cache by an earlier step never reach the baseline."""
-    private, shared = tmp_path / "private", tmp_path / "shared"
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(private))
-    monkeypatch.setenv("AKA_SHARED_CACHE_DIR", str(shared))
-    monkeypatch.chdir(tmp_path)
-    cache_at_load: dict[str, str] = {}
-
-    def load(directory: Path) -> object:
-        cache_at_load[directory.name] = os.environ["TRITON_CACHE_DIR"]
-        return lambda x: x * 2
-
-    assert run_step(_task(load_candidate=load), _ctx("performance")).status == "ok"
-    assert cache_at_load == {".aka_baseline": str(private), tmp_path.name: str(shared)}
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(private))
-    assert run_step(_task(load_candidate=load), _ctx("correctness")).status == "ok"
-    assert cache_at_load[tmp_path.name] == str(shared)  # no baseline there: shared from the start
-
-
-def test_performance_spreads_each_side_over_separate_loads(tmp_path: Path, monkeypatch) -> None:
-    """Each side is loaded `paired.loads` times (baseline loads before any candidate load) and
-    its calls go to the loads in turn; a load whose output is wrong fails the case."""
-    monkeypatch.chdir(tmp_path)
-    order: list[str] = []
-    calls: list[tuple[str, int]] = []
-
-    def loader(wrong_load: int | None) -> object:
-        def load(directory: Path) -> object:
-            side = "baseline" if directory.name == ".aka_baseline" else "candidate"
-            serial = sum(1 for o in order if o == side)
-            order.append(side)
-
-            def call(x: torch.Tensor) -> torch.Tensor:
-                calls.append((side, serial))
-                return x * (3 if side == "candidate" and serial == wrong_load else 2)
-            return call
-        return load
-
-    config = PairedConfig(loads=3)
-    assert run_step(_task(load_candidate=loader(None), paired=config), _ctx("performance")).status == "ok"
-    assert order == ["baseline"] * 3 + ["candidate"] * 3
-    timed = [serial for side, serial in calls if side == "candidate"]
-    assert sorted(set(timed)) == [0, 1, 2] and max(timed.count(s) for s in range(3)) - min(
-        timed.count(s) for s in range(3)) <= 1
-    order.clear()
-    wrong = run_step(_task(load_candidate=loader(2), paired=config), _ctx("performance"))
-    assert wrong.status == "failed" and "timed call" in (wrong.cases[0].message or "")
-    order.clear()
-    run_step(_task(load_candidate=loader(None), paired=config), _ctx("performance", AKA_TARGET="baseline"))
-    assert order == ["baseline"]  # a side timed alone is loaded once
 
 
 def test_a_separate_load_executes_the_sources_anew(tmp_path: Path, monkeypatch) -> None:

@@ -1,26 +1,29 @@
-"""The paired timer's estimate: order-balanced trimmed means and their interval (CPU; the GPU loop
-is measured on the H200 by benchmarks/paired_precision.py and benchmarks/timer_offsets.py, and its
-late-launch rule and its probe of a call's GPU time are tested here on a simulated GPU timeline)."""
+"""The paired timer: order-balanced trimmed means and their interval, and the pair loop the judge
+runs over its workers' calls (here over simulated calls: each one's own time, the judge's span and
+hold, late or not), with its two checks: time the candidate's events do not explain, and a
+baseline slowed next to the candidate. The real calls are tested end to end in test_harness.py
+and test_exploits.py, and measured on the H200 (benchmarks/cross_process_probe.py)."""
 
 from __future__ import annotations
 
 import math
 import random
-import time
-import types
+from dataclasses import dataclass
 
 import pytest
-import torch
 
-from aka.harness import paired
 from aka.harness.paired import (
+    Calibration,
+    ClaimError,
+    InterferenceError,
     LateLaunchError,
     PairedConfig,
+    PairedResult,
     PairTimes,
+    UnexplainedTimeError,
     _baseline_first,
     _t975,
-    _time_events,
-    gpu_ms_per_call,
+    calibrate,
     order_balanced_speedup,
     time_paired,
     trimmed_mean_with_ci,
@@ -114,215 +117,143 @@ def test_pair_times_split_orders_and_stop_on_width() -> None:
     assert not times.narrow(PairedConfig(target_rel_halfwidth=0.002, min_pairs=500))
 
 
-class _CpuSource:
-    """Baseline sleeps twice as long as the candidate; every candidate output is checked."""
-
-    def __init__(self) -> None:
-        self.checked: list[int] = []
-
-    def prepare(self, index: int, checked: bool) -> None:
-        pass
-
-    def baseline(self, index: int) -> object:
-        _spin(0.004)
-        return torch.zeros(1)
-
-    def candidate(self, index: int) -> object:
-        _spin(0.002)
-        return torch.zeros(1)
-
-    def check(self, index: int, output: object) -> None:
-        self.checked.append(index)
-
-    def release(self) -> None:
-        pass
+@dataclass(frozen=True)
+class _Call:
+    claimed_ms: float
+    span_ms: float
+    hold_ms: float = 0.0
+    late: bool = False
 
 
-def _spin(seconds: float) -> None:
-    import time
+@dataclass
+class _Side:
+    """One side's simulated calls: `work_ms` of real work with 1% noise, of which it reports
+    `reported` (1: honestly), inside a span of the hold, `overhead_ms` and the work; `late_every`:
+    every n-th call finishes enqueuing after the hold (unless the hold is at least `late_below_ms`)."""
 
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+    work_ms: float
+    reported: float = 1.0
+    overhead_ms: float = 0.1
+    late_every: int = 0
+    late_below_ms: float = float("inf")
+    seed: int = 0
 
-
-def test_cpu_pairs_alternate_and_check_every_candidate_output() -> None:
-    source = _CpuSource()
-    result = time_paired(source, torch.device("cpu"), PairedConfig(cpu_pairs=10))  # five per order: one
-    assert result.pairs == 10 and source.checked == list(range(10))  # preempted call per order is trimmed
-    assert 1.4 < result.speedup < 2.8 and result.ci_low <= result.speedup <= result.ci_high  # 2x, on a busy machine
-
-
-class _SimulatedGpu:
-    """A GPU timeline for the event loop on CPU: work runs in enqueue order and never starts before
-    it was enqueued; an event reads the time the GPU reaches it (so idle time between a hold and a
-    late launch lands inside the events, as on a real GPU)."""
-
-    def __init__(self) -> None:
-        self.free_at = 0.0
-
-    def run(self, ms: float) -> None:
-        self.free_at = max(self.free_at, time.perf_counter()) + ms / 1000.0
-
-    def event(self) -> object:
-        gpu = self
-
-        class Event:
-            at = 0.0
-
-            def record(self) -> None:
-                self.at = gpu.free_at = max(gpu.free_at, time.perf_counter())
-
-            def elapsed_time(self, end: Event) -> float:
-                return (end.at - self.at) * 1000.0
-
-        return Event()
-
-    def synchronize(self) -> None:
-        while time.perf_counter() < self.free_at:
-            pass
-
-
-class _LateSource:
-    """Both sides do about 0.3 ms of GPU work (1% noise); every `every`-th call of `late_side` first
-    stalls the host for `stall_ms` (a garbage collection, or a thread holding the interpreter)."""
-
-    def __init__(self, gpu: _SimulatedGpu, late_side: str, every: int, stall_ms: float) -> None:
-        self.gpu, self.late_side, self.every, self.stall_ms = gpu, late_side, every, stall_ms
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
         self.calls = 0
-        self.rng = random.Random(7)
+        self.holds: list[float] = []
 
-    def _call(self, side: str) -> torch.Tensor:
-        if side == self.late_side:
-            self.calls += 1
-            if self.calls % self.every == 0:
-                time.sleep(self.stall_ms / 1000.0)
-        self.gpu.run(0.3 * math.exp(self.rng.gauss(0.0, 0.01)))
-        return torch.zeros(2)
+    def call(self, hold_ms: float) -> _Call:
+        self.calls += 1
+        self.holds.append(hold_ms)
+        work = self.work_ms * math.exp(self.rng.gauss(0.0, 0.01))
+        overhead = self.overhead_ms * math.exp(self.rng.gauss(0.0, 0.02))
+        late = bool(self.late_every) and self.calls % self.late_every == 0 and hold_ms < self.late_below_ms
+        return _Call(work * self.reported, hold_ms + overhead + work, hold_ms, late)
 
-    def prepare(self, index: int, checked: bool) -> None:
-        pass
 
-    def baseline(self, index: int) -> object:
-        return self._call("baseline")
+@dataclass
+class _Source:
+    base: _Side
+    cand: _Side
+    paired_base: _Side | None = None  # the baseline's calls once the candidate is loaded (default: `base`)
 
-    def candidate(self, index: int) -> object:
-        return self._call("candidate")
+    def __post_init__(self) -> None:
+        self.prepared: list[int] = []
+        self.checked: list[int] = []
+        self.pairing = False
 
-    def check(self, index: int, output: object) -> None:
-        pass
+    def prepare(self, index: int) -> None:
+        self.prepared.append(index)
+
+    def baseline(self, index: int, hold_ms: float) -> _Call:
+        side = self.paired_base if self.pairing and self.paired_base is not None else self.base
+        return side.call(hold_ms)
+
+    def candidate(self, index: int, hold_ms: float) -> _Call:
+        self.checked.append(index)
+        return self.cand.call(hold_ms)
 
     def release(self) -> None:
         pass
 
 
-class _StallsTheBaseline(_LateSource):
-    """The adversary: after each of its calls, candidate code (a thread holding the interpreter)
-    stalls the next call if it is the baseline's, i.e. the baseline of every candidate-first pair."""
-
-    def __init__(self, gpu: _SimulatedGpu, stall_ms: float) -> None:
-        super().__init__(gpu, "nobody", 1, stall_ms)
-        self.armed = False
-
-    def baseline(self, index: int) -> object:
-        if self.armed:
-            time.sleep(self.stall_ms / 1000.0)
-        self.armed = False
-        return self._call("baseline")
-
-    def candidate(self, index: int) -> object:
-        self.armed = False
-        output = self._call("candidate")
-        self.armed = True
-        return output
+def _run(source: _Source, gpu: bool = True, **config: float) -> PairedResult:
+    settings = PairedConfig(**{"budget_s": 0.05, "target_rel_halfwidth": 1e-9, "max_pairs": 400, **config})
+    calibration = calibrate(source, settings, gpu)
+    source.pairing = True
+    return time_paired(source, calibration, settings, gpu)
 
 
-def _simulate(monkeypatch: pytest.MonkeyPatch, source: _LateSource, hold_ms: float, budget_s: float = 0.5,
-              max_hold_ms: float = 25.0, max_pairs: int = 3000) -> paired.PairedResult:
-    monkeypatch.setattr(paired, "_event", source.gpu.event)
-    monkeypatch.setattr(paired, "_hold_gpu", source.gpu.run)
-    monkeypatch.setattr(paired, "MAX_HOLD_MS", max_hold_ms)
-    monkeypatch.setattr(torch.cuda, "synchronize", source.gpu.synchronize)
-    config = PairedConfig(hold_ms=hold_ms, budget_s=budget_s, max_pairs=max_pairs, target_rel_halfwidth=1e-9)
-    return _time_events(source, config, torch.zeros(4), first=0)
+def test_an_honest_pair_reads_its_speedup_and_checks_every_candidate_call() -> None:
+    source = _Source(_Side(0.2), _Side(0.1, seed=1))
+    result = _run(source)
+    assert result.speedup == pytest.approx(2.0, rel=0.01) and result.ci_low <= 2.0 <= result.ci_high * 1.005
+    assert result.pairs == len(source.checked) and source.checked == sorted(set(source.checked))
+    assert abs(result.unexplained_ms) < 0.01 and result.span_speedup == pytest.approx(2.0, rel=0.05)
 
 
-def test_late_launches_are_left_out_and_the_hold_lengthened(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every candidate call stalls 1.5 ms on the host behind a 0.5 ms hold. Counted as they are
-    (the rule off: the hold already at its cap), idle GPU time inside its events reads as a slower
-    candidate; with the rule, the late pairs are left out and the hold doubles (1, 2 ms) until the
-    stall fits inside it, and A/A reads 1."""
-    unruled = _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "candidate", 1, 1.5), hold_ms=0.5, max_hold_ms=0.5)
-    assert unruled.speedup < 0.97 and unruled.late_pairs == 0
-    result = _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "candidate", 1, 1.5), hold_ms=0.5)
-    assert result.pairs > 30 and result.late_pairs >= 9  # the second batch (the first is all checked)
-    assert result.ci_low <= 1.0 <= result.ci_high and result.speedup == pytest.approx(1.0, abs=0.005)
+def test_time_kept_out_of_the_candidates_events_is_tampering() -> None:
+    """A candidate that reports a tenth of its work (its clock patched, or the work moved outside
+    its events) leaves the rest of the judge's span unexplained."""
+    with pytest.raises(UnexplainedTimeError, match="outside its own timing"):
+        _run(_Source(_Side(0.2), _Side(0.2, reported=0.1, seed=1)))
+    with pytest.raises(UnexplainedTimeError):  # only 10 us of a 0.2 ms call: still beyond a few us
+        _run(_Source(_Side(0.2), _Side(0.2, reported=0.95, seed=1)))
 
 
-def test_late_baseline_launches_never_flatter_the_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
-    result = _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "baseline", 1, 1.5), hold_ms=0.5)
-    assert result.late_pairs > 0 and result.speedup == pytest.approx(1.0, abs=0.005)
+def test_a_baseline_slowed_next_to_the_candidate_is_interference() -> None:
+    source = _Source(_Side(0.2), _Side(0.2, seed=1), paired_base=_Side(0.2 * 1.2, seed=2))
+    with pytest.raises(InterferenceError, match="slowed it down"):
+        _run(source)
+    stalled = _Source(_Side(0.2), _Side(0.2, seed=1), paired_base=_Side(0.2, overhead_ms=0.2, seed=2))
+    with pytest.raises(InterferenceError, match="more of the judge's span"):
+        _run(stalled)
 
 
-@pytest.mark.parametrize(("stall_ms", "max_hold_ms"), [(5.0, 25.0), (5.0, 2.0)])
-def test_a_candidate_that_stalls_the_baselines_launches_gains_nothing(
-        monkeypatch: pytest.MonkeyPatch, stall_ms: float, max_hold_ms: float) -> None:
-    """Stalling the host right after its own call delays the baseline of every candidate-first
-    pair: counted as they came (the late check blinded), those pairs made the candidate read
-    about 2.8x faster. With the rule they never count: the hold grows until the stall fits inside it, or
-    (the stall longer than the longest hold) the baseline-first pairs alone are timed."""
-    monkeypatch.setattr(paired, "time", types.SimpleNamespace(perf_counter=lambda: 0.0))  # nothing is ever late
-    blind = _simulate(monkeypatch, _StallsTheBaseline(_SimulatedGpu(), stall_ms), hold_ms=0.5, max_pairs=200)
-    assert blind.speedup > 1.5
-    monkeypatch.setattr(paired, "time", time)
-    result = _simulate(monkeypatch, _StallsTheBaseline(_SimulatedGpu(), stall_ms), hold_ms=0.5,
-                       max_hold_ms=max_hold_ms)
-    assert result.late_pairs > 0 and result.pairs >= 9
-    assert result.speedup == pytest.approx(1.0, abs=0.01)
+def test_on_the_cpu_a_quarter_of_the_span_may_go_unexplained_and_interference_is_not_checked() -> None:
+    """The candidate is stopped while the baseline runs there, and wall clocks jitter by ms."""
+    quiet = _run(_Source(_Side(20.0), _Side(20.0, reported=0.9, seed=1), paired_base=_Side(30.0, seed=2)), gpu=False)
+    assert quiet.pairs == PairedConfig().cpu_pairs
+    with pytest.raises(UnexplainedTimeError):
+        _run(_Source(_Side(20.0), _Side(20.0, reported=0.5, seed=1)), gpu=False)
 
 
-def test_at_the_longest_hold_the_late_candidate_pays_for_its_host_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Candidate calls stalling 8 ms, the hold capped at 2 ms: its pairs count from the cap on,
-    with several ms of idle GPU inside each candidate call (0.3 ms of work): it reads slower."""
-    result = _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "candidate", 1, 8.0), hold_ms=1.0, max_hold_ms=2.0)
-    assert result.pairs > 20 and result.speedup < 0.25
+def test_a_time_that_is_not_a_positive_number_is_tampering() -> None:
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        source = _Source(_Side(0.2), _Side(0.2, reported=bad, seed=1))
+        with pytest.raises(ClaimError):
+            _run(source)
 
 
-def test_a_baseline_always_late_is_never_timed_in_the_candidates_favour(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(LateLaunchError, match="baseline's host launches outlasted"):
-        _simulate(monkeypatch, _LateSource(_SimulatedGpu(), "baseline", 1, 8.0), hold_ms=1.0, budget_s=0.3,
-                  max_hold_ms=2.0)
+def test_late_calls_are_left_out_and_the_hold_lengthened() -> None:
+    """Every third candidate call enqueues after a 0.4 ms hold but within 1.6 ms: those pairs are
+    left out and the hold doubles until nothing is late; the calibration does the same for the
+    baseline before any pair."""
+    source = _Source(_Side(0.2, late_every=2, late_below_ms=0.8), _Side(0.2, late_every=3, late_below_ms=1.6, seed=1))
+    result = _run(source, hold_ms=0.4)
+    assert result.late_pairs > 0 and result.speedup == pytest.approx(1.0, abs=0.01)
+    assert source.base.holds[0] == 0.4 and max(source.cand.holds) == 1.6
 
 
-class _SlowLaunch(_LateSource):
-    """Each side's call takes `host_ms` on the host before its GPU work (`gpu_ms` per side): a
-    short kernel behind a guarded Python launch path."""
-
-    def __init__(self, gpu: _SimulatedGpu, host_ms: float, gpu_ms: tuple[float, float]) -> None:
-        super().__init__(gpu, "nobody", 1, 0.0)
-        self.host_ms, self.gpu_ms = host_ms, gpu_ms
-
-    def baseline(self, index: int) -> object:
-        return self._launch(0)
-
-    def candidate(self, index: int) -> object:
-        return self._launch(1)
-
-    def _launch(self, which: int) -> object:
-        time.sleep(self.host_ms / 1000.0)
-        self.gpu.run(self.gpu_ms[which])
-        return torch.zeros(2)
+def test_late_baselines_never_count_and_a_baseline_always_late_cannot_be_timed() -> None:
+    source = _Source(_Side(0.2), _Side(0.2, seed=1), paired_base=_Side(0.2, late_every=1, seed=2))
+    with pytest.raises(LateLaunchError):
+        _run(source, max_hold_ms=0.8)
+    with pytest.raises(LateLaunchError, match="calibration"):
+        _run(_Source(_Side(0.2, late_every=1), _Side(0.2)), max_hold_ms=0.8)
 
 
-def test_the_probe_for_graph_timing_reads_gpu_time_not_launch_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 0.01 ms kernel behind a 1 ms launch: without the hold the probe read the launch (and the
-    kernel was event-timed as if it were long); behind the hold it reads the kernel. The shorter
-    side decides."""
-    gpu = _SimulatedGpu()
-    monkeypatch.setattr(paired, "_event", gpu.event)
-    monkeypatch.setattr(paired, "_hold_gpu", gpu.run)
-    monkeypatch.setattr(torch.cuda, "synchronize", gpu.synchronize)
-    source = _SlowLaunch(gpu, host_ms=1.0, gpu_ms=(0.3, 0.01))
-    assert gpu_ms_per_call(source, PairedConfig(hold_ms=0.0), torch.zeros(4)) > 0.5
-    probed = gpu_ms_per_call(source, PairedConfig(hold_ms=20.0), torch.zeros(4))
-    assert probed == pytest.approx(0.01, abs=0.005) and probed < PairedConfig().graph_threshold_ms
+def test_at_the_longest_hold_a_late_candidate_counts() -> None:
+    """Its late pairs count from the cap on (a slow launch path is its own cost)."""
+    source = _Source(_Side(0.2), _Side(0.2, late_every=1, seed=1))
+    result = _run(source, hold_ms=0.4, max_hold_ms=0.8)
+    assert result.pairs > 0 and max(source.cand.holds) == 0.8
+
+
+def test_calibration_keeps_the_baselines_own_times() -> None:
+    source = _Source(_Side(0.3), _Side(0.3))
+    calibration = calibrate(source, PairedConfig(calibration=12), True)
+    assert isinstance(calibration, Calibration) and len(calibration.claimed) == 12 and source.cand.calls == 0
+    assert calibration.claimed_ms == pytest.approx(0.3, rel=0.02)
+    assert calibration.unexplained_ms == pytest.approx(0.1, rel=0.05)  # the hold is not part of it

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 WARM_MODULES = ("torch", "torch._dynamo", "triton", "triton.language", "triton.compiler", "triton.testing",
-                "aka.harness", "aka.harness.runner", "aka.harness.checks", "aka.harness.perf")
+                "aka.harness", "aka.harness.runner", "aka.harness.checks", "aka.harness.perf", "aka.harness.worker")
 WARM_TIMEOUT_S = 600
 log = logging.getLogger(__name__)
 

@@ -1,24 +1,20 @@
 """A worker seen from the judge: started, fed requests with deadlines, paused, stopped.
 
-Where this machine allows it, a worker runs in user, PID and mount namespaces of its own behind
-`aka.confine`: it cannot see or signal the judge or the other worker, cannot read their memory,
-and can write only its own folder, its build cache and its temporary folder (so the candidate's
-worker cannot plant anything the baseline's worker or the judge would later import or load).
-Where it does not, the worker is an ordinary child and the judge is undumpable (no other process
-of its user can read its memory or descriptors); the results list which held (`worker-namespace`).
+Where this machine allows it, a worker runs in PID and mount namespaces of its own behind
+`aka.confine` (`aka.harness.spawn`): it cannot see or signal the judge or the other worker,
+cannot read their memory, and can write only its own folder, its build cache and its temporary
+folder (so the candidate's worker cannot plant anything the baseline's worker or the judge would
+later import or load). Where it does not, the worker shares the judge's namespaces and the judge
+is undumpable (no other process of its user can read its memory or descriptors); the results
+list which held (`worker-namespace`).
 """
 
 from __future__ import annotations
 
-import functools
-import glob
 import logging
 import os
 import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +22,7 @@ from typing import Any
 
 from aka.harness.link import Link, LinkClosed, LinkTimeout, ProtocolError, Reply, WorkerFailure
 from aka.harness.shared import Arena
-from aka.isolation import CUDA_INIT_PROBE, confine_argv
+from aka.harness.spawn import fork_worker, start_plain
 from aka.process import stopped_descendant
 
 NAMESPACE_FEATURE = "worker-namespace"
@@ -37,32 +33,6 @@ STOP_CHECK_S = 1.0
 WORKER_VARIABLES = frozenset({"AKA_STEP", "AKA_DEVICE", "AKA_CUDA_ARCH", "AKA_TASK_FAMILY", "AKA_TARGET_KERNELS",
                               "AKA_CASE_PROFILE", "AKA_NO_SANDBOX", "AKA_NO_WORKER_SANDBOX"})
 log = logging.getLogger(__name__)
-
-
-def _candidates() -> list[tuple[str, ...]]:
-    unshare = shutil.which("unshare")
-    if unshare is None or "1" in (os.environ.get("AKA_NO_SANDBOX"), os.environ.get("AKA_NO_WORKER_SANDBOX")):
-        return []
-    return [(unshare, *_NAMESPACES), (unshare, "--user", "--map-root-user", *_NAMESPACES)]
-
-
-@functools.cache
-def namespace_prefix() -> tuple[str, ...]:
-    """`unshare` into fresh PID and mount namespaces with a /proc of their own (as root of this
-    namespace, else through a user namespace), if a worker can start there behind `confine` and,
-    on a GPU machine, initialize CUDA; disabled by AKA_NO_SANDBOX=1 (every sandbox) or
-    AKA_NO_WORKER_SANDBOX=1 (this one)."""
-    probe_code = CUDA_INIT_PROBE if glob.glob("/dev/nvidia[0-9]*") else "pass"
-    with tempfile.TemporaryDirectory(prefix="aka-worker-probe-") as probe:
-        for prefix in _candidates():
-            argv = [*prefix, *confine_argv([probe], host_dev=True), sys.executable, "-I", "-S", "-c", probe_code]
-            try:
-                done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
-            except (OSError, subprocess.TimeoutExpired):
-                continue
-            if done.returncode == 0:
-                return prefix
-    return ()
 
 
 def make_undumpable() -> None:
@@ -86,23 +56,27 @@ class RemoteSide:
             path.mkdir(parents=True, exist_ok=True)
         self.cache = cache or home / f"worker-{role}-cache"
         self.cache.mkdir(parents=True, exist_ok=True)
-        self.link, theirs = Link.pair(spin_s=0.005 if device == "cuda" else 0.0)
-        prefix = namespace_prefix()
-        confine = confine_argv([self.directory, self.scratch, self.cache], host_dev=True) if prefix else []
         own = {"TRITON_CACHE_DIR": str(self.cache), "TORCH_EXTENSIONS_DIR": str(self.cache / "torch_extensions"),
                "TMPDIR": str(self.scratch), "TMP": str(self.scratch), "TEMP": str(self.scratch)}
-        worker_env = {k: v for k, v in env.items() if not k.startswith("AKA_") or k in WORKER_VARIABLES}
-        try:
-            self.process = subprocess.Popen(
-                [*prefix, *confine, sys.executable, "-m", "aka.harness.worker", "--fd", str(theirs.fileno()),
-                 "--device", device], cwd=self.directory, env={**worker_env, **own}, pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL, start_new_session=True)
-        finally:
-            theirs.close()
-        self.isolated = bool(prefix)
+        self.env = {**{k: v for k, v in env.items() if not k.startswith("AKA_") or k in WORKER_VARIABLES}, **own}
+        self.device = device
+        self.namespaces = "1" not in (env.get("AKA_NO_SANDBOX"), env.get("AKA_NO_WORKER_SANDBOX"))
+        self._start(forked=True)
         self.arenas: dict[str, Arena] = {}
         self.paused = False
         self.loaded = False  # the side's code has run in it
+        self.isolated = False  # known once it answers its setup
+
+    def _start(self, forked: bool) -> None:
+        self.link, theirs = Link.pair(spin_s=0.005 if self.device == "cuda" else 0.0)
+        try:
+            if forked:
+                self.process = fork_worker(theirs.fileno(), self.directory, [self.directory, self.scratch, self.cache],
+                                           self.env, self.device, self.namespaces)
+            else:
+                self.process = start_plain(theirs.fileno(), self.directory, self.env, self.device)
+        finally:
+            theirs.close()
 
     def request(self, request: dict[str, Any], timeout: float, fds: Sequence[int] = ()) -> Reply:
         """Send one request and wait for its answer; a dead, silent or malformed worker raises
@@ -144,12 +118,23 @@ class RemoteSide:
               allowed_ops: Sequence[str], target_kernels: Sequence[str], hidden: Sequence[str],
               timeout: float) -> None:
         """Copy the evaluation directory into the worker's own folder (without the hidden files)
-        and have it import the task there."""
+        and have it import the task there; a forked worker whose CUDA did not come up inside its
+        namespaces is replaced by a fresh interpreter in the judge's."""
         shutil.copytree(evaluation_dir, self.directory, dirs_exist_ok=True, symlinks=True,
                         ignore=shutil.ignore_patterns(*hidden, "__pycache__"))
-        self.expect_ok({"op": "setup", "directory": str(self.directory), "task_file": task_file,
-                        "task_name": task_name, "device": device, "side": self.role, "policy": policy,
-                        "allowed_ops": list(allowed_ops), "target_kernels": list(target_kernels)}, timeout)
+        request = {"op": "setup", "directory": str(self.directory), "task_file": task_file, "task_name": task_name,
+                   "device": device, "side": self.role, "policy": policy, "allowed_ops": list(allowed_ops),
+                   "target_kernels": list(target_kernels)}
+        reply = self.request(request, timeout)
+        if not reply.ok and reply.text("kind") == "cuda_unavailable":
+            log.warning("CUDA did not initialize in the worker's namespaces (%s): a worker without them",
+                        reply.text("error"))
+            self.close_process()
+            self._start(forked=False)
+            reply = self.request(request, timeout)
+        if not reply.ok:
+            raise RemoteError(reply.text("kind") or "error", reply.text("error") or "failed", reply.text("exception"))
+        self.isolated = reply.boolean("isolated", False)
 
     def map(self, name: str, arena: Arena, timeout: float = 60.0) -> None:
         self.unmap(name)
@@ -192,7 +177,7 @@ class RemoteSide:
     def _exit_status(self) -> str:
         try:
             code = self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+        except TimeoutError:
             return "still running"
         return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
@@ -202,20 +187,24 @@ class RemoteSide:
         self._signal(signal.SIGKILL)
         try:
             self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+        except TimeoutError:
             pass
 
-    def close(self) -> None:
-        """Ask the worker to quit, kill it if it does not, then free what was lent to it."""
+    def close_process(self) -> None:
+        """Ask the worker to quit and kill it if it does not."""
         if self.alive():
             self.resume()
             try:
                 self.link.send({"op": "quit"})
                 self.process.wait(timeout=10)
-            except (LinkClosed, subprocess.TimeoutExpired):
+            except (LinkClosed, TimeoutError):
                 pass
         self.kill()
         self.link.close()
+
+    def close(self) -> None:
+        """Stop the worker, then free what was lent to it."""
+        self.close_process()
         for arena in self.arenas.values():
             arena.close()
         self.arenas.clear()

@@ -86,11 +86,11 @@ def _charged_to_candidate(failure: WorkerFailure, workers: StepWorkers) -> bool:
 
 
 def _task_file(task: KernelTask) -> Path:
-    """The script this step runs (`python3 harness.py STEP`), which the workers import as a module."""
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if isinstance(path, str) and path.endswith(".py") and Path(path).is_file():
-        return Path(path).resolve()
+    """The file that declares `task` (the step's `harness.py`), which the workers import as a module."""
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and path.endswith(".py") and any(value is task for value in vars(module).values()):
+            return Path(path).resolve()
     return Path.cwd() / "harness.py"
 
 

@@ -22,7 +22,7 @@ from aka.harness.cases import Case
 from aka.harness.link import WorkerFailure
 from aka.harness.remote import RemoteError, RemoteSide
 from aka.harness.report import CaseResult, StepResult
-from aka.harness.task import HELDOUT_MODULE, KernelTask, StepContext, policy_applies
+from aka.harness.task import HELDOUT_MODULE, HarnessError, KernelTask, StepContext, policy_applies
 
 SETUP_TIMEOUT_S = 300.0
 LOAD_TIMEOUT_S = 900.0  # a CUDA source builds with nvcc inside the load
@@ -74,8 +74,11 @@ def set_up(side: RemoteSide, task: KernelTask, ctx: StepContext, task_file: Path
     """The worker's copy of the evaluation directory (without held-out files) and the task in it."""
     side.role = role
     policy = policy_applies(ctx.family) and role == "candidate"
-    side.setup(Path.cwd(), task_file.name, task.name, ctx.device.type, policy, sorted(task.allowed_torch_ops),
-               ctx.target_kernels, (HELDOUT_MODULE,), SETUP_TIMEOUT_S)
+    try:
+        side.setup(Path.cwd(), task_file.name, task.name, ctx.device.type, policy, sorted(task.allowed_torch_ops),
+                   ctx.target_kernels, (HELDOUT_MODULE,), SETUP_TIMEOUT_S)
+    except RemoteError as exc:  # no candidate code has run yet: the task's own files do not import
+        raise HarnessError(f"the {role}'s worker cannot import the task: {exc}") from exc
 
 
 def source_dir(ctx: StepContext) -> str:

@@ -7,6 +7,7 @@ import this one without a cycle.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,13 +52,14 @@ class StepContext:
 
     @classmethod
     def from_env(cls, step: str, environ: Mapping[str, str]) -> StepContext:
+        """Checked without initializing CUDA (NVML counts the devices): the judge forks its
+        workers after this, and a forked child cannot initialize CUDA its parent initialized."""
         if step not in STEPS:
             raise HarnessError(f"unknown step '{step}'; expected one of {', '.join(STEPS)}")
-        default_device = "cuda" if torch.cuda.is_available() else "cpu"
-        device = torch.device(environ.get("AKA_DEVICE") or default_device)
+        device = torch.device(environ.get("AKA_DEVICE") or ("cuda" if _cuda_visible() else "cpu"))
         if device.type not in ("cpu", "cuda"):
             raise HarnessError(f"AKA_DEVICE={device} is neither cpu nor cuda")
-        if device.type == "cuda" and not torch.cuda.is_available():
+        if device.type == "cuda" and not _cuda_visible():
             raise HarnessError("AKA_DEVICE asks for cuda, but torch sees no CUDA device")
         target = environ.get("AKA_TARGET") or "candidate"
         profile = environ.get("AKA_CASE_PROFILE") or ("ci" if device.type == "cpu" else "full")
@@ -71,6 +73,19 @@ class StepContext:
         return cls(step, device, target, profile, environ.get("AKA_CUDA_ARCH") or None,
                    environ.get("AKA_TASK_FAMILY") or family_from_config(), kernels, baseline,
                    Path(baseline_dir) if baseline_dir else None)
+
+
+def _cuda_visible() -> bool:
+    """torch.cuda.is_available() through NVML, which leaves CUDA uninitialized in this process."""
+    previous = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    try:
+        return torch.cuda.is_available()
+    finally:
+        if previous is None:
+            del os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"]
+        else:
+            os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = previous
 
 
 def family_from_config(directory: Path | None = None) -> str:

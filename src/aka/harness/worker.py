@@ -1,6 +1,6 @@
 """A worker: the process that runs one side's code (the candidate's, or the baseline's) for the judge.
 
-    python3 -m aka.harness.worker --fd N
+    python3 -m aka.harness.worker --fd N   (or forked from the judge: aka.harness.spawn)
 
 Started by the judge (`aka.harness.remote`), it loads the side's sources from its own copy of
 the evaluation directory and then serves requests over the link: map the judge's shared memory,
@@ -64,8 +64,9 @@ def _load_task(path: Path, name: str) -> KernelTask:
 class Worker:
     """One side's loaded code and the judge's memory it was lent."""
 
-    def __init__(self, link: Link) -> None:
+    def __init__(self, link: Link, isolated: bool = False) -> None:
         self.link = link
+        self.isolated = isolated
         self.task: KernelTask | None = None
         self.side = "candidate"
         self.directory = Path.cwd()
@@ -111,7 +112,7 @@ class Worker:
         if self.device.type == "cuda":
             self.persisting_l2 = PersistingL2()
             self.persisting_l2.pin()
-        return {"ok": True}
+        return {"ok": True, "isolated": self.isolated}
 
     def _task(self) -> KernelTask:
         assert self.task is not None, "setup comes first"
@@ -243,23 +244,39 @@ def deliver(output: object, slots: list[torch.Tensor], inputs: list[torch.Tensor
              if isinstance(output, torch.Tensor) else type(output).__name__, "count": len(items)}, *described]
 
 
+def serve(fd: int, device: str, isolated: bool) -> int:
+    """Serve the judge on the socket `fd` until it says quit or goes away. On a GPU, CUDA is set
+    up first (while the judge still waits for its turn); where it fails here, every request is
+    answered with `cuda_unavailable`, and the judge starts a worker elsewhere."""
+    import socket
+
+    sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # nothing beside the worker shadows a module
+    link = Link(socket.socket(fileno=fd), spin_s=SPIN_S if device == "cuda" else 0.0)
+    problem = None
+    if device == "cuda":
+        try:
+            torch.cuda.current_stream().synchronize()
+        except Exception as exc:  # noqa: BLE001 - reported to the judge, which decides
+            problem = describe_exception(exc)
+    try:
+        if problem is not None:
+            while True:
+                request, _ = link.receive_request()
+                if request.get("op") == "quit":
+                    return 0
+                link.answer({"ok": False, "kind": "cuda_unavailable", "error": problem})
+        Worker(link, isolated).serve()
+    except LinkClosed:  # the judge is done with this worker (or gone): nothing left to serve
+        pass
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    here = os.getcwd()
-    sys.path[:] = [p for p in sys.path if p not in ("", here)]  # nothing beside the worker shadows a module
-    if args.device == "cuda":
-        torch.cuda.current_stream().synchronize()  # the context now, while the judge still waits
-    import socket
-
-    link = Link(socket.socket(fileno=args.fd), spin_s=SPIN_S if args.device == "cuda" else 0.0)
-    try:
-        Worker(link).serve()
-    except LinkClosed:  # the judge is done with this worker (or gone): nothing left to serve
-        pass
-    return 0
+    return serve(args.fd, args.device, isolated=False)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,168 @@
+"""Starting a worker process: forked from the judge into namespaces of its own, or a fresh interpreter.
+
+Why fork: a fresh interpreter imports torch again (about 3 s of CPU each, and a step has up to two
+workers), while a child forked from the judge has it already; the judge forks before it has
+touched CUDA (a forked child could not initialize it otherwise) and before it reads its token.
+The child then leaves everything of the judge behind that it must not have: every file
+descriptor but its socket (the judge's result pipe and standard input, the token's way in,
+included), the judge's environment, its signal handlers. Then it enters fresh PID and mount
+namespaces (as root of this namespace, else through a user namespace), forks once more to be the
+first process of its PID namespace, mounts a /proc of its own (CUDA does not initialize in a PID
+namespace without one), confines its file system with `aka.confine` (read-only but its own
+folders, capabilities cut) and serves. Where the namespaces cannot be had, it serves in the
+judge's; where CUDA does not initialize inside them, the judge starts a fresh interpreter
+without them instead (`start_plain`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+PR_SET_PDEATHSIG = 1
+MAX_FD = 65536
+EXIT_FAILED = 70
+
+
+class WorkerProcess:
+    """A started worker: its pid (the leader of its own process group) and how it ended."""
+
+    def __init__(self, pid: int, popen: subprocess.Popen[bytes] | None = None) -> None:
+        self.pid, self.popen = pid, popen
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            if self.popen is not None:
+                self.returncode = self.popen.poll()
+            else:
+                with contextlib.suppress(ChildProcessError):
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                    if pid:
+                        self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        """The exit status, waiting at most `timeout` seconds (`TimeoutError` after that)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"worker {self.pid} still running")
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def enter_namespaces(writable: Sequence[Path]) -> bool:
+    """In a forked, single-threaded child: fresh PID and mount namespaces, this process the first
+    of its PID namespace with a /proc of its own, the file system confined. False: none could be
+    had (nothing changed)."""
+    libc = _libc()
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(CLONE_NEWPID | CLONE_NEWNS) != 0:
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) != 0:
+            return False
+        with contextlib.suppress(OSError):
+            _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"0 {uid} 1")
+        _write("/proc/self/gid_map", f"0 {gid} 1")
+    child = os.fork()
+    if child:  # stays outside, as `unshare --fork` does, and ends as the namespace's first process ends
+        _, status = os.waitpid(child, 0)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0 or libc.mount(
+            b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) != 0:
+        os._exit(EXIT_FAILED)  # half in: no way back to the judge's namespaces
+    from aka.confine import ConfineError, confine
+
+    try:
+        for warning in confine([str(p) for p in writable], host_dev=True):
+            print(warning, file=sys.stderr)
+    except ConfineError as exc:
+        print(f"aka worker: cannot confine the file system: {exc}", file=sys.stderr)
+        os._exit(EXIT_FAILED)
+    return True
+
+
+def _leave_the_judge_behind(socket_fd: int, env: Mapping[str, str]) -> None:
+    os.setsid()
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(number, signal.SIG_DFL)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.closerange(3, socket_fd)
+    os.closerange(socket_fd + 1, MAX_FD)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - the process's own streams, for good
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    os.environ.clear()
+    os.environ.update(env)
+
+
+def fork_worker(socket_fd: int, directory: Path, writable: Sequence[Path], env: Mapping[str, str],
+                device: str, namespaces: bool = True) -> WorkerProcess:
+    """Fork a worker that serves on `socket_fd` (see the module docstring)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return WorkerProcess(pid)
+    code = EXIT_FAILED
+    try:
+        _leave_the_judge_behind(socket_fd, env)
+        isolated = namespaces and enter_namespaces(writable)
+        os.chdir(directory)
+        from aka.harness.worker import serve
+
+        code = serve(socket_fd, device, isolated)
+    except BaseException:  # noqa: BLE001 - nothing may return into the judge's code from here
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def start_plain(socket_fd: int, directory: Path, env: Mapping[str, str], device: str) -> WorkerProcess:
+    """A fresh interpreter in the judge's namespaces (where CUDA failed inside the worker's own)."""
+    popen = subprocess.Popen([sys.executable, "-m", "aka.harness.worker", "--fd", str(socket_fd), "--device", device],
+                             cwd=directory, env=dict(env), pass_fds=(socket_fd,), stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+    return WorkerProcess(popen.pid, popen)
+
+
+def namespaces_work() -> bool:
+    """Can a worker here enter namespaces of its own (a forked probe that exits at once)?"""
+    if "1" in (os.environ.get("AKA_NO_SANDBOX"), os.environ.get("AKA_NO_WORKER_SANDBOX")):
+        return False
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="aka-worker-probe-") as probe:
+        pid = os.fork()
+        if not pid:
+            ok = False
+            with contextlib.suppress(BaseException):
+                ok = enter_namespaces([Path(probe)])
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0

@@ -47,9 +47,10 @@ def test_mountinfo_points_are_unescaped_and_keep_their_locked_flags() -> None:
 
 def test_arguments_are_writable_paths_then_the_command() -> None:
     assert parse_args(["--writable", "/a", "--writable", "/b c", "--", "sh", "-c", "--"]) == (
-        ["/a", "/b c"], False, ["sh", "-c", "--"])
-    assert parse_args(["--", "true"]) == ([], False, ["true"])
-    assert parse_args(["--host-dev", "--writable", "/a", "--", "true"]) == (["/a"], True, ["true"])
+        ["/a", "/b c"], False, ["sh", "-c", "--"], False)
+    assert parse_args(["--", "true"]) == ([], False, ["true"], False)
+    assert parse_args(["--host-dev", "--writable", "/a", "--", "true"]) == (["/a"], True, ["true"], False)
+    assert parse_args(["--keep-admin", "--writable", "/a", "--", "true"]) == (["/a"], False, ["true"], True)
     for bad in (["true"], ["--writable", "/a", "--"], ["--writable", "--", "true"], ["--other", "/a", "--", "true"],
                 ["--writable", "--host-dev", "--", "true"]):
         assert parse_args(bad) is None, bad
@@ -320,6 +321,8 @@ def test_step_writes_its_private_tmpdir_only(tmp_path: Path) -> None:
     assert outcomes[0].passed, outcomes[0].message
     assert "aka-fs-probe compile system-tmp: EROFS" in log
     tmpdir = Path(next(line.split()[1] for line in log.splitlines() if line.startswith("aka-tmp-probe")))
-    assert tmpdir.parent == tmp_path / "scratch" and tmpdir.name.startswith("tmp-compile-")
+    step_tmp = tmpdir.parents[1]  # <scratch>/tmp-compile-*/aka-workers-*/worker-candidate-tmp: the worker's own
+    assert step_tmp.parent == tmp_path / "scratch" and step_tmp.name.startswith("tmp-compile-")
+    assert tmpdir.name == "worker-candidate-tmp" and tmpdir.parent.name.startswith("aka-workers-")
     leftovers = [p.name for p in (tmp_path / "scratch").iterdir() if p.name.startswith(("tmp-", "triton-"))]
     assert leftovers == [], "private step directories are removed after the step"

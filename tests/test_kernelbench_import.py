@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from aka.harness import StepContext, run_step
+from aka.harness import StepContext
+from aka.harness.runner import judge_step
 from aka.kernelbench_import import import_kernelbench, snake_case
 from aka.task_config import load_task_config
 from aka.tasks import select_tasks
@@ -132,10 +133,10 @@ def test_generated_correctness_step_passes(problems: Path, tmp_path: Path, name:
     harness = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(harness)
     ctx = StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"})
-    report = run_step(harness.TASK, ctx)
+    report = judge_step(harness.TASK, ctx)
     assert report.status == "ok", report.message
     assert report.cases and all(c.correct for c in report.cases)
-    policy = run_step(harness.TASK, StepContext.from_env("correctness", {"AKA_DEVICE": "cpu",
-                                                                         "AKA_TASK_FAMILY": "torch2triton"}))
+    policy = judge_step(harness.TASK, StepContext.from_env("correctness", {"AKA_DEVICE": "cpu",
+                                                                           "AKA_TASK_FAMILY": "torch2triton"}))
     # the starting ModelNew only calls PyTorch: the torch2triton policy rejects it by design
     assert policy.status == "failed" and "policy" in str(policy.failure_kind) + (policy.message or "")

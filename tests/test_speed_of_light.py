@@ -52,12 +52,14 @@ def test_the_larger_bound_sets_the_floor() -> None:
 
 
 @pytest.mark.usefixtures("fake_h100")
-def test_no_bytes_floor_when_the_l2_was_not_flushed() -> None:
-    """CUDA-graph replays repeat their inputs, which may come from the L2: only flops bound them."""
+def test_a_task_without_min_bytes_is_bounded_by_its_outputs() -> None:
+    """An imported task declares nothing: any correct kernel still writes its outputs once."""
     device = torch.device("cpu")
-    assert sol.case_floor(_task(2 * 2**30, None), Case.make(n=1), device, l2_flushed=False) is None
-    gemm = sol.case_floor(_task(2 * 2**30, 2 * 4096**3), Case.make(n=1), device, l2_flushed=False)
-    assert gemm is not None and "flops" in gemm.bound
+    derived = sol.case_floor(_task(None, None), Case.make(n=1), device, output_bytes=2 * 2**30)
+    declared = sol.case_floor(_task(2 * 2**30, None), Case.make(n=1), device)
+    assert derived is not None and declared is not None and derived.ms == pytest.approx(declared.ms)
+    assert "output" in derived.bound and "minimum bytes" in declared.bound
+    assert sol.case_floor(_task(None, None), Case.make(n=1), device) is None  # nothing to bound by
 
 
 def test_bandwidth_is_the_driver_peak_or_a_copy_over_its_efficiency(monkeypatch: pytest.MonkeyPatch) -> None:

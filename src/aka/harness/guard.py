@@ -24,14 +24,18 @@ from types import ModuleType
 from typing import Any
 
 import torch
-import torch._dynamo  # noqa: F401  (see below)
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aka.harness import cuda_driver
 
-# A dispatch mode's first operator lazily imports torch._dynamo (through torch._disable_dynamo):
-# about 1 s with bytecode caches and 5 s without, inside the checked step. Imported here it is
-# paid while the step process starts, before it waits for its token, in parallel with the others.
+
+def preload_dispatch_machinery() -> None:
+    """A dispatch mode's first operator lazily imports torch._dynamo (through torch._disable_dynamo):
+    about 1 s with bytecode caches and 5 s without. Paid up front (by the judge before it forks the
+    candidate's worker, or by the worker while it is set up) it stays out of every checked call;
+    steps without the policy never pay it."""
+    import torch._dynamo  # noqa: F401
+
 
 ALLOWED_ATEN_OPS = frozenset({
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",

@@ -62,7 +62,7 @@ def run_step(task: KernelTask, ctx: StepContext, workers: StepWorkers, task_file
         if workers.candidate is not None:
             set_up(workers.candidate, task, ctx, task_file, "candidate")
         if workers.baseline is not None:
-            reference = ctx.target == "reference" or (ctx.target == "candidate" and ctx.baseline == "reference")
+            reference = ctx.target == "reference" or ctx.baseline == "reference"  # torch2*, instruction2*
             set_up(workers.baseline, task, ctx, task_file, "reference" if reference else "baseline")
         if ctx.step == "compile":
             return compile_step(task, ctx, workers.candidate)
@@ -83,6 +83,18 @@ def _charged_to_candidate(failure: WorkerFailure, workers: StepWorkers) -> bool:
     if candidate is None:
         return False
     return failure.side == "candidate" or (candidate.loaded and not workers.isolated)
+
+
+def judge_step(task: KernelTask, ctx: StepContext, environ: Mapping[str, str] | None = None) -> StepResult:
+    """One step judged in this process with workers of its own, started and stopped around it:
+    `run_task` without the channel (tools and tests that run a step in-process)."""
+    workers = StepWorkers.start(ctx, dict(os.environ if environ is None else environ))
+    try:
+        result = run_step(task, ctx, workers, _task_file(task))
+        result.isolation = [JUDGE_FEATURE, *([NAMESPACE_FEATURE] if workers.isolated else [])]
+        return result
+    finally:
+        workers.close()
 
 
 def _task_file(task: KernelTask) -> Path:

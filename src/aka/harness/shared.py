@@ -13,6 +13,7 @@ import mmap
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -20,15 +21,51 @@ from aka.harness import cuda_driver
 from aka.harness.cases import dtype_name, parse_dtype
 
 ALIGN = 512
-Layout = Sequence[tuple[str, tuple[int, ...], torch.dtype]]
+
+
+class Slot(NamedTuple):
+    """One tensor of an arena; `stride` keeps an input's layout (a column-major operand stays one)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    stride: tuple[int, ...] | None = None
+
+    @classmethod
+    def like(cls, name: str, tensor: torch.Tensor) -> Slot:
+        """Strides of a dense tensor are kept; an overlapping or gapped one (expanded, sliced) is
+        lent contiguous, since a copy cannot write through aliasing elements."""
+        return cls(name, tuple(tensor.shape), tensor.dtype, tuple(tensor.stride()) if _dense(tensor) else None)
+
+    def elements(self) -> int:
+        """How many elements its storage spans."""
+        if any(size == 0 for size in self.shape):
+            return 0
+        if self.stride is None:
+            return _numel(self.shape)
+        return 1 + sum((size - 1) * step for size, step in zip(self.shape, self.stride, strict=True))
+
+
+Layout = Sequence[Slot]
+
+
+def _dense(tensor: torch.Tensor) -> bool:
+    """Its elements fill a block of memory exactly once, in some order of the dimensions."""
+    expected = 1
+    for step, size in sorted((step, size) for step, size in zip(tensor.stride(), tensor.shape, strict=True)
+                             if size > 1):
+        if step != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _offsets(layout: Layout) -> tuple[dict[str, int], int]:
     offsets: dict[str, int] = {}
     end = 0
-    for name, shape, dtype in layout:
-        offsets[name] = end
-        nbytes = max(1, _numel(shape)) * _itemsize(dtype)
+    for slot in layout:
+        offsets[slot.name] = end
+        nbytes = max(1, slot.elements()) * _itemsize(slot.dtype)
         end += (nbytes + ALIGN - 1) // ALIGN * ALIGN
     return offsets, max(end, ALIGN)
 
@@ -46,11 +83,25 @@ def _itemsize(dtype: torch.dtype) -> int:
 
 def _carve(memory: torch.Tensor, layout: Layout, offsets: dict[str, int]) -> dict[str, torch.Tensor]:
     tensors = {}
-    for name, shape, dtype in layout:
-        nbytes = _numel(shape) * _itemsize(dtype)
-        start = offsets[name]
-        tensors[name] = memory[start:start + nbytes].view(dtype).view(shape)
+    for slot in layout:
+        start = offsets[slot.name]
+        flat = memory[start:start + slot.elements() * _itemsize(slot.dtype)].view(slot.dtype)
+        if slot.stride is None:
+            tensors[slot.name] = flat.view(slot.shape)
+        else:
+            tensors[slot.name] = flat.as_strided(slot.shape, slot.stride)
     return tensors
+
+
+def _described(slot: Slot) -> list[object]:
+    return [slot.name, list(slot.shape), dtype_name(slot.dtype), None if slot.stride is None else list(slot.stride)]
+
+
+def _parsed(raw: object) -> Slot:
+    assert isinstance(raw, list | tuple) and len(raw) == 4, "an arena slot is [name, shape, dtype, stride]"
+    name, shape, dtype, stride = raw
+    return Slot(str(name), tuple(int(size) for size in shape), parse_dtype(str(dtype)),
+                None if stride is None else tuple(int(step) for step in stride))
 
 
 @dataclass
@@ -79,7 +130,7 @@ class Arena:
     def descriptor(self) -> dict[str, object]:
         """What the worker opens it from (its file descriptor travels beside it)."""
         return {"device": self.device.type, "nbytes": self.nbytes,
-                "layout": [(name, list(shape), dtype_name(dtype)) for name, shape, dtype in self.layout]}
+                "layout": [_described(slot) for slot in self.layout]}
 
     def close(self) -> None:
         """Only once the worker has closed its mapping (or is gone)."""
@@ -103,8 +154,7 @@ class OpenedArena:
     def open(cls, descriptor: dict[str, object], fd: int | None) -> OpenedArena:
         raw_layout = descriptor["layout"]
         assert isinstance(raw_layout, list)
-        layout = [(str(name), tuple(int(size) for size in shape), parse_dtype(str(dtype)))
-                  for name, shape, dtype in raw_layout]
+        layout = [_parsed(raw) for raw in raw_layout]
         offsets, nbytes = _offsets(layout)
         assert fd is not None, "an arena comes with its file descriptor"
         if descriptor["device"] == "cuda":

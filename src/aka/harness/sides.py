@@ -19,6 +19,7 @@ from pathlib import Path
 
 from aka.harness.candidates import BASELINE_SOURCES_DIR, SHARED_CACHE_ENV
 from aka.harness.cases import Case
+from aka.harness.guard import preload_dispatch_machinery
 from aka.harness.link import WorkerFailure
 from aka.harness.remote import RemoteError, RemoteSide
 from aka.harness.report import CaseResult, StepResult
@@ -45,6 +46,8 @@ class StepWorkers:
         device = ctx.device.type
         workers = cls(home)
         either = shared or own
+        if ctx.target == "candidate" and ctx.step != "compile" and policy_applies(ctx.family):
+            preload_dispatch_machinery()  # before the fork: the candidate's worker starts with it
         if ctx.step == "performance" and ctx.target == "candidate":
             workers.baseline = RemoteSide("baseline", device, home, _path(own), env)
             workers.candidate = RemoteSide("candidate", device, home, _path(shared), env)

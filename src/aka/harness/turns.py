@@ -29,7 +29,7 @@ from aka.harness import cuda_driver
 from aka.harness.compare import Output
 from aka.harness.link import Reply, WorkerFailure
 from aka.harness.remote import RemoteSide
-from aka.harness.shared import Arena
+from aka.harness.shared import Arena, Slot
 from aka.harness.timing import l2_cache_bytes
 
 FLAGS = "flags"
@@ -75,10 +75,9 @@ class CaseMemory:
                  name: str = "case") -> None:
         self.side, self.device, self.name = side, device, name
         expected_outputs = outputs_of(expected)
-        layout: list[tuple[str, tuple[int, ...], torch.dtype]] = [
-            (f"in{s}_{k}", tuple(t.shape), t.dtype) for s in range(2) for k, t in enumerate(inputs)]
-        layout += [(f"out{j}", tuple(t.shape), t.dtype) for j, t in enumerate(expected_outputs)]
-        layout.append((FLAGS, (16,), torch.int32))
+        layout = [Slot.like(f"in{s}_{k}", t) for s in range(2) for k, t in enumerate(inputs)]
+        layout += [Slot(f"out{j}", tuple(t.shape), t.dtype) for j, t in enumerate(expected_outputs)]
+        layout.append(Slot(FLAGS, (16,), torch.int32))
         self.arena = Arena.allocate(device, layout)
         self.arena.tensors[FLAGS].zero_()
         self.count = len(inputs)

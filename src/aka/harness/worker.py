@@ -35,6 +35,7 @@ from aka.harness.guard import (
     modules_under,
     overlaps,
     poison_allocator,
+    preload_dispatch_machinery,
     storages,
 )
 from aka.harness.link import Link, LinkClosed
@@ -107,6 +108,8 @@ class Worker:
         self.device = torch.device(request["device"])
         self.side = request["side"]
         self.policy, self.allowed = bool(request["policy"]), frozenset(request["allowed_ops"])
+        if self.policy:
+            preload_dispatch_machinery()
         self.kernels = tuple(request["target_kernels"])
         self.task = _load_task(self.directory / request["task_file"], request["task_name"])
         if self.device.type == "cuda":
@@ -251,6 +254,9 @@ def serve(fd: int, device: str, isolated: bool) -> int:
     import socket
 
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # nothing beside the worker shadows a module
+    # One CPU thread: a worker forked after its judge ran an OpenMP region would hang in libgomp's
+    # dead thread pool, and both sides run alike wherever they were started.
+    torch.set_num_threads(1)
     link = Link(socket.socket(fileno=fd), spin_s=SPIN_S if device == "cuda" else 0.0)
     problem = None
     if device == "cuda":

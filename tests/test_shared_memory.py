@@ -2,9 +2,12 @@
 
 import os
 
+import pytest
 import torch
 
+from aka.harness import turns
 from aka.harness.shared import Arena, OpenedArena, Slot
+from aka.harness.task import HarnessError
 
 
 def _opened(arena: Arena) -> OpenedArena:
@@ -36,3 +39,40 @@ def test_an_expanded_input_is_lent_contiguous_and_fp8_travels() -> None:
     assert torch.equal(worker.tensors["fp8"].float(), fp8.float())
     worker.close()
     arena.close()
+
+
+def _gpu_with(monkeypatch: pytest.MonkeyPatch, free_gib: float) -> torch.device:
+    monkeypatch.setattr(turns.torch.cuda, "mem_get_info", lambda device: (int(free_gib * 2**30), 141 * 2**30))
+    monkeypatch.setattr(turns.torch.cuda, "memory_reserved", lambda device: 0)
+    monkeypatch.setattr(turns.torch.cuda, "memory_allocated", lambda device: 0)
+    monkeypatch.setattr(turns, "l2_cache_bytes", lambda device: 60 * 2**20)
+    return torch.device("cuda", 0)
+
+
+class _Sized:
+    """A stand-in for a GPU tensor of `gib` GiB (only its size is read)."""
+
+    def __init__(self, gib: float) -> None:
+        self.count = int(gib * 2**30)
+
+    def numel(self) -> int:
+        return self.count
+
+    def element_size(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize(("free_gib", "sets"), [(140.0, 2), (85.0, 1)])
+def test_paired_buffers_take_two_input_sets_where_they_fit_and_one_where_only_that_does(
+        monkeypatch: pytest.MonkeyPatch, free_gib: float, sets: int) -> None:
+    """A 6 GiB elementwise case (KernelBench 19_relu) on both sides of a paired case."""
+    device = _gpu_with(monkeypatch, free_gib)
+    assert turns.input_sets(device, [_Sized(6)], [_Sized(6)], 2, "paired-relu") == sets  # type: ignore[list-item]
+
+
+def test_a_case_that_does_not_fit_is_the_harness_limit_not_the_candidates_fault(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    device = _gpu_with(monkeypatch, 40.0)
+    with pytest.raises(HarnessError, match=r"paired-relu needs about .* GiB .* 40.0 GiB are free: a limit of this GPU"):
+        turns.input_sets(device, [_Sized(6)], [_Sized(6)], 2, "paired-relu")  # type: ignore[list-item]
+    assert turns.input_sets(torch.device("cpu"), [], [], 2, "anything") == 2

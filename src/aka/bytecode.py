@@ -4,7 +4,7 @@ Step processes run with PYTHONDONTWRITEBYTECODE: candidate code runs in them, an
 planted would be imported by a later step. Where the installed packages have no bytecode yet
 (an image installed with `pip --no-compile`, or a fresh machine whose only torch users are step
 processes), every step then compiles torch, triton and the harness from source: on an H200 host
-3 s before the step can start and 4 s more for torch._dynamo. So, once per evaluator process and
+3 s before the step can start. So, once per evaluator process and
 before any step starts, a process that runs no candidate code imports those modules with
 bytecode writing on, as any first `import torch` would; where the packages are read-only it
 writes nothing and nothing changes.
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-WARM_MODULES = ("torch", "torch._dynamo", "triton", "triton.language", "triton.compiler", "triton.testing",
+WARM_MODULES = ("torch", "triton", "triton.language", "triton.compiler", "triton.testing",
                 "aka.harness", "aka.harness.runner", "aka.harness.checks", "aka.harness.perf", "aka.harness.worker")
 WARM_TIMEOUT_S = 600
 log = logging.getLogger(__name__)

@@ -53,7 +53,7 @@ def _check_case(task: KernelTask, ctx: StepContext, side: RemoteSide, case: Case
     try:
         for seed, distribution in check_plan(case, eval_seed):
             inputs, expected = reference_for(task, ctx, case, seed, distribution)
-            memory = memory or CaseMemory(side, ctx.device, inputs, expected)
+            memory = memory or CaseMemory(side, ctx.device, inputs, expected, f"check-{case.id}")
             turn = memory.call(inputs, load=0, poison=True)
             where = "the evaluation-time seed" if seed == eval_seed ^ case.seed else f"seed {seed}, {distribution}"
             if not turn.reply.ok:

@@ -319,7 +319,7 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
                     late[which].add(index)
             counted.append((index, calls[0], calls[1]))
             index += 1
-        source.release()
+            source.release()  # one live pair: a case's inputs may fill much of the GPU
         below_cap = hold_ms < config.max_hold_ms
         for pair, base, cand in counted:
             if pair in late[0] or (pair in late[1] and below_cap):

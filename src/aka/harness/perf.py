@@ -122,14 +122,15 @@ def warm_up(memory: CaseMemory, task: KernelTask, ctx: StepContext, case: Case, 
             raise HarnessError(f"the task's own baseline fails on case {case.id}: {turn.reply.text('error')}")
 
 
-def _memory(side: RemoteSide, task: KernelTask, ctx: StepContext, case: Case, name: str) -> CaseMemory:
+def _memory(side: RemoteSide, task: KernelTask, ctx: StepContext, case: Case, name: str, sides: int = 1,
+            sets: int | None = None) -> CaseMemory:
     inputs, expected = reference_for(task, ctx, case, case.seed, "normal")
-    return CaseMemory(side, ctx.device, inputs, expected, name)
+    return CaseMemory(side, ctx.device, inputs, expected, name, sides, sets)
 
 
 def _time_alone(side: RemoteSide, task: KernelTask, ctx: StepContext, case: Case, config: PairedConfig) -> CaseResult:
     """One side alone: the median of its calls (the run's frozen baseline)."""
-    memory = _memory(side, task, ctx, case, "alone")
+    memory = _memory(side, task, ctx, case, f"alone-{case.id}")
     try:
         warm_up(memory, task, ctx, case, 1, candidate=False)
         source = CasePairs(task, ctx, case, memory, None, 1, secrets.randbits(62))
@@ -154,8 +155,8 @@ def _timing_problem(exc: Exception) -> tuple[str, str]:
 
 def _time_case(task: KernelTask, ctx: StepContext, baseline: RemoteSide, candidate: RemoteSide, case: Case,
                calibration: Calibration, config: PairedConfig) -> CaseResult:
-    base_memory = _memory(baseline, task, ctx, case, f"paired-{case.id}")
-    cand_memory = _memory(candidate, task, ctx, case, f"paired-{case.id}")
+    base_memory = _memory(baseline, task, ctx, case, f"paired-{case.id}", sides=2)
+    cand_memory = _memory(candidate, task, ctx, case, f"paired-{case.id}", sets=base_memory.sets)
     source = CasePairs(task, ctx, case, base_memory, cand_memory, config.loads, secrets.randbits(62))
     try:
         warm_up(cand_memory, task, ctx, case, config.loads, candidate=True)
@@ -188,7 +189,7 @@ def _calibrate(baseline: RemoteSide, task: KernelTask, ctx: StepContext, cases: 
     """The baseline alone on every case (each load warmed up first): before any candidate code loads."""
     calibrations = {}
     for case in cases:
-        memory = _memory(baseline, task, ctx, case, "calibration")
+        memory = _memory(baseline, task, ctx, case, f"calibration-{case.id}")
         try:
             warm_up(memory, task, ctx, case, config.loads, candidate=False)
             source = CasePairs(task, ctx, case, memory, None, config.loads, secrets.randbits(62))
@@ -211,14 +212,18 @@ def performance_step(task: KernelTask, ctx: StepContext, baseline: RemoteSide,
         raise HarnessError(f"the task's own baseline sources do not load: {loaded.message}")
     if candidate is None:
         return StepResult("performance", "ok", None, [_time_alone(baseline, task, ctx, case, config) for case in cases])
+    log.info("baseline loaded %d time(s)", loads)
     calibrations = _calibrate(baseline, task, ctx, cases, config)
+    log.info("baseline calibrated on %d case(s)", len(cases))
     started = load_side(candidate, "performance", cases, loads)
     if isinstance(started, StepResult):
         return started
+    log.info("candidate loaded %d time(s)", loads)
     results: list[CaseResult] = []
     for case in cases:
         results.append(_time_case(task, ctx, baseline, candidate, case, calibrations[case.id], config))
-        log.info("%s: %s", case.id, results[-1].message or f"{results[-1].speedup:.4f}x")
+        log.info("%s: %s (%s pairs)", case.id, results[-1].message or f"{results[-1].speedup:.4f}x",
+                 results[-1].samples)
     bad = [r for r in results if r.correct is not True]
     if not bad:
         return StepResult("performance", "ok", None, results)

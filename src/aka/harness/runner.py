@@ -116,14 +116,17 @@ def run_task(task: KernelTask, argv: Sequence[str] | None = None, environ: Mappi
     """The step CLI: `harness.py STEP` (or `$AKA_STEP`). Returns 0 once the report is sent."""
     make_undumpable()
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(levelname)s %(name)s +%(relativeCreated).0fms: %(message)s")
     args = list(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ if environ is None else environ)
     workers: StepWorkers | None = None
     try:
         ctx = StepContext.from_env(args[0] if args else env.get("AKA_STEP", ""), env)
         workers = StepWorkers.start(ctx, env)  # they start up while this step waits for its turn
+        log.info("workers forked")
         channel = ReportChannel.claim()
+        log.info("the step's turn came")
         task_file = _task_file(task)
         _forget_directory(Path.cwd())
         result = run_step(task, ctx, workers, task_file)

@@ -10,6 +10,7 @@ kernels compile once per evaluation and nothing it leaves there can reach the ba
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -19,11 +20,12 @@ from pathlib import Path
 
 from aka.harness.candidates import BASELINE_SOURCES_DIR, SHARED_CACHE_ENV
 from aka.harness.cases import Case
-from aka.harness.guard import preload_dispatch_machinery
 from aka.harness.link import WorkerFailure
 from aka.harness.remote import RemoteError, RemoteSide
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.task import HELDOUT_MODULE, HarnessError, KernelTask, StepContext, policy_applies
+
+log = logging.getLogger(__name__)
 
 SETUP_TIMEOUT_S = 300.0
 LOAD_TIMEOUT_S = 900.0  # a CUDA source builds with nvcc inside the load
@@ -46,8 +48,6 @@ class StepWorkers:
         device = ctx.device.type
         workers = cls(home)
         either = shared or own
-        if ctx.target == "candidate" and ctx.step != "compile" and policy_applies(ctx.family):
-            preload_dispatch_machinery()  # before the fork: the candidate's worker starts with it
         if ctx.step == "performance" and ctx.target == "candidate":
             workers.baseline = RemoteSide("baseline", device, home, _path(own), env)
             workers.candidate = RemoteSide("candidate", device, home, _path(shared), env)
@@ -82,6 +82,7 @@ def set_up(side: RemoteSide, task: KernelTask, ctx: StepContext, task_file: Path
                    ctx.target_kernels, (HELDOUT_MODULE,), SETUP_TIMEOUT_S)
     except RemoteError as exc:  # no candidate code has run yet: the task's own files do not import
         raise HarnessError(f"the {role}'s worker cannot import the task: {exc}") from exc
+    log.info("%s's worker set up (%s)", role, "isolated" if side.isolated else "not isolated")
 
 
 def source_dir(ctx: StepContext) -> str:

@@ -30,11 +30,13 @@ from aka.harness.compare import Output
 from aka.harness.link import Reply, WorkerFailure
 from aka.harness.remote import RemoteSide
 from aka.harness.shared import Arena, Slot
+from aka.harness.task import HarnessError
 from aka.harness.timing import l2_cache_bytes
 
 FLAGS = "flags"
 CALL_TIMEOUT_S = 300.0  # a call that compiles (the first of each load) may take minutes
 TIMED_CALL_TIMEOUT_S = 30.0
+MEMORY_HEADROOM = 0.9  # of the free GPU memory: the allocators' rounding and the CUDA contexts' growth
 
 
 @dataclass(frozen=True)
@@ -68,14 +70,39 @@ def _flush(device: torch.device) -> torch.Tensor:
     return torch.empty(2 * l2_cache_bytes(device) // 4, dtype=torch.int32, device=device)
 
 
+def _nbytes(tensors: Sequence[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def input_sets(device: torch.device, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], sides: int,
+               name: str) -> int:
+    """How many input sets each side's arena holds: two where the GPU has room, one where only that
+    fits. A case that does not fit even so is a limit of this GPU and harness (`HarnessError`, an
+    `infra_error`), never the candidate's fault. Counted: `sides` arenas, the judge's snapshots,
+    two live checks (inputs and expected outputs), each worker's own output and the L2 flush."""
+    if device.type != "cuda":
+        return 2
+    ins, outs = _nbytes(inputs), _nbytes(outputs)
+    free = torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    fixed = 2 * sides * outs + 2 * (ins + outs) + 2 * l2_cache_bytes(device)
+    for sets in (2, 1):
+        need = fixed + sides * (sets * ins + outs)
+        if need <= MEMORY_HEADROOM * free:
+            return sets
+    raise HarnessError(f"{name} needs about {need / 2**30:.1f} GiB of GPU memory (inputs {ins / 2**30:.2f} GiB, "
+                       f"outputs {outs / 2**30:.2f} GiB, for {sides} side(s) and the judge's own copies) and "
+                       f"{free / 2**30:.1f} GiB are free: a limit of this GPU, not of the candidate")
+
+
 class CaseMemory:
     """A side's buffers for one case, lent to its worker, and the judge's copies of its outputs."""
 
     def __init__(self, side: RemoteSide, device: torch.device, inputs: Sequence[torch.Tensor], expected: Output,
-                 name: str = "case") -> None:
+                 name: str = "case", sides: int = 1, sets: int | None = None) -> None:
         self.side, self.device, self.name = side, device, name
         expected_outputs = outputs_of(expected)
-        layout = [Slot.like(f"in{s}_{k}", t) for s in range(2) for k, t in enumerate(inputs)]
+        self.sets = sets or input_sets(device, inputs, expected_outputs, sides, name)
+        layout = [Slot.like(f"in{s}_{k}", t) for s in range(self.sets) for k, t in enumerate(inputs)]
         layout += [Slot(f"out{j}", tuple(t.shape), t.dtype) for j, t in enumerate(expected_outputs)]
         layout.append(Slot(FLAGS, (16,), torch.int32))
         self.arena = Arena.allocate(device, layout)
@@ -101,7 +128,7 @@ class CaseMemory:
              timeout: float = CALL_TIMEOUT_S) -> Turn:
         """An untimed call (checks, warm-up): inputs written, the call made, the outputs copied."""
         self.serial += 1
-        which = self.serial % 2
+        which = self.serial % self.sets
         self._write(which, inputs)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
@@ -122,7 +149,7 @@ class CaseMemory:
                    timeout: float = TIMED_CALL_TIMEOUT_S) -> Turn:
         """A timed call (see the module docstring); on the CPU, wall clock on both sides."""
         self.serial += 1
-        which = self.serial % 2
+        which = self.serial % self.sets
         if self.device.type != "cuda":
             started = time.perf_counter()
             self._write(which, inputs)
@@ -174,7 +201,7 @@ class CaseMemory:
 
     def changed_inputs(self, inputs: Sequence[torch.Tensor]) -> list[int]:
         """Positions of the inputs the last call changed in the side's buffers."""
-        which = self.serial % 2
+        which = self.serial % self.sets
         return [k for k, (now, before) in enumerate(zip(self.inputs_in(which), inputs, strict=True))
                 if not torch.equal(now, before)]
 

@@ -35,7 +35,6 @@ from aka.harness.guard import (
     modules_under,
     overlaps,
     poison_allocator,
-    preload_dispatch_machinery,
     storages,
 )
 from aka.harness.link import Link, LinkClosed
@@ -108,8 +107,6 @@ class Worker:
         self.device = torch.device(request["device"])
         self.side = request["side"]
         self.policy, self.allowed = bool(request["policy"]), frozenset(request["allowed_ops"])
-        if self.policy:
-            preload_dispatch_machinery()
         self.kernels = tuple(request["target_kernels"])
         self.task = _load_task(self.directory / request["task_file"], request["task_name"])
         if self.device.type == "cuda":

@@ -9,6 +9,8 @@ TORCH_SPEC ?= torch==2.13.0
 AGENT_CLI_DIR ?= $(or $(AKA_AGENT_CLI_DIR),.agent-clis)
 AGENTS ?= all
 LIVE ?=
+# Test processes (pytest-xdist): most tests wait on real subprocesses, so two fill two cores.
+TEST_WORKERS ?= 2
 
 .PHONY: install install-test agent-clis check-agents run smoke test lint clean-runs
 
@@ -53,7 +55,7 @@ lint: install-test
 	$(VENV)/bin/mypy
 
 test: lint
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15 $(PYTEST_ARGS)
 
 clean-runs:
 	rm -rf workspace_* logs

@@ -28,7 +28,7 @@ from aka.harness.candidates import import_candidate  # noqa: E402
 from aka.harness.cases import input_distribution  # noqa: E402
 from aka.harness.checks import check_plan  # noqa: E402
 from aka.harness.compare import compare_outputs  # noqa: E402
-from aka.harness.runner import expected_output, make_case_inputs  # noqa: E402
+from aka.harness.task import expected_output, make_case_inputs  # noqa: E402
 
 
 def stress(task_dir: Path, solution: Path | None, seeds: int) -> int:

@@ -1,6 +1,7 @@
 """The judge's arenas: what a worker maps is the judge's memory, with each input's layout kept."""
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -76,3 +77,50 @@ def test_a_case_that_does_not_fit_is_the_harness_limit_not_the_candidates_fault(
     with pytest.raises(HarnessError, match=r"paired-relu needs about .* GiB .* 40.0 GiB are free: a limit of this GPU"):
         turns.input_sets(device, [_Sized(6)], [_Sized(6)], 2, "paired-relu")  # type: ignore[list-item]
     assert turns.input_sets(torch.device("cpu"), [], [], 2, "anything") == 2
+
+
+def test_memory_the_candidate_took_after_loading_is_its_shortfall() -> None:
+    gib = 2**30
+    assert turns.candidate_took(None, None, 0) is None  # no candidate code ran: the GPU's limit
+    assert turns.candidate_took(None, 100 * gib, 99 * gib + gib // 2) is None  # within its allowance
+    blame = turns.candidate_took(None, 100 * gib, gib // 10)
+    assert blame is not None and "took 99.9 GiB" in blame
+    assert turns.candidate_took(95 * gib, 100 * gib, gib) is None  # the buffers never fit: not its doing
+    assert turns.candidate_took(10 * gib, 100 * gib, gib) is not None
+
+
+class _Side:
+    def __init__(self, free_before_load: int | None) -> None:
+        self.free_before_load = free_before_load
+
+
+class _Workers:
+    def __init__(self, free_before_load: int | None) -> None:
+        self.candidate = _Side(free_before_load)
+        self.baseline = None
+
+
+@pytest.mark.parametrize("free_before_load", [100 * 2**30, None])
+def test_a_step_short_of_gpu_memory_is_charged_to_the_candidate_only_when_it_took_it(
+        monkeypatch: pytest.MonkeyPatch, free_before_load: int | None) -> None:
+    """The judge's step with a candidate that left 1 GiB of a GPU that had 100 free before it loaded."""
+    from aka.harness import runner
+    from aka.harness.task import KernelTask, StepContext
+
+    def short(*_: object) -> None:
+        raise turns.MemoryShortfall("check-c needs about 3.0 GiB", 3 * 2**30)
+
+    monkeypatch.setattr(runner, "set_up", lambda *_: None)
+    monkeypatch.setattr(runner, "correctness_step", short)
+    monkeypatch.setattr(runner, "free_gpu_bytes", lambda device: 2**30)
+    ctx = StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"})
+    task = KernelTask(name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None,
+                      load_candidate=lambda directory: None)
+    workers = _Workers(free_before_load)
+    if free_before_load is None:
+        with pytest.raises(HarnessError, match="check-c needs about 3.0 GiB"):
+            runner.run_step(task, ctx, workers, Path("harness.py"))  # type: ignore[arg-type]
+        return
+    result = runner.run_step(task, ctx, workers, Path("harness.py"))  # type: ignore[arg-type]
+    assert (result.status, result.failure_kind) == ("failed", "performance_error")
+    assert "took 99.0 GiB" in (result.message or "")

@@ -65,6 +65,7 @@ class RemoteSide:
         self.arenas: dict[str, Arena] = {}
         self.paused = False
         self.loaded = False  # the side's code has run in it
+        self.free_before_load: int | None = None  # the GPU's free bytes before its code first ran
         self.isolated = False  # known once it answers its setup
 
     def _start(self, forked: bool) -> None:

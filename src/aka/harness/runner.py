@@ -16,6 +16,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import torch
+
 from aka.harness.channel import ReportChannel
 from aka.harness.checks import correctness_step, reference_for
 from aka.harness.link import WorkerFailure
@@ -24,7 +26,8 @@ from aka.harness.remote import NAMESPACE_FEATURE, RemoteSide, make_undumpable
 from aka.harness.report import StepResult
 from aka.harness.sides import StepWorkers, load_side, set_up
 from aka.harness.task import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext
-from aka.harness.turns import CaseMemory
+from aka.harness.turns import CaseMemory, MemoryShortfall, candidate_took, free_gpu_bytes
+from aka.harness.verify import UNTIMEABLE
 
 JUDGE_FEATURE = "separate-judge"
 TRITON_COMPILE_ERRORS = {"CompilationError", "CompileTimeAssertionFailure", "OutOfResources"}
@@ -74,6 +77,14 @@ def run_step(task: KernelTask, ctx: StepContext, workers: StepWorkers, task_file
         if not _charged_to_candidate(failure, workers):
             raise HarnessError(f"a worker of the task's own code failed: {failure}") from failure
         return StepResult(ctx.step, "failed", str(failure), failure_kind=failure.kind)
+    except (MemoryShortfall, torch.OutOfMemoryError) as exc:
+        candidate = workers.candidate
+        blame = candidate_took(exc.need if isinstance(exc, MemoryShortfall) else None,
+                               candidate.free_before_load if candidate is not None else None,
+                               free_gpu_bytes(ctx.device))
+        if blame is None:
+            raise HarnessError(f"the judge ran out of GPU memory: {exc}") from exc
+        return StepResult(ctx.step, "failed", blame, failure_kind=UNTIMEABLE)
 
 
 def _charged_to_candidate(failure: WorkerFailure, workers: StepWorkers) -> bool:
@@ -113,7 +124,19 @@ def _forget_directory(directory: Path) -> None:
 
 
 def run_task(task: KernelTask, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    """The step CLI: `harness.py STEP` (or `$AKA_STEP`). Returns 0 once the report is sent."""
+    """The step CLI: `harness.py STEP` (or `$AKA_STEP`). Returns 0 once the report is sent. As the
+    process's own command line (`argv` None) it then leaves at once: the report is sent and the
+    workers are gone, and tearing down torch and triton took a second more per step."""
+    code = _judge(task, argv, environ)
+    if argv is None:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, str] | None) -> int:
     make_undumpable()
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,

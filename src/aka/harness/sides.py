@@ -18,12 +18,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from aka.harness.candidates import BASELINE_SOURCES_DIR, SHARED_CACHE_ENV
 from aka.harness.cases import Case
 from aka.harness.link import WorkerFailure
 from aka.harness.remote import RemoteError, RemoteSide
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.task import HELDOUT_MODULE, HarnessError, KernelTask, StepContext, policy_applies
+from aka.harness.turns import free_gpu_bytes
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +99,8 @@ def load_side(side: RemoteSide, step: str, cases: Sequence[Case], count: int, di
               build: bool = False) -> list[str] | StepResult:
     """Load `count` copies of the side's code (after its build, if asked); the target kernels it
     instruments, or the report of why it has none (skipped: a missing tool; failed otherwise)."""
+    if not side.loaded and side.device == "cuda":  # what the GPU had before the side's code ran
+        side.free_before_load = free_gpu_bytes(torch.device("cuda", torch.cuda.current_device()))
     side.loaded = True  # from here on the side's code may run in the worker
     try:
         if build:

@@ -37,6 +37,7 @@ FLAGS = "flags"
 CALL_TIMEOUT_S = 300.0  # a call that compiles (the first of each load) may take minutes
 TIMED_CALL_TIMEOUT_S = 30.0
 MEMORY_HEADROOM = 0.9  # of the free GPU memory: the allocators' rounding and the CUDA contexts' growth
+CANDIDATE_MEMORY_ALLOWANCE = 2**30  # what a candidate's code, modules and scratch may take beyond its outputs
 
 
 @dataclass(frozen=True)
@@ -74,24 +75,54 @@ def _nbytes(tensors: Sequence[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def free_gpu_bytes(device: torch.device) -> int:
+    """What the GPU has free, with the judge's own cached but unused blocks (0 on the CPU)."""
+    if device.type != "cuda":
+        return 0
+    return torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+
+
+class MemoryShortfall(HarnessError):
+    """A case's buffers do not fit in the GPU's free memory."""
+
+    def __init__(self, message: str, need: int) -> None:
+        super().__init__(message)
+        self.need = need
+
+
 def input_sets(device: torch.device, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], sides: int,
                name: str) -> int:
     """How many input sets each side's arena holds: two where the GPU has room, one where only that
-    fits. A case that does not fit even so is a limit of this GPU and harness (`HarnessError`, an
-    `infra_error`), never the candidate's fault. Counted: `sides` arenas, the judge's snapshots,
-    two live checks (inputs and expected outputs), each worker's own output and the L2 flush."""
+    fits. A case that does not fit even so is a limit of this GPU and harness (`MemoryShortfall`,
+    an `infra_error`) unless the candidate took the memory (`candidate_took`). Counted: `sides`
+    arenas, the judge's snapshots, two live checks (inputs and expected outputs), each worker's
+    own output and the L2 flush."""
     if device.type != "cuda":
         return 2
     ins, outs = _nbytes(inputs), _nbytes(outputs)
-    free = torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    free = free_gpu_bytes(device)
     fixed = 2 * sides * outs + 2 * (ins + outs) + 2 * l2_cache_bytes(device)
     for sets in (2, 1):
         need = fixed + sides * (sets * ins + outs)
         if need <= MEMORY_HEADROOM * free:
             return sets
-    raise HarnessError(f"{name} needs about {need / 2**30:.1f} GiB of GPU memory (inputs {ins / 2**30:.2f} GiB, "
-                       f"outputs {outs / 2**30:.2f} GiB, for {sides} side(s) and the judge's own copies) and "
-                       f"{free / 2**30:.1f} GiB are free: a limit of this GPU, not of the candidate")
+    raise MemoryShortfall(f"{name} needs about {need / 2**30:.1f} GiB of GPU memory (inputs {ins / 2**30:.2f} GiB, "
+                          f"outputs {outs / 2**30:.2f} GiB, for {sides} side(s) and the judge's own copies) and "
+                          f"{free / 2**30:.1f} GiB are free: a limit of this GPU, not of the candidate", need)
+
+
+def candidate_took(need: int | None, free_before_candidate: int | None, free_now: int) -> str | None:
+    """Whose shortfall it is. The GPU is the evaluation's alone (one worker per GPU), so memory that
+    went missing after the candidate's code loaded is the candidate worker's: where it took more
+    than its allowance since (and the buffers, when their need is known, fit before), the step
+    fails as the candidate's (`performance_error`), not as an `infra_error` that a trainer drops."""
+    if free_before_candidate is None:
+        return None
+    taken = free_before_candidate - free_now
+    if taken <= CANDIDATE_MEMORY_ALLOWANCE or (need is not None and need > MEMORY_HEADROOM * free_before_candidate):
+        return None
+    return (f"the candidate's worker took {taken / 2**30:.1f} GiB of GPU memory after its code loaded, and the "
+            "judge's buffers for the step no longer fit")
 
 
 class CaseMemory:

@@ -457,6 +457,21 @@ def test_performance_spreads_each_side_over_separate_loads(tmp_path: Path, monke
     assert wrong.status is StepStatus.FAILED and "n8_float32" in (wrong.message or "")
 
 
+def test_a_worker_that_prints_without_end_fills_neither_the_step_log_nor_the_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A worker's output goes to a file of its own, at most `MAX_FILE_BYTES` long (beyond, its
+    writes fail: the candidate's failure); the judge copies its last 32 KiB into the step log."""
+    from aka.harness import spawn
+
+    loud = "import sys\nsys.stderr.write('x' * 100_000 + '\\n')\nsys.stderr.flush()\n" + DOUBLE
+    report, err = _run_step(_task_dir(tmp_path / "loud", loud), "correctness", monkeypatch, capsys)
+    assert report.status is StepStatus.OK, report.message
+    assert "the candidate's worker printed, the last 32768 of 1000" in err and len(err) < 40_000  # and its load line
+    monkeypatch.setattr(spawn, "MAX_FILE_BYTES", 50_000)  # the forked worker inherits it
+    report, err = _run_step(_task_dir(tmp_path / "louder", loud), "correctness", monkeypatch, capsys)
+    assert report.status is StepStatus.FAILED and "File too large" in (report.message or ""), report.message
+
+
 # --- CUDA builds ------------------------------------------------------------------------------
 
 def test_cuda_arch_and_error_lines(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,7 @@ import os
 import time
 from pathlib import Path
 
-from aka.process import run_command
+from aka.process import TAIL_CHARS, run_command
 
 
 def test_exit_code_and_output_tail(tmp_path: Path) -> None:
@@ -51,3 +51,9 @@ def test_argv_and_large_stdin(tmp_path: Path) -> None:
 def test_stdin_is_closed_by_default(tmp_path: Path) -> None:
     out = run_command("cat; echo done", tmp_path, dict(os.environ), 5, tmp_path / "log")
     assert out.ok and "done" in out.output_tail
+
+
+def test_only_the_end_of_a_huge_output_is_read_back(tmp_path: Path) -> None:
+    out = run_command("head -c 50000000 /dev/zero | tr '\\0' a; echo; echo THE-END", tmp_path, dict(os.environ), 60,
+                      tmp_path / "log.txt")
+    assert out.exit_code == 0 and out.output_tail.rstrip().endswith("THE-END") and len(out.output_tail) <= TAIL_CHARS

@@ -150,9 +150,10 @@ class StartedCommand:
                 self.proc.kill()
                 self.proc.wait()
         seconds = time.monotonic() - start
-        with self.log_path.open("rb") as log:
-            log.seek(self.offset)
-            tail = log.read()[-TAIL_CHARS:].decode("utf-8", errors="replace")
+        with self.log_path.open("rb") as log:  # only its end: a command may have printed gigabytes
+            end = log.seek(0, os.SEEK_END)
+            log.seek(max(self.offset, end - 4 * TAIL_CHARS))
+            tail = log.read().decode("utf-8", errors="replace")[-TAIL_CHARS:]
         ended = None if timed_out or stopped else self.proc.returncode
         return CommandOutcome(self.shown, ended, timed_out and not stopped, seconds, tail, stopped)
 

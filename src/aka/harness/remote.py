@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,9 +27,9 @@ from aka.harness.spawn import fork_worker, start_plain
 from aka.process import stopped_descendant
 
 NAMESPACE_FEATURE = "worker-namespace"
-_NAMESPACES = ("--pid", "--mount", "--fork", "--kill-child", "--mount-proc")
 _PR_SET_DUMPABLE = 4
 STOP_CHECK_S = 1.0
+OUTPUT_TAIL_BYTES = 32 * 1024  # of a worker's output, copied into the step log
 # What a worker keeps of the step's AKA_ variables: nothing that names the judge's folders or channel.
 WORKER_VARIABLES = frozenset({"AKA_STEP", "AKA_DEVICE", "AKA_CUDA_ARCH", "AKA_TASK_FAMILY", "AKA_TARGET_KERNELS",
                               "AKA_CASE_PROFILE", "AKA_NO_SANDBOX", "AKA_NO_WORKER_SANDBOX"})
@@ -61,6 +62,10 @@ class RemoteSide:
         self.env = {**{k: v for k, v in env.items() if not k.startswith("AKA_") or k in WORKER_VARIABLES}, **own}
         self.device = device
         self.namespaces = "1" not in (env.get("AKA_NO_SANDBOX"), env.get("AKA_NO_WORKER_SANDBOX"))
+        # Its output, in a file outside every folder it may write; the judge copies the tail into
+        # the step log at the end (a worker that prints without end fills neither the log nor memory).
+        self.output_fd = os.open(home / f"worker-{role}.log", os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                                 0o600)
         self._start(forked=True)
         self.arenas: dict[str, Arena] = {}
         self.paused = False
@@ -72,10 +77,11 @@ class RemoteSide:
         self.link, theirs = Link.pair(spin_s=0.005 if self.device == "cuda" else 0.0)
         try:
             if forked:
-                self.process = fork_worker(theirs.fileno(), self.directory, [self.directory, self.scratch, self.cache],
-                                           self.env, self.device, self.namespaces)
+                self.process = fork_worker(theirs.fileno(), self.output_fd, self.directory,
+                                           [self.directory, self.scratch, self.cache], self.env, self.device,
+                                           self.namespaces)
             else:
-                self.process = start_plain(theirs.fileno(), self.directory, self.env, self.device)
+                self.process = start_plain(theirs.fileno(), self.output_fd, self.directory, self.env, self.device)
         finally:
             theirs.close()
 
@@ -204,11 +210,26 @@ class RemoteSide:
         self.link.close()
 
     def close(self) -> None:
-        """Stop the worker, then free what was lent to it."""
+        """Stop the worker, then free what was lent to it and show the end of what it printed."""
         self.close_process()
         for arena in self.arenas.values():
             arena.close()
         self.arenas.clear()
+        if self.output_fd >= 0:
+            sys.stderr.write(output_tail(self.output_fd, self.role))
+            sys.stderr.flush()
+            os.close(self.output_fd)
+            self.output_fd = -1
+
+
+def output_tail(fd: int, role: str, limit: int = OUTPUT_TAIL_BYTES) -> str:
+    """The last `limit` bytes a worker printed, framed for the step log ('' when it printed nothing)."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return ""
+    text = os.pread(fd, min(size, limit), max(0, size - limit)).decode("utf-8", errors="replace")
+    cut = f", the last {limit} of {size} bytes" if size > limit else ""
+    return f"--- the {role}'s worker printed{cut}:\n{text}{'' if text.endswith(chr(10)) else chr(10)}--- end\n"
 
 
 class RemoteError(Exception):

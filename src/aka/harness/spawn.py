@@ -31,6 +31,10 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
 PR_SET_PDEATHSIG = 1
 MAX_FD = 65536
 EXIT_FAILED = 70
+# No file a worker writes grows past this (its output log included: past it, writes fail with
+# EFBIG, SIGXFSZ being ignored as Python ignores it, and the candidate's call with them); builds
+# stay far below it.
+MAX_FILE_BYTES = 256 * 2**20
 
 
 class WorkerProcess:
@@ -105,13 +109,24 @@ def enter_namespaces(writable: Sequence[Path]) -> bool:
     return True
 
 
-def _leave_the_judge_behind(socket_fd: int, env: Mapping[str, str]) -> None:
+def _limit_files() -> None:
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+
+
+def _leave_the_judge_behind(socket_fd: int, output_fd: int, env: Mapping[str, str]) -> None:
     os.setsid()
     _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
+    os.dup2(output_fd, 1)  # its own log, never the judge's streams (aka.harness.remote reads it back)
+    os.dup2(output_fd, 2)
+    _limit_files()
     os.closerange(3, socket_fd)
     os.closerange(socket_fd + 1, MAX_FD)
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - the process's own streams, for good
@@ -120,7 +135,7 @@ def _leave_the_judge_behind(socket_fd: int, env: Mapping[str, str]) -> None:
     os.environ.update(env)
 
 
-def fork_worker(socket_fd: int, directory: Path, writable: Sequence[Path], env: Mapping[str, str],
+def fork_worker(socket_fd: int, output_fd: int, directory: Path, writable: Sequence[Path], env: Mapping[str, str],
                 device: str, namespaces: bool = True) -> WorkerProcess:
     """Fork a worker that serves on `socket_fd` (see the module docstring)."""
     sys.stdout.flush()
@@ -130,7 +145,7 @@ def fork_worker(socket_fd: int, directory: Path, writable: Sequence[Path], env: 
         return WorkerProcess(pid)
     code = EXIT_FAILED
     try:
-        _leave_the_judge_behind(socket_fd, env)
+        _leave_the_judge_behind(socket_fd, output_fd, env)
         isolated = namespaces and enter_namespaces(writable)
         os.chdir(directory)
         from aka.harness.worker import serve
@@ -143,11 +158,11 @@ def fork_worker(socket_fd: int, directory: Path, writable: Sequence[Path], env: 
         os._exit(code)
 
 
-def start_plain(socket_fd: int, directory: Path, env: Mapping[str, str], device: str) -> WorkerProcess:
+def start_plain(socket_fd: int, output_fd: int, directory: Path, env: Mapping[str, str], device: str) -> WorkerProcess:
     """A fresh interpreter in the judge's namespaces (where CUDA failed inside the worker's own)."""
     popen = subprocess.Popen([sys.executable, "-m", "aka.harness.worker", "--fd", str(socket_fd), "--device", device],
                              cwd=directory, env=dict(env), pass_fds=(socket_fd,), stdin=subprocess.DEVNULL,
-                             start_new_session=True)
+                             stdout=output_fd, stderr=output_fd, start_new_session=True, preexec_fn=_limit_files)
     return WorkerProcess(popen.pid, popen)
 
 

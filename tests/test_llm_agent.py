@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -194,11 +195,60 @@ def test_token_budget_stops_the_loop(model_server: ServerFactory, make_toy_task,
 
 
 def test_timeout_when_the_model_never_answers(model_server: ServerFactory, make_toy_task, write_run_config) -> None:
+    """No model turn at all: the agent failed (the untouched task would otherwise pass)."""
     server = model_server(hang=True)
     result, agent, _ = _run(make_toy_task, write_run_config, _agent(server.base_url, timeout_seconds=3))
-    assert (agent.ok, agent.exit_reason, agent.turns) == (True, "timeout", 0)
+    assert (agent.ok, agent.exit_reason, agent.turns) == (False, "timeout", 0)
     assert 2.5 < agent.wall_seconds < 8 and len(server.requests) == 1
-    assert result.status is TaskStatus.PASS and result.speedup_ratio == pytest.approx(1.0)
+    assert "the model never answered" in (agent.message or "")
+    assert result.failure_kind is FailureKind.AGENT_TIMEOUT
+
+
+class _TricklingServer:
+    """Answers every POST with headers at once, then one byte of the body every 0.3 s: each read
+    is quick, the whole answer never comes."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "100000")
+                self.end_headers()
+                try:
+                    for _ in range(100000):
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                        time.sleep(0.3)
+                except OSError:
+                    return
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_server_that_trickles_its_answer_is_cut_off_at_the_deadline(make_toy_task, write_run_config,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    server = _TricklingServer()
+    try:
+        started = time.monotonic()
+        result, agent, _ = _run(make_toy_task, write_run_config, _agent(server.base_url, timeout_seconds=3))
+    finally:
+        server.close()
+    assert (agent.ok, agent.exit_reason, agent.turns) == (False, "timeout", 0), agent.message
+    assert agent.wall_seconds < 8 and time.monotonic() - started < 60
+    assert result.failure_kind is FailureKind.AGENT_TIMEOUT
 
 
 def test_request_timeout_is_an_api_error(model_server: ServerFactory, make_toy_task, write_run_config) -> None:

@@ -3,7 +3,8 @@
 Limits are checked before every request: `max_iterations` (model responses), the token budget
 (input + output tokens as the server reports them) and the wall clock (a request is not started
 with less than `MIN_REQUEST_SECONDS` left, and its HTTP timeout is the time that remains). A reply
-without tool calls, or a `finish` call, ends the session. Every request and response goes to the
+without tool calls, or a `finish` call, ends the session; a session in which the model never
+answered (out of time before its first response) is the agent's failure. Every request and response goes to the
 transcript as one JSON line (a request with only the messages it adds, so the file grows linearly);
 the API key is in the headers, which are never written.
 """
@@ -72,7 +73,7 @@ class AgentLoop:
         while True:
             stop = self._limit_reached()
             if stop is not None:
-                return self._end(stop, True, self._stopped_message(stop))
+                return self._end(stop, self.turns > 0, self._stopped_message(stop))
             try:
                 turn = self._request()
             except TimeoutError as exc:
@@ -134,7 +135,8 @@ class AgentLoop:
         remaining = self._remaining()
         self.transcript.write("error", message=f"request timed out: {exc}")
         if remaining is not None and remaining < MIN_REQUEST_SECONDS:
-            return "timeout", True, self._stopped_message("timeout")
+            # a session the model never answered in is the agent's failure, not a pass of the untouched task
+            return "timeout", self.turns > 0, self._stopped_message("timeout")
         return "api_error", False, (f"no answer from {self.conversation.url} within request_timeout_seconds="
                                     f"{self.limits.request_timeout:g}")
 
@@ -163,6 +165,8 @@ class AgentLoop:
                 "token_budget": f"token_budget={self.limits.token_budget} tokens ({self.tokens} used)",
                 "timeout": "timeout_seconds"}[reason]
         last = self.toolbox.last_evaluation
+        if not self.turns:
+            return f"stopped at {what}: the model never answered ({self.conversation.url})"
         return f"stopped at {what}" + (f"; last evaluation: {last}" if last else "; no evaluation was run")
 
     def _end(self, reason: str, ok: bool, message: str) -> AgentOutcome:

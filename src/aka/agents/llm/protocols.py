@@ -7,8 +7,11 @@ well-formed response is an `ApiError`; a request that runs out of time raises `T
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import socket
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -18,6 +21,7 @@ from typing import Any, Protocol
 JsonObject = dict[str, Any]
 ANTHROPIC_VERSION = "2023-06-01"
 SNIPPET_CHARS = 500
+MAX_RESPONSE_BYTES = 64 * 2**20  # no model answer is near this; a server streaming junk is cut off
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
@@ -89,24 +93,119 @@ def snippet(value: object) -> str:
     return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "..."
 
 
+class _Deadline:
+    """A whole request's time limit: urllib's `timeout` bounds each socket read, so a server that
+    trickles a byte now and then would hold a request forever. At the deadline every socket the
+    request opened is shut down, which ends whatever read is waiting on it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.sockets: list[socket.socket] = []
+        self.expired = False
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self.sockets.append(sock)
+            if self.expired:
+                self._shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self.sockets:
+                self._shut(sock)
+
+    @staticmethod
+    def _shut(sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _watched(base: type[http.client.HTTPConnection], deadline: _Deadline) -> type[http.client.HTTPConnection]:
+    class Watched(base):  # type: ignore[valid-type, misc]
+        def connect(self) -> None:
+            super().connect()
+            deadline.watch(self.sock)
+
+    return Watched
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_watched(http.client.HTTPConnection, self.deadline), req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_watched(http.client.HTTPSConnection, self.deadline), req,
+                            context=self._context)  # type: ignore[attr-defined]
+
+
+def _read_capped(response: http.client.HTTPResponse, url: str) -> bytes:
+    chunks, size = [], 0
+    while chunk := response.read(1 << 16):
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise ApiError(f"the response from {url} is larger than {MAX_RESPONSE_BYTES // 2**20} MiB")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def post_json(url: str, headers: dict[str, str], body: JsonObject, timeout: float) -> JsonObject:
-    """POST `body` as JSON and return the JSON object answered; `TimeoutError` when `timeout` passes."""
+    """POST `body` as JSON and return the JSON object answered; `TimeoutError` when `timeout` passes,
+    for the whole request (connecting, the headers and the body together)."""
     request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), method="POST",
                                      headers={"Content-Type": "application/json", **headers})
+    deadline = _Deadline(timeout)
+    opener = urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline))
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            raw = response.read()
-    except urllib.error.HTTPError as exc:
+        with opener.open(request, timeout=timeout) as response:
+            raw = _read_capped(response, url)
+    except Exception as exc:
+        if deadline.expired:
+            raise TimeoutError(f"no complete answer within {timeout:g} s") from exc
+        if isinstance(exc, ApiError):
+            raise
+        raise _request_error(exc, url) from exc
+    finally:
+        deadline.cancel()
+    if deadline.expired:  # the body's reads ended because its socket was shut down
+        raise TimeoutError(f"no complete answer within {timeout:g} s")
+    return _parsed(raw, url)
+
+
+def _request_error(exc: Exception, url: str) -> Exception:
+    """What a failed request means to the loop: `TimeoutError`, or an `ApiError` that says why."""
+    if isinstance(exc, urllib.error.HTTPError):
         detail = exc.read().decode("utf-8", errors="replace")
-        raise ApiError(f"HTTP {exc.code} from {url}: {snippet(detail) or exc.reason}") from exc
-    except urllib.error.URLError as exc:
+        return ApiError(f"HTTP {exc.code} from {url}: {snippet(detail) or exc.reason}")
+    if isinstance(exc, urllib.error.URLError):
         if isinstance(exc.reason, TimeoutError):
-            raise TimeoutError(str(exc.reason)) from exc
-        raise ApiError(f"cannot reach {url}: {exc.reason}") from exc
-    except TimeoutError:
-        raise
-    except (http.client.HTTPException, OSError) as exc:
-        raise ApiError(f"connection to {url} failed: {type(exc).__name__}: {exc}") from exc
+            return TimeoutError(str(exc.reason))
+        return ApiError(f"cannot reach {url}: {exc.reason}")
+    if isinstance(exc, TimeoutError):
+        return exc
+    if isinstance(exc, http.client.HTTPException | OSError):
+        return ApiError(f"connection to {url} failed: {type(exc).__name__}: {exc}")
+    return exc
+
+
+def _parsed(raw: bytes, url: str) -> JsonObject:
+    """The answer as a JSON object, or an `ApiError` that quotes what came instead."""
     try:
         payload = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

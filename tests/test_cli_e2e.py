@@ -147,3 +147,41 @@ def test_tasks_list_and_doctor(tmp_path: Path) -> None:
     doctor = _aka("doctor", cwd=tmp_path)
     assert doctor.returncode == 0, doctor.stderr
     assert "noop" in doctor.stdout and "replay" in doctor.stdout and "triton" in doctor.stdout
+
+
+def _processes_in(root: Path) -> list[str]:
+    """Processes (other than this one) whose working directory is under `root`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and int(proc.name) != os.getpid() and os.readlink(proc / "cwd").startswith(
+                    str(root)):
+                found.append(proc.name + ": " + (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return found
+
+
+def test_sigterm_stops_the_run_and_every_step_it_started(tmp_path: Path, make_toy_task, write_run_config) -> None:
+    """Preemption (Slurm, Kubernetes) sends SIGTERM to `aka` alone: the step hanging in candidate
+    code goes with it, at once, not after its timeout."""
+    make_toy_task(kernel="import time\nVALUE = 42\nTIME_MS = 1.0\n\ndef toy_kernel():\n    time.sleep(3600)\n",
+                  correctness_timeout=3600)
+    config = write_run_config()
+    proc = subprocess.Popen([sys.executable, "-m", "aka.cli", "run", str(config)], cwd=tmp_path, env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any("harness.py correctness" in p for p in _processes_in(tmp_path)):
+            time.sleep(0.2)
+        assert any("harness.py correctness" in p for p in _processes_in(tmp_path)), "the step never started"
+        time.sleep(1.0)  # the step reads its token and calls the hanging kernel
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _processes_in(tmp_path):
+            time.sleep(0.2)
+        assert _processes_in(tmp_path) == [], "a step process outlived the run"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -130,18 +130,22 @@ class StartedCommand:
         start = time.monotonic()
         timed_out = stopped = False
         pending, seen_stopped = stdin, 0
-        while True:
-            remaining = timeout - (time.monotonic() - start)
-            try:
-                self.proc.communicate(input=pending, timeout=max(0.0, min(remaining, STOP_CHECK_SECONDS)))
-                break
-            except subprocess.TimeoutExpired:
-                pending = None
-                seen_stopped = seen_stopped + 1 if stopped_in_group(self.proc.pid) else 0
-                stopped = seen_stopped >= 2
-                timed_out = time.monotonic() - start >= timeout
-                if stopped or timed_out:
+        try:
+            while True:
+                remaining = timeout - (time.monotonic() - start)
+                try:
+                    self.proc.communicate(input=pending, timeout=max(0.0, min(remaining, STOP_CHECK_SECONDS)))
                     break
+                except subprocess.TimeoutExpired:
+                    pending = None
+                    seen_stopped = seen_stopped + 1 if stopped_in_group(self.proc.pid) else 0
+                    stopped = seen_stopped >= 2
+                    timed_out = time.monotonic() - start >= timeout
+                    if stopped or timed_out:
+                        break
+        except BaseException:  # interrupted (SIGTERM, Ctrl-C): the command never outlives its waiter
+            self.abandon()
+            raise
         _kill_group(self.proc.pid)
         if stopped or timed_out:
             try:

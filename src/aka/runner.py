@@ -6,10 +6,14 @@ device preflight have passed, so a bad input never leaves a half-made run behind
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import platform
+import signal
 import subprocess
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -127,10 +131,34 @@ def _check_resumable(run_dir: Path, loaded: LoadedRunConfig) -> RunManifest:
     return manifest
 
 
+@contextlib.contextmanager
+def terminated_as_exit() -> Iterator[None]:
+    """SIGTERM (Slurm's and Kubernetes' preemption) unwinds the run as an exit would: every started
+    step and agent process is killed on the way out, and the run resumes where it stopped."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_experiment(config_path: Path, suffix: str | None = None, resume_run: Path | None = None,
                    resume_latest: bool = False, console: Console | None = None,
                    device: DeviceInfo | None = None) -> RunOutcome:
     """Validate, run every selected task (skipping completed ones on resume) and write reports."""
+    with terminated_as_exit():
+        return _run_experiment(config_path, suffix, resume_run, resume_latest, console, device)
+
+
+def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | None, resume_latest: bool,
+                    console: Console | None, device: DeviceInfo | None) -> RunOutcome:
     console = console or Console(stderr=True)
     check_run_suffix(suffix)
     loaded = load_run_config(config_path)

@@ -178,9 +178,10 @@ def post_json(url: str, headers: dict[str, str], body: JsonObject, timeout: floa
     except Exception as exc:
         if deadline.expired:
             raise TimeoutError(f"no complete answer within {timeout:g} s") from exc
-        if isinstance(exc, ApiError):
+        error = _request_error(exc, url)
+        if error is exc:
             raise
-        raise _request_error(exc, url) from exc
+        raise error from exc
     finally:
         deadline.cancel()
     if deadline.expired:  # the body's reads ended because its socket was shut down

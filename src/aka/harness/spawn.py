@@ -121,7 +121,6 @@ def _leave_the_judge_behind(socket_fd: int, output_fd: int, env: Mapping[str, st
     _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(number, signal.SIG_DFL)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(output_fd, 1)  # its own log, never the judge's streams (aka.harness.remote reads it back)

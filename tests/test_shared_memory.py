@@ -100,15 +100,24 @@ class _Workers:
         self.baseline = None
 
 
+_SHORTFALLS = {
+    "judge's sizing": lambda: turns.MemoryShortfall("check-c needs about 3.0 GiB", 3 * 2**30),
+    "caching allocator": lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB"),
+    # a launch or cudaMalloc outside the caching allocator (seen on the H200 with hoards_the_gpu_memory)
+    "CUDA runtime": lambda: torch.AcceleratorError("CUDA error: out of memory"),
+}
+
+
+@pytest.mark.parametrize("shortfall", sorted(_SHORTFALLS))
 @pytest.mark.parametrize("free_before_load", [100 * 2**30, None])
 def test_a_step_short_of_gpu_memory_is_charged_to_the_candidate_only_when_it_took_it(
-        monkeypatch: pytest.MonkeyPatch, free_before_load: int | None) -> None:
+        monkeypatch: pytest.MonkeyPatch, free_before_load: int | None, shortfall: str) -> None:
     """The judge's step with a candidate that left 1 GiB of a GPU that had 100 free before it loaded."""
     from aka.harness import runner
     from aka.harness.task import KernelTask, StepContext
 
     def short(*_: object) -> None:
-        raise turns.MemoryShortfall("check-c needs about 3.0 GiB", 3 * 2**30)
+        raise _SHORTFALLS[shortfall]()
 
     monkeypatch.setattr(runner, "set_up", lambda *_: None)
     monkeypatch.setattr(runner, "correctness_step", short)
@@ -118,9 +127,25 @@ def test_a_step_short_of_gpu_memory_is_charged_to_the_candidate_only_when_it_too
                       load_candidate=lambda directory: None)
     workers = _Workers(free_before_load)
     if free_before_load is None:
-        with pytest.raises(HarnessError, match="check-c needs about 3.0 GiB"):
+        with pytest.raises(HarnessError, match="out of (GPU )?memory"):
             runner.run_step(task, ctx, workers, Path("harness.py"))  # type: ignore[arg-type]
         return
     result = runner.run_step(task, ctx, workers, Path("harness.py"))  # type: ignore[arg-type]
     assert (result.status, result.failure_kind) == ("failed", "performance_error")
     assert "took 99.0 GiB" in (result.message or "")
+
+
+def test_a_cuda_error_other_than_memory_stays_the_harnesss_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aka.harness import runner
+    from aka.harness.task import KernelTask, StepContext
+
+    def broken(*_: object) -> None:
+        raise torch.AcceleratorError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(runner, "set_up", lambda *_: None)
+    monkeypatch.setattr(runner, "correctness_step", broken)
+    ctx = StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"})
+    task = KernelTask(name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None,
+                      load_candidate=lambda directory: None)
+    with pytest.raises(torch.AcceleratorError, match="illegal memory access"):
+        runner.run_step(task, ctx, _Workers(100 * 2**30), Path("harness.py"))  # type: ignore[arg-type]

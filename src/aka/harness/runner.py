@@ -77,7 +77,9 @@ def run_step(task: KernelTask, ctx: StepContext, workers: StepWorkers, task_file
         if not _charged_to_candidate(failure, workers):
             raise HarnessError(f"a worker of the task's own code failed: {failure}") from failure
         return StepResult(ctx.step, "failed", str(failure), failure_kind=failure.kind)
-    except (MemoryShortfall, torch.OutOfMemoryError) as exc:
+    except (MemoryShortfall, torch.OutOfMemoryError, torch.AcceleratorError) as exc:
+        if isinstance(exc, torch.AcceleratorError) and "out of memory" not in str(exc):
+            raise  # a CUDA error of another kind: the harness's fault, with its traceback
         candidate = workers.candidate
         blame = candidate_took(exc.need if isinstance(exc, MemoryShortfall) else None,
                                candidate.free_before_load if candidate is not None else None,

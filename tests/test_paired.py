@@ -137,6 +137,8 @@ class _Side:
     late_every: int = 0
     late_below_ms: float = float("inf")
     seed: int = 0
+    lies_in: tuple[int, int] = (1, 1)  # (k, n): `reported` applies to k of every n calls, the rest honest
+    stall_share: float = 0.0  # this share of calls spends 50 us more of the span outside the work
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -149,7 +151,9 @@ class _Side:
         work = self.work_ms * math.exp(self.rng.gauss(0.0, 0.01))
         overhead = self.overhead_ms * math.exp(self.rng.gauss(0.0, 0.02))
         late = bool(self.late_every) and self.calls % self.late_every == 0 and hold_ms < self.late_below_ms
-        return _Call(work * self.reported, hold_ms + overhead + work, hold_ms, late)
+        lies = self.calls % self.lies_in[1] < self.lies_in[0]
+        stall = 0.05 if self.rng.random() < self.stall_share else 0.0
+        return _Call(work * (self.reported if lies else 1.0), hold_ms + overhead + stall + work, hold_ms, late)
 
 
 @dataclass
@@ -200,6 +204,28 @@ def test_time_kept_out_of_the_candidates_events_is_tampering() -> None:
         _run(_Source(_Side(0.2), _Side(0.2, reported=0.1, seed=1)))
     with pytest.raises(UnexplainedTimeError):  # only 10 us of a 0.2 ms call: still beyond a few us
         _run(_Source(_Side(0.2), _Side(0.2, reported=0.95, seed=1)))
+
+
+def test_a_candidate_that_under_reports_only_some_calls_is_tampering() -> None:
+    """Two of every five calls report half their time: its typical call is honest, but that share
+    would lift the trimmed mean by a quarter."""
+    with pytest.raises(UnexplainedTimeError, match="candidate calls left more than"):
+        _run(_Source(_Side(0.2), _Side(0.2, reported=0.5, lies_in=(2, 5), seed=1)))
+
+
+def test_calls_that_stall_on_both_sides_alike_are_no_sign_of_tampering() -> None:
+    """One call in ten (on either side) takes 50 us more of the span: the system, not the candidate."""
+    for seed in range(5):
+        source = _Source(_Side(0.2, stall_share=0.1, seed=10 + seed), _Side(0.1, stall_share=0.1, seed=20 + seed))
+        assert _run(source).speedup == pytest.approx(2.0, rel=0.02)
+
+
+def test_on_the_cpu_the_judges_span_is_the_time() -> None:
+    """A worker's wall clock is its own: a candidate that reports a tenth of its time in all but one
+    call of three reads the speedup its spans show, not a hundredfold."""
+    result = _run(_Source(_Side(20.0), _Side(20.0, reported=0.1, lies_in=(2, 3), seed=1)), gpu=False)
+    assert result.speedup == pytest.approx(1.0, rel=0.05)
+    assert result.candidate_ms == pytest.approx(20.1, rel=0.05)  # the span: its work and the overhead
 
 
 def test_a_baseline_slowed_next_to_the_candidate_is_interference() -> None:

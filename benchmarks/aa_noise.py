@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -39,7 +40,7 @@ def do_bench_ratios(task: Task, repeats: int, scratch: Path) -> list[float]:
     import torch
     import triton.testing
 
-    from aka.harness.runner import make_case_inputs
+    from aka.harness.task import make_case_inputs
 
     with kernel_pair(task, scratch) as (kernel_task, first, second):
         per_repeat: list[list[float]] = [[] for _ in range(repeats)]
@@ -62,6 +63,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="markdown table")
     parser.add_argument("--json", type=Path, help="rows as JSON, rewritten after every task (to --merge shards)")
     parser.add_argument("--merge", type=Path, nargs="*", help="render the table from shards' --json files")
+    parser.add_argument("--keep-logs", type=Path, help="folder to copy each evaluation's log into")
     args = parser.parse_args()
     if args.merge:
         merged, superseded = latest_rows([(path.name, json.loads(path.read_text())) for path in args.merge])
@@ -83,6 +85,12 @@ def main() -> int:
                 continue
             runs = [evaluate(task, None, Path(tmp) / f"{task.slug}-{rep}", device, baseline, repos)
                     for rep in range(args.repeats)]
+            if args.keep_logs:
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                for rep in range(args.repeats):
+                    log = Path(tmp) / f"{task.slug}-{rep}" / "evaluation.log"
+                    if log.is_file():
+                        shutil.copyfile(log, args.keep_logs / f"{task.slug}-{rep}.log")
             theirs = do_bench_ratios(task, args.repeats, Path(tmp)) if device.is_gpu and runs[0]["speedup"] else []
             rows.append({"task": task.name, "statuses": [r["verdict"] for r in runs],
                          "ours": [r["speedup"] for r in runs if r["speedup"]],

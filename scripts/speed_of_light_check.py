@@ -61,7 +61,7 @@ def task_rows(task: Any, scratch: Path) -> list[dict[str, Any]]:
     import torch
     import triton.testing
 
-    from aka.harness.runner import make_case_inputs
+    from aka.harness.task import make_case_inputs
     from aka.harness.speed_of_light import case_floor
 
     device = torch.device("cuda")

@@ -346,6 +346,17 @@ def test_wrong_and_crashing_candidates_fail_with_a_reason(tmp_path: Path, monkey
     assert died.status is StepStatus.FAILED and died.failure_kind == "crash" and "died" in (died.message or "")
 
 
+def test_a_candidate_that_breaks_its_worker_mapping_memory_crashed(tmp_path: Path, monkeypatch, capsys) -> None:
+    """On the H200 a candidate that wrote into its own device files broke its CUDA context, and its
+    worker could no longer map the judge's memory: its crash, not a harness error."""
+    breaks = ("import aka.harness.shared as _shared\n\n\ndef _refuse(cls, *args):\n"
+              "    raise OSError('operation not supported')\n\n\n"
+              "_shared.OpenedArena.open = classmethod(_refuse)\n" + DOUBLE)
+    result = _step(_task_dir(tmp_path, breaks), "correctness", monkeypatch, capsys)
+    assert result.status is StepStatus.FAILED and result.failure_kind == "crash"
+    assert "could not map the judge's memory" in (result.message or "")
+
+
 def test_performance_times_the_candidate_and_checks_its_output(tmp_path: Path, monkeypatch, capsys) -> None:
     timed = _step(_task_dir(tmp_path / "ok"), "performance", monkeypatch, capsys)
     assert timed.status is StepStatus.OK and all(c.time_ms and c.time_ms > 0 and c.correct for c in timed.cases)

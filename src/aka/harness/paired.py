@@ -36,6 +36,7 @@ against the candidate and baseline-late pairs never count).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import statistics
 import time
@@ -45,6 +46,7 @@ from typing import Protocol
 EVENT_METHOD = "paired_cuda_event_l2flush"
 CPU_METHOD = "paired_wall_clock"
 MAD_TO_SD = 1.4826
+log = logging.getLogger(__name__)
 
 
 class TimedCall(Protocol):
@@ -351,6 +353,7 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
                                   "in every timed pair, so no pair could be timed fairly")
     if not times.base:
         raise LateLaunchError("no pair could be timed fairly")
+    _log_spans(spans, calibration, late_pairs)
     unexplained = _check_unexplained(spans, times, calibration, config, gpu)
     if gpu:  # on the CPU the candidate's processes are stopped while the baseline runs
         _check_interference(spans, times, calibration, config)
@@ -358,6 +361,18 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
     return PairedResult(statistics.median(times.base), statistics.median(times.cand), speedup, low, high,
                         len(times.base), EVENT_METHOD if gpu else CPU_METHOD, late_pairs, unexplained,
                         _span_speedup(spans, calibration))
+
+
+def _log_spans(spans: _Spans, calibration: Calibration, late_pairs: int) -> None:
+    """Each case's unexplained times in the step log: what the tampering checks below compared."""
+    def us(values: list[float]) -> str:
+        centre = statistics.median(values)
+        spread = MAD_TO_SD * statistics.median(abs(v - centre) for v in values)
+        return f"{centre * 1000:.1f} (sd {spread * 1000:.1f})"
+
+    log.info("unexplained us: baseline alone %s, in pairs %s; candidate %s; %d pairs, %d late",
+             us(calibration.unexplained), us(spans.base_unexplained), us(spans.cand_unexplained),
+             len(spans.cand_unexplained), late_pairs)
 
 
 def _tolerance(claimed_ms: float, span_ms: float, error: float, config: PairedConfig, gpu: bool) -> float:

@@ -144,10 +144,16 @@ class RemoteSide:
         self.isolated = reply.boolean("isolated", False)
 
     def map(self, name: str, arena: Arena, timeout: float = 60.0) -> None:
+        """Lend the worker `arena`; a worker that cannot map it has broken its own process (e.g. its
+        CUDA context: seen with a candidate that wrote into its own device files), a `crash`."""
         self.unmap(name)
         self.arenas[name] = arena
-        self.expect_ok({"op": "map", "name": name, "arena": arena.descriptor()}, timeout,
-                       [arena.fd] if arena.fd >= 0 else [])
+        try:
+            self.expect_ok({"op": "map", "name": name, "arena": arena.descriptor()}, timeout,
+                           [arena.fd] if arena.fd >= 0 else [])
+        except RemoteError as exc:
+            raise WorkerFailure("crash", f"the {self.role}'s worker could not map the judge's memory: {exc}",
+                                self.role) from None
 
     def unmap(self, name: str) -> None:
         arena = self.arenas.pop(name, None)

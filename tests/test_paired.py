@@ -228,6 +228,18 @@ def test_on_the_cpu_the_judges_span_is_the_time() -> None:
     assert result.candidate_ms == pytest.approx(20.1, rel=0.05)  # the span: its work and the overhead
 
 
+def test_hand_overs_that_cost_more_with_two_workers_active_are_no_sign_of_tampering() -> None:
+    """On the H200 both sides' spans outside their events grew by 5-20 us from the calibration
+    (one worker active) to the pairs (two): the candidate is held to the baseline in its pairs."""
+    source = _Source(_Side(0.2), _Side(0.1, overhead_ms=0.115, seed=1), paired_base=_Side(0.2, overhead_ms=0.115,
+                                                                                           seed=2))
+    assert _run(source).speedup == pytest.approx(2.0, rel=0.01)
+    hides = _Source(_Side(0.2), _Side(0.1, reported=0.8, overhead_ms=0.115, seed=1),
+                    paired_base=_Side(0.2, overhead_ms=0.115, seed=2))
+    with pytest.raises(UnexplainedTimeError):  # 20 us of a 0.1 ms call kept out of its events
+        _run(hides)
+
+
 def test_a_baseline_slowed_next_to_the_candidate_is_interference() -> None:
     source = _Source(_Side(0.2), _Side(0.2, seed=1), paired_base=_Side(0.2 * 1.2, seed=2))
     with pytest.raises(InterferenceError, match="slowed it down"):

@@ -84,6 +84,7 @@ class CasePairs:
 
     def baseline(self, index: int, hold_ms: float) -> Turn:
         turn = self.baseline_memory.timed_call(self.prepared[index][0], index % self.loads, hold_ms)
+        self.baseline_memory.side.pause()  # both sides alike: a stopped worker resumes for its turn
         if not turn.reply.ok:
             raise HarnessError(f"the task's own baseline failed a timed call: {turn.reply.text('error')}")
         return turn

@@ -112,7 +112,10 @@ class PairedConfig:
     max_hold_ms: float = 25.0
     cpu_pairs: int = 3
     loads: int = 3  # separate loads of each side's code, called in turn (the performance step)
-    unexplained_floor_ms: float = 0.002  # GPU: A/A read within 1 us on the H200 (cross_process_probe)
+    # GPU: an honest candidate's calls showed 0-16 us more than the baseline's in the same pairs
+    # (H200, docs/benchmarks/2026-12-02_trust_h200.md; cause not yet found): a tighter allowance
+    # judged honest A/A candidates tampering. Docs/evaluation.md, Known gaps, says what it costs.
+    unexplained_floor_ms: float = 0.010
     unexplained_share: float = 0.03
     unexplained_call_sds: float = 6.0  # a single call's allowance above the typical one, in its spread
     unexplained_calls_share: float = 0.1  # more of the candidate's calls than the baseline's over it

@@ -231,10 +231,11 @@ class CaseMemory:
         torch.cuda.synchronize()
 
     def changed_inputs(self, inputs: Sequence[torch.Tensor]) -> list[int]:
-        """Positions of the inputs the last call changed in the side's buffers."""
+        """Positions of the inputs the last call changed in the side's buffers (an input the task
+        makes on the CPU, such as a 0-dim `k`, is lent in the arena's device memory)."""
         which = self.serial % self.sets
         return [k for k, (now, before) in enumerate(zip(self.inputs_in(which), inputs, strict=True))
-                if not torch.equal(now, before)]
+                if not torch.equal(now, before.to(now.device))]
 
     def close(self) -> None:
         self.side.unmap(self.name)

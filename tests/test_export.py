@@ -72,3 +72,16 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     ]:
         out = runner.invoke(app, args)
         assert out.exit_code == 2 and message in " ".join(out.output.split()), out.output
+
+
+def test_parquet_without_pyarrow_says_how_to_get_it(resumed_run: Path, tmp_path: Path, monkeypatch) -> None:
+    import sys
+
+    from aka.errors import AkaError
+    from aka.export import ExportFormat, export_runs
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(AkaError, match=r"needs pyarrow: pip install 'agentkernelarena\[export\]'"):
+        export_runs([resumed_run], ExportFormat.PARQUET, tmp_path / "x.parquet")
+    with pytest.raises(AkaError, match="needs --output FILE"):
+        export_runs([resumed_run], ExportFormat.PARQUET, None)

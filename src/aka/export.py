@@ -179,10 +179,11 @@ def write_parquet(rows: list[EpisodeRow], path: Path) -> None:
 
 def export_runs(run_dirs: list[Path], fmt: ExportFormat, output: Path | None) -> str | None:
     """Write the rows to `output`; JSON lines without an output are returned for stdout."""
+    if fmt is ExportFormat.PARQUET and output is None:
+        raise AkaError("--format parquet needs --output FILE")
     rows = export_rows(run_dirs)
     if fmt is ExportFormat.PARQUET:
-        if output is None:
-            raise AkaError("--format parquet needs --output FILE")
+        assert output is not None
         write_parquet(rows, output)
         return None
     text = to_jsonl(rows)

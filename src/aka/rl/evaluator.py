@@ -38,7 +38,7 @@ from aka.rl.extract import CandidateError, CompletionError, extract_files
 from aka.rl.result import Candidate, CandidateResult
 from aka.run_layout import REPOSITORIES_DIR
 from aka.runner import package_versions
-from aka.scoring import resolve_scorer
+from aka.scoring import finite_score, resolve_scorer
 from aka.task_config import TASK_CONFIG_NAME
 from aka.task_pipeline import judge_outcomes
 from aka.tasks import Task, gate_tasks, load_task, task_identity
@@ -300,4 +300,5 @@ class KernelEvaluator:
         task = self.task(task_id)
         result = self._plain(task, FailureKind.COMPILE_ERROR, TaskStatus.FAIL, message)
         result.compilation_error_message = message
+        result.score = finite_score(self.scorer, result)
         return CandidateResult.from_task_result(task.name, "", "", result)

@@ -1,6 +1,7 @@
 """The RL API end to end on a real task: the GELU starter task's example solution, extracted from
-a model-style completion, judged on the CPU through Triton's interpreter (one real evaluation,
-plus the baseline; every later call in this module is a cache hit), then through two adapters."""
+a model-style completion, judged on the CPU through Triton's interpreter in the evaluator's thread
+pool (one real evaluation, plus the baseline; every later call in this module is a cache hit),
+then through two adapters."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory):
     completion = ("<think>use a better block size</think>\nHere is the faster kernel:\n"
                   f"```python kernel.py\n{solution}```\n")
     evaluator = aka.KernelEvaluator(root, root.parent / "cache", device=CPU)
-    result = evaluator.evaluate_completion(GELU, completion)
+    result = asyncio.run(evaluator.evaluate_completion_async(GELU, completion))  # in the evaluator's thread
     yield evaluator, completion, result
     evaluator.close()
 

@@ -118,14 +118,21 @@ def test_openrlhf_reward_func_file(fake: FakeEvaluator) -> None:
     assert fake.calls == [("t/a", FAST), ("t/b", WRONG)]  # the response without its prompt
 
 
-def test_openrlhf_loads_the_file_by_path(fake: FakeEvaluator) -> None:
+def _load_by_path(path: str) -> Any:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("reward_func", Path(openrlhf.__file__))
+    spec = importlib.util.spec_from_file_location("custom_module", Path(path))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # as OpenRLHF loads --remote_rm_url FILE.py
-    assert module.reward_func(["q" + FAST], ["q"], ["t/a"])["rewards"].tolist() == [320.0]
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_files_load_by_path_as_the_trainers_load_them(fake: FakeEvaluator) -> None:
+    rm_file = _load_by_path(openrlhf.__file__)  # OpenRLHF: --remote_rm_url FILE.py
+    assert rm_file.reward_func(["q" + FAST], ["q"], ["t/a"])["rewards"].tolist() == [320.0]
+    verl_file = _load_by_path(verl.__file__)  # verl: custom_reward_function.path
+    assert verl_file.compute_score("aka", FAST, "t/a")["score"] == 320.0
 
 
 def test_slime_async_rewards(fake: FakeEvaluator) -> None:

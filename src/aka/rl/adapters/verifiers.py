@@ -68,6 +68,9 @@ def load_environment(task_ids: Sequence[str] | None = None, preset: str | None =
     import verifiers as vf
     from datasets import Dataset
 
+    if not hasattr(vf, "Rubric"):
+        raise ImportError("aka's verifiers environment needs the Rubric/SingleTurnEnv API, which verifiers 0.4 "
+                          "dropped for verifiers.v1: pip install 'verifiers<0.4'")
     scorer = evaluator or default_evaluator()
     if task_ids is None:
         from aka.rl.evaluator import KernelEvaluator

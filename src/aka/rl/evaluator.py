@@ -217,10 +217,11 @@ class KernelEvaluator:
         return self.evaluate(task_id, files)
 
     def evaluate_batch(self, candidates: Sequence[Candidate]) -> list[CandidateResult]:
-        """Score candidates in order; every one is checked before any is evaluated."""
+        """Score candidates (up to `max_concurrent` at once), results in their order; every one is
+        checked before any is evaluated."""
         for candidate in candidates:
             self._resolve(candidate)
-        return [self._evaluate(candidate) for candidate in candidates]
+        return list(self._executor.map(self._evaluate, candidates))
 
     async def evaluate_async(self, task_id: str, files: Mapping[str, str]) -> CandidateResult:
         """`evaluate` in the evaluator's thread pool (`max_concurrent` threads); a cache hit

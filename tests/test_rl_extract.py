@@ -22,6 +22,11 @@ def test_line_above_or_first_comment_names_the_file() -> None:
     assert extract_files("```cuda\n// file: ops.cu\nint x;\n```", TWO) == {"csrc/ops.cu": "// file: ops.cu\nint x;\n"}
 
 
+def test_a_quoted_task_file_above_a_block_is_only_a_quote() -> None:
+    completion = "The check in `harness.py`:\n```python\nassert ok\n```\nMy kernel:\n```python kernel.py\nV = 3\n```"
+    assert extract_files(completion, ONE) == {"kernel.py": "V = 3\n"}
+
+
 def test_single_editable_file_takes_the_last_fitting_unnamed_block() -> None:
     completion = "Draft:\n```python\nV = 1\n```\nRun it with\n```bash\npython3 harness.py\n```\nFinal:\n```\nV = 2\n```"
     assert extract_files(completion, ONE) == {"kernel.py": "V = 2\n"}

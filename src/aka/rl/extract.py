@@ -1,11 +1,12 @@
 """Candidate files from a model completion: fenced code blocks that name the file they hold.
 
 A block is named by its info string (```` ```python kernel.py ````, ```` ```kernel.py ````,
-```` ```python title="kernel.py" ````), by the line just above it (`` `kernel.py`: ``,
-`**File: kernel.py**`, `### kernel.py`), or by a first-line comment (`# file: kernel.py`,
-`// kernel.cu`). With one editable file, an unnamed block in that file's language (or none) is
-that file. The last block for a file wins (models revise); reasoning inside `<think>` is ignored.
-Every problem is one `CandidateError` line.
+```` ```python title="kernel.py" ````) or by a first-line comment (`# file: kernel.py`,
+`// kernel.cu`); a block so named for a file the task does not let the policy edit is an error.
+The line just above a block (`` `kernel.py`: ``, `**File: kernel.py**`, `### kernel.py`) names it
+only when it names an editable file (a quoted harness is just a quote). With one editable file,
+an unnamed block in that file's language (or none) is that file. The last block for a file wins
+(models revise); reasoning inside `<think>` is ignored. Every problem is one `CompletionError` line.
 """
 
 from __future__ import annotations
@@ -111,7 +112,10 @@ def extract_files(completion: str, editable: Sequence[str], task_id: str = "the 
     unnamed: list[tuple[str, str]] = []
     for language, name, above, body in blocks:
         comment = _COMMENT.match(body.splitlines()[0]) if body.strip() else None
-        named = name or _above_name(above) or (_clean_name(comment.group("name")) if comment else None)
+        named = name or (_clean_name(comment.group("name")) if comment else None)
+        mentioned = _above_name(above)
+        if named is None and mentioned is not None and _resolve(mentioned, editable) is not None:
+            named = mentioned
         if named is None:
             unnamed.append((language, body))
             continue

@@ -159,3 +159,14 @@ def test_the_prompt_is_the_runs_plus_the_answer_format(evaluator) -> None:
     assert "- c1: 4.0000 ms (toy_clock)" in timed
     answer = "Faster:\n```python kernel.py\n" + toy_kernel_source(time_ms=2.0) + "```\n"
     assert evaluator.evaluate_completion(TASK, answer).speedup == pytest.approx(2.0)
+
+
+def test_the_rl_api_is_re_exported_from_aka() -> None:
+    from aka.rl import extract, presets, result
+
+    names = {"KernelEvaluator": rl_evaluator.KernelEvaluator, "Candidate": result.Candidate,
+             "CandidateResult": result.CandidateResult, "CandidateError": extract.CandidateError,
+             "CompletionError": extract.CompletionError, "extract_files": extract.extract_files,
+             "Reward": presets.Reward, "reward": presets.reward}
+    for name, target in names.items():
+        assert name in aka.__all__ and getattr(aka, name) is target

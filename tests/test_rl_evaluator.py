@@ -17,6 +17,7 @@ from aka.baseline import baseline_path
 from aka.device import DeviceInfo
 from aka.result import FailureKind, TaskStatus
 from aka.runner import run_experiment
+from aka.tasks import task_identity
 
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 TASK = "triton2triton/toy/answer"
@@ -73,9 +74,13 @@ def test_cache_hits_across_evaluators_and_keys_on_what_is_evaluated(evaluator, t
         again = other.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)})
         assert again.cached and again.score == first.score and again.cache_key == first.cache_key
         assert not other.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=1.0)}).cached
-    gpu = DeviceInfo("cuda", "H200", "NVIDIA H200", "sm_90", 1)
-    assert rl_evaluator.cache_key("identity", first.candidate_sha256, f"{gpu.name}|{gpu.arch}", evaluator.platform) \
-        != first.cache_key
+    identity = task_identity(evaluator.task(TASK))
+    assert rl_evaluator.cache_key(TASK, identity, first.candidate_sha256, "cpu|None", evaluator.platform) \
+        == first.cache_key
+    for name, device, platform in [(TASK, "NVIDIA H200|sm_90", evaluator.platform),
+                                   (TASK, "cpu|None", {**evaluator.platform, "triton": "0.0"}),
+                                   ("triton2triton/toy/copy", "cpu|None", evaluator.platform)]:
+        assert rl_evaluator.cache_key(name, identity, first.candidate_sha256, device, platform) != first.cache_key
 
     (tasks_root / TASK / "harness.py").write_text((tasks_root / TASK / "harness.py").read_text() + "\n# changed\n")
     with aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU) as changed:

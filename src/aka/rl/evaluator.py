@@ -200,7 +200,8 @@ class KernelEvaluator:
         files = {rel: candidate.files[rel] if rel in candidate.files
                  else (loaded.task.directory / rel).read_text(encoding="utf-8") for rel in editable}
         sources = candidate_sha256(files)
-        key = cache_key(loaded.identity, sources, f"{self.device.name}|{self.device.arch}", self.platform)
+        key = cache_key(loaded.task.name, loaded.identity, sources, f"{self.device.name}|{self.device.arch}",
+                        self.platform)
         return loaded, files, key
 
     def evaluate(self, task_id: str, files: Mapping[str, str]) -> CandidateResult:

@@ -175,3 +175,29 @@ def test_the_rl_api_is_re_exported_from_aka() -> None:
              "Reward": presets.Reward, "reward": presets.reward}
     for name, target in names.items():
         assert name in aka.__all__ and getattr(aka, name) is target
+
+
+def test_another_process_gets_the_same_reward(evaluator, tasks_root: Path, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    files = {"kernel.py": toy_kernel_source(time_ms=2.0)}
+    here = evaluator.evaluate(TASK, files)
+    code = (
+        "import json, sys, aka\n"
+        "from aka.device import DeviceInfo\n"
+        "root, files = sys.argv[1], json.loads(sys.argv[4])\n"
+        "for cache in sys.argv[2:4]:\n"
+        "    with aka.KernelEvaluator(root, cache, device=DeviceInfo('cpu', 'cpu', 'cpu', None, 0)) as ev:\n"
+        f"        r = ev.evaluate({TASK!r}, files)\n"
+        "        print(json.dumps([r.cached, r.score, r.speedup, aka.reward(r, 'kevin').value]))\n"
+    )
+    src = Path(rl_evaluator.__file__).resolve().parents[2]
+    argv = [sys.executable, "-c", code, str(tasks_root), str(evaluator.cache_dir), str(tmp_path / "fresh"),
+            json.dumps(files)]
+    out = subprocess.run(argv, capture_output=True, text=True, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"},
+                         timeout=300, check=True)
+    shared, fresh = (json.loads(line) for line in out.stdout.splitlines())
+    kevin = aka.reward(here, "kevin").value
+    assert shared == [True, here.score, here.speedup, kevin] and fresh == [False, here.score, here.speedup, kevin]

@@ -45,12 +45,17 @@ from aka.tasks import Task, gate_tasks, load_task, task_identity
 
 logger = logging.getLogger(__name__)
 API_AGENT = "rl"
-ANSWER_FORMAT = (
-    "## Answer format\n\n"
-    "Reply with the complete new content of each file you change, each in a fenced code block whose info "
-    f"string names the file, for example:\n\n{FENCE}python kernel.py\n...\n{FENCE}\n\n"
-    "Files you do not give keep their original content; the last block for a file counts."
-)
+LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp"}
+
+
+def answer_format(editable: list[str]) -> str:
+    """How to write the answer so that `extract_files` finds the files (appended to the prompt)."""
+    first = editable[0]
+    language = LANGUAGES.get(Path(first).suffix, "")
+    return ("## Answer format\n\n"
+            "Reply with the complete new content of each file you change, each in a fenced code block whose info "
+            f"string names the file, for example:\n\n{FENCE}{language} {first}\n...\n{FENCE}\n\n"
+            "Files you do not give keep their original content; the last block for a file counts.")
 
 
 @dataclass(frozen=True)
@@ -135,7 +140,8 @@ class KernelEvaluator:
             baseline = BaselineRecord(task_name=task.name, task_identity="", device=self.device.name,
                                       source=task.config.baseline_source, status=FailureKind.SKIPPED,
                                       message="not measured for this prompt")
-        return build_prompt(task, task.directory, baseline, self.device) + "\n" + ANSWER_FORMAT + "\n"
+        answer = answer_format(list(task.config.source_file_path))
+        return build_prompt(task, task.directory, baseline, self.device) + "\n" + answer + "\n"
 
     def extract(self, task_id: str, completion: str) -> dict[str, str]:
         """The candidate files of a model completion (aka.rl.extract); `CompletionError` if none."""

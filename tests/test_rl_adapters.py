@@ -196,3 +196,22 @@ def test_completion_text_shapes() -> None:
     assert adapters.completion_text([{"role": "assistant", "content": "a"}, {"role": "tool", "content": "t"},
                                      {"role": "assistant", "content": "b"}]) == "a\n\nb"
     assert adapters.completion_text(None) == ""
+
+
+def test_the_default_evaluator_comes_from_the_environment(tmp_path: Path, monkeypatch) -> None:
+    from aka.rl.evaluator import KernelEvaluator
+
+    (tmp_path / "tasks").mkdir()
+    monkeypatch.setenv("AKA_RL_TASKS_ROOT", str(tmp_path / "tasks"))
+    monkeypatch.setenv("AKA_RL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("AKA_RL_MAX_CONCURRENT", "2")
+    monkeypatch.setenv("AKA_RL_PRESET", "kevin")
+    adapters.set_default_evaluator(None)
+    try:
+        made = adapters.default_evaluator()
+        assert isinstance(made, KernelEvaluator) and made is adapters.default_evaluator()
+        assert (made.tasks_root, made.cache_dir, made.max_concurrent) == (tmp_path / "tasks", tmp_path / "cache", 2)
+        assert adapters.default_preset() == "kevin"
+        made.close()
+    finally:
+        adapters.set_default_evaluator(None)

@@ -24,7 +24,7 @@ import time
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aka.baseline import BaselineRecord, baseline_builds, load_frozen_baseline, measure_baseline
@@ -63,6 +63,7 @@ class _LoadedTask:
     task: Task
     identity: str
     skip_reason: str | None
+    lock: threading.Lock = field(default_factory=threading.Lock, compare=False)
 
 
 class KernelEvaluator:
@@ -91,7 +92,6 @@ class KernelEvaluator:
         self._executor = ThreadPoolExecutor(max_workers=max_concurrent, thread_name_prefix="aka-rl")
         self._tasks: dict[str, _LoadedTask] = {}
         self._lock = threading.Lock()
-        self._task_locks: dict[str, threading.Lock] = {}
 
     def __enter__(self) -> KernelEvaluator:
         return self
@@ -105,10 +105,11 @@ class KernelEvaluator:
     # ---- tasks, prompts, completions -------------------------------------------------------
 
     def _loaded(self, task_id: str) -> _LoadedTask:
+        name = task_id.strip().strip("/")
         with self._lock:
-            if task_id in self._tasks:
-                return self._tasks[task_id]
-            directory = (self.tasks_root / task_id.strip().strip("/")).resolve()
+            if name in self._tasks:
+                return self._tasks[name]
+            directory = (self.tasks_root / name).resolve()
             if self.tasks_root not in directory.parents or not (directory / TASK_CONFIG_NAME).is_file():
                 raise CandidateError(f"unknown task id '{task_id}' under {self.tasks_root} "
                                      "(use `aka tasks list --tasks-root ROOT` to see the task names)")
@@ -118,8 +119,7 @@ class KernelEvaluator:
             skip_reason = dropped[0][1] if dropped else None
             if skip_reason is None:
                 task = materialize(task, self.cache_dir / REPOSITORIES_DIR)
-            loaded = self._tasks[task_id] = _LoadedTask(task, identity, skip_reason)
-            self._task_locks[task_id] = threading.Lock()
+            loaded = self._tasks[name] = _LoadedTask(task, identity, skip_reason)
             return loaded
 
     def task(self, task_id: str) -> Task:
@@ -165,7 +165,7 @@ class KernelEvaluator:
         cache directory), re-measured only when the task's identity or the device changed."""
         loaded = self._loaded(task_id)
         task = loaded.task
-        with self._task_locks[task_id], self._file_lock(f"baseline-{task.slug}"):
+        with loaded.lock, self._file_lock(f"baseline-{task.slug}"):
             frozen = load_frozen_baseline(self.cache_dir, task, loaded.identity, self.device)
             if frozen is not None:
                 return frozen

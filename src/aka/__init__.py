@@ -19,6 +19,14 @@ _PUBLIC = {
     "TaskResult": "aka.result",
     "TaskStatus": "aka.result",
     "register_scorer": "aka.scoring",
+    "Candidate": "aka.rl.result",
+    "CandidateResult": "aka.rl.result",
+    "CandidateError": "aka.rl.extract",
+    "CompletionError": "aka.rl.extract",
+    "extract_files": "aka.rl.extract",
+    "KernelEvaluator": "aka.rl.evaluator",
+    "Reward": "aka.rl.presets",
+    "reward": "aka.rl.presets",
 }
 
 __all__ = ["__version__", *_PUBLIC]

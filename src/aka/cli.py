@@ -135,6 +135,25 @@ def import_kernelbench_cmd(
     console.print(f"{len(result.created)} tasks written, {len(result.skipped)} files skipped", highlight=False)
 
 
+@app.command("export")
+def export_command(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories (run_<timestamp>...).")],
+    format_: Annotated[str, typer.Option("--format", help="jsonl or parquet.")] = "jsonl",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (jsonl: stdout).")] = None,
+) -> None:
+    """One row per episode of the runs (task, agent, prompt hash, reward components, tokens, times)."""
+    from aka.export import ExportFormat, export_runs
+
+    if format_ not in {f.value for f in ExportFormat}:
+        raise fail(AkaError(f"--format {format_}: use jsonl or parquet"))
+    try:
+        text = export_runs(runs, ExportFormat(format_), output)
+    except AkaError as exc:
+        raise fail(exc) from None
+    if text is not None:
+        typer.echo(text, nl=False)
+
+
 def _tool_version(command: list[str]) -> str:
     if not shutil.which(command[0]):
         return "not found"

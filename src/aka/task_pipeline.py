@@ -163,18 +163,26 @@ def _status(result: TaskResult) -> TaskStatus:
 
 def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOutcome,
            outcomes: list[StepOutcome], tampered: list[str]) -> TaskResult:
+    return judge_outcomes(task, baseline, ctx.device, ctx.scorer, ctx.config.config.scorer, agent, outcomes,
+                          tampered, ctx.config.agent_settings.model)
+
+
+def judge_outcomes(task: Task, baseline: BaselineRecord, device: DeviceInfo, scorer: Scorer, scorer_name: str,
+                   agent: AgentOutcome, outcomes: list[StepOutcome], tampered: list[str],
+                   model: str | None = None) -> TaskResult:
+    """The verdict on one candidate's step outcomes: a run's and the RL API's (aka.rl) alike, so a
+    trainer gets the reward `aka run` gives for the same candidate."""
     by_step = {o.step: o for o in outcomes}
     compile_ = by_step.get(Step.COMPILE)
     correctness = by_step.get(Step.CORRECTNESS)
     performance = by_step.get(Step.PERFORMANCE)
-    settings = ctx.config.agent_settings
     result = TaskResult(
-        task_name=task.name, task_type=task.family, device=ctx.device.name, agent=agent,
-        scorer=ctx.config.config.scorer,
+        task_name=task.name, task_type=task.family, device=device.name, agent=agent,
+        scorer=scorer_name,
         tampered_files=tampered,
         optimization_summary=(
-            f"Candidate by agent '{agent.agent}'" + (f" (model {settings.model})" if settings.model else "")
-            + f"; evaluated independently by aka {__version__} on {ctx.device.name}."
+            f"Candidate by agent '{agent.agent}'" + (f" (model {model})" if model else "")
+            + f"; evaluated independently by aka {__version__} on {device.name}."
             + (f" Agent: {agent.message}" if agent.message else "")
         ),
     )
@@ -202,7 +210,7 @@ def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOu
         result.failure_kind, result.failure_message = FailureKind.SKIPPED, first_failure.message
     if result.pass_correctness:
         apply_timings(result, baseline, performance.cases if performance else [])
-        slowed = slowed_baselines(baseline, performance.cases if performance else []) if ctx.device.is_gpu else []
+        slowed = slowed_baselines(baseline, performance.cases if performance else []) if device.is_gpu else []
         if slowed and result.failure_kind is FailureKind.NONE:
             result.failure_kind = FailureKind.TAMPERING
             result.failure_message = (f"the baseline ran over {BASELINE_SLOWDOWN_LIMIT}x slower next to the candidate "
@@ -211,7 +219,7 @@ def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOu
     result.eval_seed = eval_seeds[0] if eval_seeds else None
     result.isolation = outcomes[-1].isolation if outcomes else []
     result.status = _status(result)
-    result.score = finite_score(ctx.scorer, result) if result.status not in (TaskStatus.SKIP, TaskStatus.INFRA) else 0.0
+    result.score = finite_score(scorer, result) if result.status not in (TaskStatus.SKIP, TaskStatus.INFRA) else 0.0
     return result
 
 

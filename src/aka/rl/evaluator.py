@@ -1,0 +1,312 @@
+"""`KernelEvaluator`: score candidates for a tasks root on one device, sync or async, with a
+frozen baseline per task and an on-disk result cache.
+
+Each evaluation is the one `aka run` makes (`evaluate_candidate` from the pristine task with only
+the declared sources, the run's frozen-baseline builds, `judge_outcomes` for the verdict and the
+score), so a trainer gets the reward a run gives for the same candidate. Evaluations on the
+device are bounded (`max_concurrent`, default one at a time; with one, other processes sharing
+the cache directory wait for the device too); cache hits never wait.
+
+The cache directory holds `baselines/` (as a run's), `repos/`, `results/` (aka.rl.cache),
+`locks/` and `scratch/` (an evaluation's working folder, removed afterwards).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import shutil
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aka.baseline import BaselineRecord, baseline_builds, load_frozen_baseline, measure_baseline
+from aka.device import DeviceInfo, detect_device
+from aka.evaluator import evaluate_candidate
+from aka.prompt import FENCE, build_prompt
+from aka.repository import materialize
+from aka.result import AgentOutcome, FailureKind, TaskResult, TaskStatus
+from aka.rl.cache import ResultCache, cache_key, candidate_sha256
+from aka.rl.extract import CandidateError, CompletionError, extract_files
+from aka.rl.result import Candidate, CandidateResult
+from aka.run_layout import REPOSITORIES_DIR
+from aka.runner import package_versions
+from aka.scoring import finite_score, resolve_scorer
+from aka.task_config import TASK_CONFIG_NAME
+from aka.task_pipeline import judge_outcomes
+from aka.tasks import Task, gate_tasks, load_task, task_identity
+
+logger = logging.getLogger(__name__)
+API_AGENT = "rl"
+LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp"}
+
+
+def answer_format(editable: list[str]) -> str:
+    """How to write the answer so that `extract_files` finds the files (appended to the prompt)."""
+    first = editable[0]
+    language = LANGUAGES.get(Path(first).suffix, "")
+    return ("## Answer format\n\n"
+            "Reply with the complete new content of each file you change, each in a fenced code block whose info "
+            f"string names the file, for example:\n\n{FENCE}{language} {first}\n...\n{FENCE}\n\n"
+            "Files you do not give keep their original content; the last block for a file counts.")
+
+
+@dataclass(frozen=True)
+class _LoadedTask:
+    task: Task
+    identity: str
+    skip_reason: str | None
+    lock: threading.Lock = field(default_factory=threading.Lock, compare=False)
+
+
+class KernelEvaluator:
+    """Scores candidates of the tasks under `tasks_root` on `device` (detected when None).
+
+    `scorer` is a registered scorer name or `module:function`, as in a run config; `model` only
+    goes into the result's summary. Use it as a context manager, or call `close()`.
+    """
+
+    def __init__(self, tasks_root: Path | str, cache_dir: Path | str, device: DeviceInfo | None = None,
+                 scorer: str = "default", max_concurrent: int = 1, model: str | None = None) -> None:
+        if max_concurrent < 1:
+            raise CandidateError(f"max_concurrent must be at least 1, not {max_concurrent}")
+        self.tasks_root = Path(tasks_root).expanduser().resolve()
+        if not self.tasks_root.is_dir():
+            raise CandidateError(f"tasks root {self.tasks_root} does not exist (pass a folder of tasks)")
+        self.cache_dir = Path(cache_dir).expanduser().resolve()
+        self.device = device or detect_device()
+        self.scorer_name = scorer
+        self.scorer = resolve_scorer(scorer, "KernelEvaluator")
+        self.model = model
+        self.max_concurrent = max_concurrent
+        self.cache = ResultCache(self.cache_dir)
+        self.platform = package_versions()
+        self._slots = threading.BoundedSemaphore(max_concurrent)
+        self._executor = ThreadPoolExecutor(max_workers=max_concurrent, thread_name_prefix="aka-rl")
+        self._tasks: dict[str, _LoadedTask] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> KernelEvaluator:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+
+    # ---- tasks, prompts, completions -------------------------------------------------------
+
+    def _loaded(self, task_id: str) -> _LoadedTask:
+        name = task_id.strip().strip("/")
+        with self._lock:
+            if name in self._tasks:
+                return self._tasks[name]
+            directory = (self.tasks_root / name).resolve()
+            if self.tasks_root not in directory.parents or not (directory / TASK_CONFIG_NAME).is_file():
+                raise CandidateError(f"unknown task id '{task_id}' under {self.tasks_root} "
+                                     "(use `aka tasks list --tasks-root ROOT` to see the task names)")
+            task = load_task(self.tasks_root, directory)
+            identity = task_identity(task)
+            _, dropped = gate_tasks([task], self.device.arch)
+            skip_reason = dropped[0][1] if dropped else None
+            if skip_reason is None:
+                task = materialize(task, self.cache_dir / REPOSITORIES_DIR)
+            loaded = self._tasks[name] = _LoadedTask(task, identity, skip_reason)
+            return loaded
+
+    def task(self, task_id: str) -> Task:
+        """The task (a repository task cloned at its pinned revision); unknown ids are an error."""
+        return self._loaded(task_id).task
+
+    def editable_files(self, task_id: str) -> list[str]:
+        return list(self.task(task_id).config.source_file_path)
+
+    def prompt(self, task_id: str, with_baseline: bool = True) -> str:
+        """The prompt `aka run` gives an agent, plus how to write the answer for `extract_files`.
+
+        `with_baseline=False` leaves the baseline's timings out instead of measuring them."""
+        task = self.task(task_id)
+        if with_baseline:
+            baseline = self.baseline(task_id)
+        else:
+            baseline = BaselineRecord(task_name=task.name, task_identity="", device=self.device.name,
+                                      source=task.config.baseline_source, status=FailureKind.SKIPPED,
+                                      message="not measured for this prompt")
+        answer = answer_format(list(task.config.source_file_path))
+        return build_prompt(task, task.directory, baseline, self.device) + "\n" + answer + "\n"
+
+    def extract(self, task_id: str, completion: str) -> dict[str, str]:
+        """The candidate files of a model completion (aka.rl.extract); `CompletionError` if none."""
+        return extract_files(completion, self.editable_files(task_id), task_id)
+
+    # ---- the baseline ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _file_lock(self, name: str) -> Iterator[None]:
+        path = self.cache_dir / "locks" / f"{name}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def baseline(self, task_id: str) -> BaselineRecord:
+        """The task's frozen baseline on this device: measured once (across processes sharing the
+        cache directory), re-measured only when the task's identity or the device changed."""
+        loaded = self._loaded(task_id)
+        task = loaded.task
+        with loaded.lock, self._file_lock(f"baseline-{task.slug}"):
+            frozen = load_frozen_baseline(self.cache_dir, task, loaded.identity, self.device)
+            if frozen is not None:
+                return frozen
+            with self._device_slot():
+                work = Path(tempfile.mkdtemp(prefix=f"baseline-{task.slug}-", dir=self._scratch()))
+                try:
+                    return measure_baseline(self.cache_dir, task, loaded.identity, self.device, work)
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
+
+    # ---- evaluation --------------------------------------------------------------------------
+
+    def _scratch(self) -> Path:
+        path = self.cache_dir / "scratch"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @contextlib.contextmanager
+    def _device_slot(self) -> Iterator[None]:
+        with self._slots:
+            if self.max_concurrent == 1:
+                with self._file_lock(f"device-{self.device.name.replace('/', '_').replace(' ', '_')}"):
+                    yield
+            else:
+                yield
+
+    def _resolve(self, candidate: Candidate) -> tuple[_LoadedTask, dict[str, str], str]:
+        """The candidate's complete editable files, its hash and its cache key; bad input raises."""
+        loaded = self._loaded(candidate.task_id)
+        editable = loaded.task.config.source_file_path
+        unknown = [name for name in candidate.files if name not in editable]
+        if unknown:
+            raise CandidateError(f"{candidate.task_id}: '{unknown[0]}' is not an editable file of the task "
+                                 f"(editable: {', '.join(editable)})")
+        bad = [name for name, text in candidate.files.items() if not isinstance(text, str)]
+        if bad:
+            raise CandidateError(f"{candidate.task_id}: the content of '{bad[0]}' must be source text (str)")
+        files = {rel: candidate.files[rel] if rel in candidate.files
+                 else (loaded.task.directory / rel).read_text(encoding="utf-8") for rel in editable}
+        sources = candidate_sha256(files)
+        key = cache_key(loaded.task.name, loaded.identity, sources, f"{self.device.name}|{self.device.arch}",
+                        self.platform)
+        return loaded, files, key
+
+    def evaluate(self, task_id: str, files: Mapping[str, str]) -> CandidateResult:
+        """Score one candidate: the task's editable files it changes, name -> source text."""
+        return self._evaluate(Candidate(task_id, dict(files)))
+
+    def evaluate_completion(self, task_id: str, completion: str) -> CandidateResult:
+        """Score a model completion; one that yields no candidate files is scored as not
+        compiling (the policy's fault), never evaluated."""
+        try:
+            files = self.extract(task_id, completion)
+        except CompletionError as exc:
+            return self._no_candidate(task_id, str(exc))
+        return self.evaluate(task_id, files)
+
+    def evaluate_batch(self, candidates: Sequence[Candidate]) -> list[CandidateResult]:
+        """Score candidates (up to `max_concurrent` at once), results in their order; every one is
+        checked before any is evaluated."""
+        for candidate in candidates:
+            self._resolve(candidate)
+        return list(self._executor.map(self._evaluate, candidates))
+
+    async def evaluate_async(self, task_id: str, files: Mapping[str, str]) -> CandidateResult:
+        """`evaluate` in the evaluator's thread pool (`max_concurrent` threads); a cache hit
+        returns without waiting for a slot."""
+        candidate = Candidate(task_id, dict(files))
+        _, _, key = self._resolve(candidate)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._evaluate, candidate)
+
+    async def evaluate_completion_async(self, task_id: str, completion: str) -> CandidateResult:
+        try:
+            files = self.extract(task_id, completion)
+        except CompletionError as exc:
+            return self._no_candidate(task_id, str(exc))
+        return await self.evaluate_async(task_id, files)
+
+    async def evaluate_batch_async(self, candidates: Sequence[Candidate]) -> list[CandidateResult]:
+        for candidate in candidates:
+            self._resolve(candidate)
+        return list(await asyncio.gather(*(self.evaluate_async(c.task_id, c.files) for c in candidates)))
+
+    def _evaluate(self, candidate: Candidate) -> CandidateResult:
+        loaded, files, key = self._resolve(candidate)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        sources = candidate_sha256(files)
+        if loaded.skip_reason is not None:
+            return self._result(loaded, sources, key, self._plain(loaded.task, FailureKind.SKIPPED,
+                                                                    TaskStatus.SKIP, loaded.skip_reason))
+        try:
+            baseline = self.baseline(candidate.task_id)
+            if baseline.status is FailureKind.INFRA_ERROR:
+                return self._result(loaded, sources, key, self._plain(
+                    loaded.task, FailureKind.INFRA_ERROR, TaskStatus.INFRA, baseline.message or "baseline failed"))
+            with self._device_slot():
+                hit = self.cache.get(key)
+                if hit is not None:
+                    return hit
+                result = self._judged(loaded.task, baseline, files)
+        except Exception as exc:
+            logger.error("infrastructure error on %s:\n%s", candidate.task_id, traceback.format_exc())
+            result = self._plain(loaded.task, FailureKind.INFRA_ERROR, TaskStatus.INFRA, f"{type(exc).__name__}: {exc}")
+        return self._result(loaded, sources, key, result)
+
+    def _judged(self, task: Task, baseline: BaselineRecord, files: dict[str, str]) -> TaskResult:
+        scratch = Path(tempfile.mkdtemp(prefix=f"{task.slug}-", dir=self._scratch()))
+        try:
+            candidate_dir = scratch / "candidate"
+            for rel, text in files.items():
+                (candidate_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                (candidate_dir / rel).write_text(text, encoding="utf-8")
+            started = time.monotonic()
+            outcomes = evaluate_candidate(task, candidate_dir, scratch, self.device,
+                                          trusted_cache=baseline_builds(self.cache_dir, task))
+            seconds = round(time.monotonic() - started, 3)
+            result = judge_outcomes(task, baseline, self.device, self.scorer, self.scorer_name,
+                                    AgentOutcome(agent=API_AGENT), outcomes, [], self.model)
+            result.evaluation_seconds = seconds
+            return result
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _plain(self, task: Task, kind: FailureKind, status: TaskStatus, message: str) -> TaskResult:
+        return TaskResult(task_name=task.name, task_type=task.family, device=self.device.name, failure_kind=kind,
+                          failure_message=message, status=status, scorer=self.scorer_name,
+                          optimization_summary=f"Not evaluated: {message}")
+
+    def _result(self, loaded: _LoadedTask, sources: str, key: str, result: TaskResult) -> CandidateResult:
+        record = CandidateResult.from_task_result(loaded.task.name, sources, key, result)
+        self.cache.put(record)
+        return record
+
+    def _no_candidate(self, task_id: str, message: str) -> CandidateResult:
+        task = self.task(task_id)
+        result = self._plain(task, FailureKind.COMPILE_ERROR, TaskStatus.FAIL, message)
+        result.compilation_error_message = message
+        result.score = finite_score(self.scorer, result)
+        return CandidateResult.from_task_result(task.name, "", "", result)

@@ -1,0 +1,203 @@
+"""The RL API on toy tasks (real step subprocesses, deterministic times): the same verdict as
+`aka run`, the cache, the frozen baseline, bounded async evaluation and one-line input errors."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TOY_KERNEL, toy_kernel_source
+
+import aka
+import aka.rl.evaluator as rl_evaluator
+from aka.baseline import baseline_path
+from aka.device import DeviceInfo
+from aka.result import FailureKind, TaskStatus
+from aka.runner import run_experiment
+from aka.tasks import task_identity
+
+CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
+TASK = "triton2triton/toy/answer"
+CANDIDATES = {
+    "good": toy_kernel_source(time_ms=2.0),
+    "wrong": toy_kernel_source(value=41),
+    "broken": "def toy_kernel(:\n",
+    "renamed": "VALUE = 42\nTIME_MS = 1.0\n\ndef other():\n    return 42\n",
+}
+COMPARED = ("pass_compilation", "pass_correctness", "speedup_ratio", "base_execution_time",
+            "best_optimized_execution_time", "score", "status", "failure_kind", "failure_message",
+            "valid_baseline_cases", "valid_optimized_cases", "cases", "scorer", "device")
+
+
+@pytest.fixture
+def evaluator(tasks_root: Path, make_toy_task, tmp_path: Path):
+    make_toy_task(TASK, baseline="source")
+    with aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU) as made:
+        yield made
+
+
+def test_the_api_gives_the_verdict_aka_run_gives(tasks_root: Path, make_toy_task, write_run_config,
+                                                 tmp_path: Path) -> None:
+    solutions = tmp_path / "solutions"
+    for name, source in CANDIDATES.items():
+        make_toy_task(f"triton2triton/toy/{name}")
+        (solutions / f"triton2triton/toy/{name}").mkdir(parents=True)
+        (solutions / f"triton2triton/toy/{name}/kernel.py").write_text(source)
+    outcome = run_experiment(write_run_config(agent={"template": "replay", "solutions_dir": str(solutions)}),
+                             device=CPU)
+    by_name = {r.task_name: r for r in outcome.results}
+    with aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU) as api:
+        for name, source in CANDIDATES.items():
+            task = f"triton2triton/toy/{name}"
+            got = api.evaluate(task, {"kernel.py": source})
+            ran = by_name[task]
+            assert {f: getattr(got.task_result, f) for f in COMPARED} == {f: getattr(ran, f) for f in COMPARED}, name
+            assert (got.score, got.compiled, got.correct, got.speedup) == (
+                ran.score, ran.pass_compilation, ran.pass_correctness, ran.speedup_ratio)
+    assert by_name["triton2triton/toy/good"].score == pytest.approx(320.0)
+
+
+def test_cache_hits_across_evaluators_and_keys_on_what_is_evaluated(evaluator, tasks_root: Path,
+                                                                    tmp_path: Path) -> None:
+    first = evaluator.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)})
+    assert not first.cached and first.status is TaskStatus.PASS and first.speedup == pytest.approx(2.0)
+    assert evaluator.cache.path(first.cache_key).is_file()
+
+    pristine = evaluator.evaluate(TASK, {})
+    assert pristine.speedup == pytest.approx(1.0) and not pristine.cached
+    assert evaluator.evaluate(TASK, {"kernel.py": TOY_KERNEL}).cached  # the same files as evaluated
+
+    with aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU) as other:
+        again = other.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)})
+        assert again.cached and again.score == first.score and again.cache_key == first.cache_key
+        assert not other.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=1.0)}).cached
+    identity = task_identity(evaluator.task(TASK))
+    assert rl_evaluator.cache_key(TASK, identity, first.candidate_sha256, "cpu|None", evaluator.platform) \
+        == first.cache_key
+    for name, device, platform in [(TASK, "NVIDIA H200|sm_90", evaluator.platform),
+                                   (TASK, "cpu|None", {**evaluator.platform, "triton": "0.0"}),
+                                   ("triton2triton/toy/copy", "cpu|None", evaluator.platform)]:
+        assert rl_evaluator.cache_key(name, identity, first.candidate_sha256, device, platform) != first.cache_key
+
+    (tasks_root / TASK / "harness.py").write_text((tasks_root / TASK / "harness.py").read_text() + "\n# changed\n")
+    with aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU) as changed:
+        assert not changed.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)}).cached
+
+
+def test_the_baseline_is_measured_once_and_frozen(evaluator, tasks_root: Path, tmp_path: Path) -> None:
+    evaluator.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)})
+    frozen = baseline_path(evaluator.cache_dir, evaluator.task(TASK))
+    stamp = frozen.stat().st_mtime_ns
+    evaluator.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=3.0)})
+    with aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU) as other:
+        other.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=5.0)})
+        assert other.baseline(TASK).measured_at == evaluator.baseline(TASK).measured_at
+    assert frozen.stat().st_mtime_ns == stamp
+    assert not list((evaluator.cache_dir / "scratch").iterdir())
+
+
+def test_a_broken_task_is_infra_and_never_cached(tasks_root: Path, make_toy_task, tmp_path: Path) -> None:
+    make_toy_task("triton2triton/toy/broken", kernel="def toy_kernel(:\n", baseline="source")
+    make_toy_task("triton2triton/toy/elsewhere", platform_support={"status": "skip", "reason": "not here"})
+    with aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU) as api:
+        result = api.evaluate("triton2triton/toy/broken", {"kernel.py": toy_kernel_source()})
+        assert result.failure_kind is FailureKind.INFRA_ERROR and not result.applicable
+        assert "pristine task" in (result.failure_message or "") and result.score == 0.0
+        assert not api.cache.path(result.cache_key).exists()
+        skipped = api.evaluate("triton2triton/toy/elsewhere", {})
+        assert skipped.status is TaskStatus.SKIP and not skipped.applicable and skipped.failure_message == "not here"
+
+
+def test_async_evaluations_are_bounded_ordered_and_deduplicated(evaluator, monkeypatch) -> None:
+    running, most, calls = [0], [0], []
+    lock = threading.Lock()
+    real = rl_evaluator.evaluate_candidate
+
+    def counted(*args, **kwargs):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            calls.append(args[0].name)
+        try:
+            time.sleep(0.05)
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(rl_evaluator, "evaluate_candidate", counted)
+    candidates = [aka.Candidate(TASK, {"kernel.py": toy_kernel_source(time_ms=t)}) for t in (1.0, 2.0, 4.0, 2.0)]
+    results = asyncio.run(evaluator.evaluate_batch_async(candidates))
+    assert [r.speedup for r in results] == [pytest.approx(4.0), pytest.approx(2.0), pytest.approx(1.0),
+                                             pytest.approx(2.0)]
+    assert most[0] == 1 and len(calls) == 3  # the repeated candidate waited for its twin, then hit the cache
+    assert [r.speedup for r in evaluator.evaluate_batch(candidates[:2])] == [pytest.approx(4.0), pytest.approx(2.0)]
+    assert len(calls) == 3
+
+
+def test_bad_input_is_a_one_line_error(evaluator) -> None:
+    for task_id, files, message in [
+        ("triton2triton/toy/nope", {}, "unknown task id 'triton2triton/toy/nope'"),
+        ("../../etc", {}, "unknown task id '../../etc'"),
+        (TASK, {"harness.py": "x"}, "'harness.py' is not an editable file of the task (editable: kernel.py)"),
+        (TASK, {"kernel.py": b"x"}, "must be source text"),
+    ]:
+        with pytest.raises(aka.CandidateError) as caught:
+            evaluator.evaluate(task_id, files)
+        assert message in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(aka.CandidateError, match="unknown task id"):
+        evaluator.evaluate_batch([aka.Candidate(TASK, {}), aka.Candidate("nope", {})])
+    empty = evaluator.evaluate_completion(TASK, "")
+    assert (empty.status, empty.failure_kind, empty.score, empty.applicable) == (
+        TaskStatus.FAIL, FailureKind.COMPILE_ERROR, 0.0, True)
+    assert "the completion is empty" in (empty.failure_message or "")
+
+
+def test_the_prompt_is_the_runs_plus_the_answer_format(evaluator) -> None:
+    bare = evaluator.prompt(TASK, with_baseline=False)
+    assert not baseline_path(evaluator.cache_dir, evaluator.task(TASK)).exists()
+    assert "# Task: triton2triton/toy/answer" in bare and "## Answer format" in bare and "```python kernel.py" in bare
+    timed = evaluator.prompt(TASK)
+    assert "- c1: 4.0000 ms (toy_clock)" in timed
+    answer = "Faster:\n```python kernel.py\n" + toy_kernel_source(time_ms=2.0) + "```\n"
+    assert evaluator.evaluate_completion(TASK, answer).speedup == pytest.approx(2.0)
+
+
+def test_the_rl_api_is_re_exported_from_aka() -> None:
+    from aka.rl import extract, presets, result
+
+    names = {"KernelEvaluator": rl_evaluator.KernelEvaluator, "Candidate": result.Candidate,
+             "CandidateResult": result.CandidateResult, "CandidateError": extract.CandidateError,
+             "CompletionError": extract.CompletionError, "extract_files": extract.extract_files,
+             "Reward": presets.Reward, "reward": presets.reward}
+    for name, target in names.items():
+        assert name in aka.__all__ and getattr(aka, name) is target
+
+
+def test_another_process_gets_the_same_reward(evaluator, tasks_root: Path, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    files = {"kernel.py": toy_kernel_source(time_ms=2.0)}
+    here = evaluator.evaluate(TASK, files)
+    code = (
+        "import json, sys, aka\n"
+        "from aka.device import DeviceInfo\n"
+        "root, files = sys.argv[1], json.loads(sys.argv[4])\n"
+        "for cache in sys.argv[2:4]:\n"
+        "    with aka.KernelEvaluator(root, cache, device=DeviceInfo('cpu', 'cpu', 'cpu', None, 0)) as ev:\n"
+        f"        r = ev.evaluate({TASK!r}, files)\n"
+        "        print(json.dumps([r.cached, r.score, r.speedup, aka.reward(r, 'kevin').value]))\n"
+    )
+    src = Path(rl_evaluator.__file__).resolve().parents[2]
+    argv = [sys.executable, "-c", code, str(tasks_root), str(evaluator.cache_dir), str(tmp_path / "fresh"),
+            json.dumps(files)]
+    out = subprocess.run(argv, capture_output=True, text=True, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"},
+                         timeout=300, check=True)
+    shared, fresh = (json.loads(line) for line in out.stdout.splitlines())
+    kevin = aka.reward(here, "kevin").value
+    assert shared == [True, here.score, here.speedup, kevin] and fresh == [False, here.score, here.speedup, kevin]

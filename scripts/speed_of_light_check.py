@@ -61,8 +61,8 @@ def task_rows(task: Any, scratch: Path) -> list[dict[str, Any]]:
     import torch
     import triton.testing
 
-    from aka.harness.task import make_case_inputs
     from aka.harness.speed_of_light import case_floor
+    from aka.harness.task import make_case_inputs
 
     device = torch.device("cuda")
     solution = SOLUTIONS / task.name

@@ -162,9 +162,12 @@ def _processes_in(root: Path) -> list[str]:
     return found
 
 
-def test_sigterm_stops_the_run_and_every_step_it_started(tmp_path: Path, make_toy_task, write_run_config) -> None:
-    """Preemption (Slurm, Kubernetes) sends SIGTERM to `aka` alone: the step hanging in candidate
-    code goes with it, at once, not after its timeout."""
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_stopping_the_run_stops_every_step_it_started(tmp_path: Path, make_toy_task, write_run_config,
+                                                      stop: signal.Signals) -> None:
+    """Preemption (Slurm, Kubernetes) sends SIGTERM to `aka` alone, and `kill -9` leaves it no
+    chance to clean up: the step hanging in candidate code goes with it, at once, not after its
+    timeout."""
     make_toy_task(kernel="import time\nVALUE = 42\nTIME_MS = 1.0\n\ndef toy_kernel():\n    time.sleep(3600)\n",
                   correctness_timeout=3600)
     config = write_run_config()
@@ -176,8 +179,8 @@ def test_sigterm_stops_the_run_and_every_step_it_started(tmp_path: Path, make_to
             time.sleep(0.2)
         assert any("harness.py correctness" in p for p in _processes_in(tmp_path)), "the step never started"
         time.sleep(1.0)  # the step reads its token and calls the hanging kernel
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+        proc.send_signal(stop)
+        assert proc.wait(timeout=30) == (128 + signal.SIGTERM if stop == signal.SIGTERM else -signal.SIGKILL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and _processes_in(tmp_path):
             time.sleep(0.2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shlex
 import signal
@@ -13,6 +14,7 @@ from pathlib import Path
 
 KILL_GRACE_SECONDS = 5.0
 TAIL_CHARS = 2000
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -92,12 +94,26 @@ def run_command(command: str | list[str], cwd: Path, env: dict[str, str], timeou
     """Run `command` (a bash line, or an argv list run directly) in `cwd`; output goes to `log_path`.
 
     The command gets a new session, so on timeout, and after it exits, any process it left behind
-    in its group is killed: a step can never outlive its budget. `stdin` is fed through a pipe
+    in its group is killed: a step can never outlive its budget. It is also killed when the
+    thread that started it dies (`aka` killed with -9). `stdin` is fed through a pipe
     (no argv length limit); without it, standard input is closed. `prefix` wraps the command
     (e.g. a namespace sandbox), `pass_fds` are inherited, `preexec` runs in the child (limits).
     """
     started = StartedCommand(command, cwd, env, log_path, stdin is not None, pass_fds, prefix, preexec)
     return started.finish(stdin, timeout)
+
+
+def _dies_with(parent: int, preexec: Callable[[], None] | None) -> Callable[[], None]:
+    """In the child: killed when the thread that started it is gone (aka killed with -9 cannot
+    kill the group itself; a sandbox's PID namespace then takes everything in it along), then
+    `preexec`."""
+    def start() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(1)
+        if preexec is not None:
+            preexec()
+    return start
 
 
 class StartedCommand:
@@ -121,7 +137,7 @@ class StartedCommand:
             self.proc = subprocess.Popen(
                 argv, cwd=cwd, env=env, stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
-                preexec_fn=preexec,
+                preexec_fn=_dies_with(os.getpid(), preexec),
             )
 
     def finish(self, stdin: bytes | None, timeout: float) -> CommandOutcome:

@@ -202,6 +202,22 @@ def test_timeout_when_the_model_never_answers(model_server: ServerFactory, make_
     assert 2.5 < agent.wall_seconds < 8 and len(server.requests) == 1
     assert "the model never answered" in (agent.message or "")
     assert result.failure_kind is FailureKind.AGENT_TIMEOUT
+    assert (result.status, result.score, result.pass_compilation) == (TaskStatus.FAIL, 0.0, False)
+    assert "no candidate was evaluated" in (result.failure_message or "")
+
+
+def test_an_agent_that_edited_before_its_timeout_is_judged_on_its_edit(
+        model_server: ServerFactory, make_toy_task, write_run_config) -> None:
+    """A timeout after the model has worked is how the loop ends, not a failure: its edit is evaluated."""
+    def never_in_time(request: RecordedRequest) -> Reply:
+        time.sleep(30)
+        return Reply.tool("finish", summary="late")
+
+    server = model_server(Reply.tool("edit_file", path="kernel.py", old_string=OLD, new_string=NEW), never_in_time)
+    result, agent, _ = _run(make_toy_task, write_run_config, _agent(server.base_url, timeout_seconds=4))
+    assert (agent.ok, agent.exit_reason, agent.turns) == (True, "timeout", 1)
+    assert (result.status, result.failure_kind) == (TaskStatus.PASS, FailureKind.NONE)
+    assert result.speedup_ratio == pytest.approx(2.0) and result.score > 0
 
 
 class _TricklingServer:
@@ -302,7 +318,7 @@ def test_broken_server_is_an_api_error(api: str, status: int, body: bytes, expec
     assert (agent.ok, agent.exit_reason, agent.turns) == (False, "api_error", 0)
     assert agent.message is not None
     assert re.search(expected, agent.message), agent.message
-    assert result.failure_kind is FailureKind.AGENT_ERROR and result.pass_correctness
+    assert result.failure_kind is FailureKind.AGENT_ERROR and not result.pass_correctness and result.score == 0
     assert "error" in [json.loads(line)["type"] for line in (workspace / "agent_transcript.jsonl").open()]
 
 

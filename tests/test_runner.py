@@ -70,8 +70,9 @@ def test_replayed_candidates_get_the_right_verdicts(make_toy_task, write_run_con
     assert "SyntaxError" in (results["broken"].compilation_error_message or "")
     assert "not_a_real_module_xyz" in (results["import_error"].compilation_error_message or "")
 
-    unsolved = results["unsolved"]
+    unsolved = results["unsolved"]  # the replay agent had no solution: it failed and changed nothing
     assert unsolved.failure_kind is FailureKind.AGENT_ERROR and unsolved.agent and not unsolved.agent.ok
+    assert (unsolved.status, unsolved.score, unsolved.pass_compilation) == (TaskStatus.FAIL, 0.0, False)
 
     reports = outcome.reports_dir
     csv_lines = (reports / "overall_summary.csv").read_text().splitlines()
@@ -261,3 +262,18 @@ def test_heldout_cases_stay_hidden_and_measure_generalization(make_toy_task, wri
     assert breakdown["heldout"]["outcomes"]["opt_regression"] == 1
     assert breakdown["heldout"]["correctness_retention"] == 0
     assert "Correctness retention: 0.0" in (outcome.reports_dir / "overall_report.txt").read_text()
+
+
+def test_edited_sources_are_the_editable_files_the_agent_changed(make_toy_task, tmp_path: Path) -> None:
+    from aka.task_pipeline import copy_for_agent, edited_sources
+    from aka.tasks import load_task
+
+    directory = make_toy_task("triton2triton/toy/edits")
+    task = load_task(directory.parents[2], directory)
+    work = tmp_path / "work"
+    copy_for_agent(task, work)
+    assert edited_sources(task, work) == []
+    (work / "kernel.py").write_text((work / "kernel.py").read_text() + "\n# tuned\n")
+    assert edited_sources(task, work) == ["kernel.py"]
+    (work / "kernel.py").unlink()
+    assert edited_sources(task, work) == ["kernel.py"]

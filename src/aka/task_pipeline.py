@@ -108,6 +108,18 @@ def tampered_files(task: Task, work: Path) -> list[str]:
     return changed
 
 
+def edited_sources(task: Task, work: Path) -> list[str]:
+    """The editable files the agent changed, created or deleted in its copy."""
+    edited = []
+    for rel in task.config.source_file_path:
+        original, copy = task.directory / rel, work / rel
+        before = original.read_bytes() if original.is_file() else None
+        after = copy.read_bytes() if copy.is_file() else None
+        if before != after:
+            edited.append(rel)
+    return edited
+
+
 def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, bool]:
     """Run the task's exports for an accepted candidate; each command's exit status is recorded."""
     export_dir = workspace / "exports"
@@ -204,6 +216,8 @@ def judge_outcomes(task: Task, baseline: BaselineRecord, device: DeviceInfo, sco
     elif not agent.ok:
         result.failure_kind = FailureKind.AGENT_TIMEOUT if agent.exit_reason == "timeout" else FailureKind.AGENT_ERROR
         result.failure_message = f"{agent.exit_reason}: {agent.message}"
+        if not outcomes:
+            result.failure_message += " (it changed none of the editable files: no candidate was evaluated)"
     elif first_failure is not None:
         result.failure_kind, result.failure_message = first_failure.failure, first_failure.message
     if first_failure is not None and first_failure.skipped and not result.tampered_files:
@@ -248,8 +262,11 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         agent = _run_agent(ctx, task, workspace, prompt, baseline)
         evaluated = source_hashes(workspace, task)
         started = time.monotonic()
-        outcomes = evaluate_candidate(task, workspace / AGENT_WORK_DIR, workspace, ctx.device,
-                                      trusted_cache=baseline_builds(ctx.run_dir, task))
+        # An agent that failed and changed nothing handed over no candidate: the task's own
+        # sources would pass and score as if it had solved the task.
+        no_candidate = not agent.ok and not edited_sources(task, workspace / AGENT_WORK_DIR)
+        outcomes = [] if no_candidate else evaluate_candidate(task, workspace / AGENT_WORK_DIR, workspace, ctx.device,
+                                                              trusted_cache=baseline_builds(ctx.run_dir, task))
         evaluation_seconds = round(time.monotonic() - started, 3)
         result = _judge(ctx, task, baseline, agent, outcomes, tampered_files(task, workspace / AGENT_WORK_DIR))
         result.evaluation_seconds = evaluation_seconds

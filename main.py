@@ -12,7 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
 from aka.errors import AkaError  # noqa: E402
-from aka.runner import run_experiment  # noqa: E402
+from aka.runner import INFRA_EXIT, run_experiment  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(outcome.reports_dir)
+    problem = outcome.infra_message()
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return INFRA_EXIT
     return 0
 
 

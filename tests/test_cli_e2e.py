@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import toy_kernel_source
 
 from aka.result import FailureKind, TaskResult, TaskStatus, read_task_result
 
@@ -188,3 +189,17 @@ def test_stopping_the_run_stops_every_step_it_started(tmp_path: Path, make_toy_t
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_run_with_a_task_that_could_not_be_judged_exits_non_zero(tmp_path: Path, make_toy_task,
+                                                                    write_run_config) -> None:
+    """A broken pristine baseline is an infrastructure failure: the reports are written, and the
+    exit status says that the run is not complete (a script or a scheduler must not take it as done)."""
+    make_toy_task("triton2triton/toy/bad_baseline", kernel=toy_kernel_source(value=1))
+    make_toy_task("triton2triton/toy/fine")
+    done = subprocess.run([sys.executable, "-m", "aka.cli", "run", str(write_run_config())], cwd=tmp_path,
+                          env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 3, done.stderr
+    assert "1 of 2 task(s) ended in an infrastructure failure" in done.stderr
+    assert "triton2triton/toy/bad_baseline" in done.stderr and "--resume-run" in done.stderr
+    assert Path(done.stdout.strip().splitlines()[-1], "overall_summary.csv").is_file()

@@ -16,7 +16,7 @@ from rich.table import Table
 from aka.check_agents import checks_table, run_checks
 from aka.device import detect_device
 from aka.errors import AkaError
-from aka.runner import package_versions, run_experiment
+from aka.runner import INFRA_EXIT, package_versions, run_experiment
 from aka.task_authoring import check_task, scaffold_task
 from aka.tasks import default_tasks_root, gate_tasks, select_tasks
 
@@ -51,6 +51,10 @@ def run(
     except AkaError as exc:
         raise fail(exc) from None
     console.print(str(outcome.reports_dir))
+    problem = outcome.infra_message()
+    if problem is not None:
+        err_console.print(f"[red]error:[/] {problem}", highlight=False)
+        raise typer.Exit(INFRA_EXIT)
 
 
 @tasks_app.command("list")

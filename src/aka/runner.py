@@ -66,11 +66,29 @@ class RunManifest(BaseModel):
     resumed_at: list[str] = Field(default_factory=list)
 
 
+INFRA_EXIT = 3  # `aka run` / main.py: the run finished, but some task could not be judged
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     run_dir: Path
     reports_dir: Path
     results: list[TaskResult]
+
+    @property
+    def infra_failures(self) -> list[str]:
+        """Tasks that ended in an infrastructure failure: not judged, retried on resume."""
+        return [r.task_name for r in self.results if r.status is TaskStatus.INFRA]
+
+    def infra_message(self) -> str | None:
+        """One line for the exit: which tasks were not judged and how to retry them."""
+        failed = self.infra_failures
+        if not failed:
+            return None
+        shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+        return (f"{len(failed)} of {len(self.results)} task(s) ended in an infrastructure failure (not the agent's): "
+                f"{shown}; fix the cause (see their task_result.yaml) and retry them with "
+                f"`aka run CONFIG --resume-run {self.run_dir}`")
 
 
 def package_versions() -> dict[str, str]:

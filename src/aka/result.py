@@ -159,6 +159,8 @@ class TaskResult(BaseModel):
     eval_seed: int | None = None
     evaluation_seconds: float | None = None
     isolation: list[str] = Field(default_factory=list)
+    arm: str | None = None
+    repeat: int | None = None
 
 
 def write_yaml_atomic(path: Path, data: object) -> None:

@@ -10,6 +10,7 @@ are left out too (they are not the agent's), and counted so the comparison can w
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -106,7 +107,20 @@ def read_run(run_dir: Path) -> dict[str | None, ArmData]:
             data.attempts.append(_attempt(result))
     if not arms:
         raise CompareError(f"{run_dir}: the run has no {RESULT_FILE_NAME} yet; run or resume it first")
-    return arms
+    declared = _declared_arms(run_dir)
+    order = sorted(arms, key=lambda arm: (declared.index(arm) if arm in declared else len(declared), str(arm)))
+    return {arm: arms[arm] for arm in order}
+
+
+def _declared_arms(run_dir: Path) -> list[str]:
+    """The arms in the config's order (the first is the control), from the run manifest."""
+    try:
+        manifest = json.loads((run_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CompareError(f"{run_dir / MANIFEST_NAME}: unreadable ({type(exc).__name__}); "
+                           "is this a run directory made by aka run?") from exc
+    arms = manifest.get("arms", []) if isinstance(manifest, dict) else []
+    return [str(arm) for arm in arms]
 
 
 def load_arms(run_dirs: list[Path], pick: list[str] | None = None) -> list[ArmData]:

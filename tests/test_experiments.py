@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 from conftest import toy_kernel_source
+from rich.console import Console
 from typer.testing import CliRunner
 
 from aka.cli import app
@@ -56,9 +58,11 @@ def test_two_arms_with_repeats_run_interleaved_and_compare(make_toy_task, write_
         make_toy_task(task)
     config = write_run_config(arms=_arms(solutions), repeats=2, schedule_seed=5)
     config.write_text(config.read_text().replace("agent:\n  template: noop\n", "", 1))
-    outcome = run_experiment(config)
+    shown = io.StringIO()
+    outcome = run_experiment(config, console=Console(file=shown, width=200))
     run_dir = outcome.run_dir
     assert run_dir.parent.name.endswith("_arms-noop-replayed")
+    assert "triton2triton/toy/one [replayed r2] score=320.0" in shown.getvalue()
     assert len(outcome.results) == 8
     assert {(r.arm, r.repeat) for r in outcome.results} == {(a, k) for a in ("noop", "replayed") for k in (1, 2)}
     assert [r.speedup_ratio for r in outcome.results if r.arm == "replayed"] == [pytest.approx(2.0)] * 4

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
+from rich.markup import escape
 
 from aka import __version__
 from aka.completion import completed_workspace
@@ -263,7 +264,7 @@ def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, co
         done = completed_workspace(ctx.run_dir, task, identity, ctx.label)
         if done is not None:
             _event(ctx.run_dir, "task_reused", trial)
-            console.print(f"  [dim]done[/]    {shown} (completed earlier, kept)")
+            console.print(f"  [dim]done[/]    {escape(shown)} (completed earlier, kept)")
             return read_task_result(done / RESULT_FILE_NAME)
     _event(ctx.run_dir, "task_started", trial)
     logger.info("task %s started", shown)
@@ -272,6 +273,6 @@ def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, co
     style = STATUS_STYLE.get(result.status.value, "white")
     speedup = f" speedup={result.speedup_ratio:.3f}x" if result.speedup_ratio else ""
     why = f"  ({result.failure_kind.value}: {result.failure_message})" if result.status is not TaskStatus.PASS else ""
-    console.print(f"  [{style}]{result.status.value:<7}[/] {shown} score={result.score:.1f}{speedup}{why}")
+    console.print(f"  [{style}]{result.status.value:<7}[/] {escape(shown)} score={result.score:.1f}{speedup}{why}")
     logger.info("task %s finished in %s: %s", task.name, workspace.name, result.status.value)
     return result

@@ -11,6 +11,7 @@ from conftest import toy_kernel_source
 from rich.console import Console
 from typer.testing import CliRunner
 
+from aka.check_agents import run_checks
 from aka.cli import app
 from aka.errors import ConfigError
 from aka.run_config import load_run_config
@@ -100,3 +101,9 @@ def test_a_repeated_single_arm_run_labels_its_repeats(make_toy_task, write_run_c
     outcome = run_experiment(write_run_config(repeats=2))
     assert sorted(r.repeat or 0 for r in outcome.results) == [1, 2] and {r.arm for r in outcome.results} == {None}
     assert sorted(p.name.split("__")[1][:2] for p in outcome.run_dir.glob("triton2triton_toy_one__r*")) == ["r1", "r2"]
+
+
+def test_check_agents_checks_every_arm(write_run_config, solutions: Path) -> None:
+    config = write_run_config(arms=_arms(solutions))
+    config.write_text(config.read_text().replace("agent:\n  template: noop\n", "", 1))
+    assert [(c.name, c.ready) for c in run_checks("all", False, config)] == [("noop", True), ("replay", True)]

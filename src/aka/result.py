@@ -122,7 +122,10 @@ class AgentOutcome(BaseModel):
 
 
 class TaskResult(BaseModel):
-    """The content of `task_result.yaml`."""
+    """The content of `task_result.yaml`.
+
+    `arm` and `repeat` name the trial of a multi-arm or repeated run (None in a plain single-arm
+    run); optional, so files written before them still read."""
 
     model_config = ConfigDict(extra="forbid")
 

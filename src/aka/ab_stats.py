@@ -69,11 +69,15 @@ def mean_repeats(values: FloatArray) -> float:
 
 
 def paired_t(diffs: FloatArray, alpha: float = 0.05) -> Interval:
-    """Mean of per-task differences with its t-interval and the one-sample t-test's p-value."""
+    """Mean of per-task differences with its t-interval and the one-sample t-test's p-value.
+
+    One task gives no interval (NaN bounds, p = 1); identical differences on every task give a
+    zero-width interval (p = 0 unless they are all zero)."""
     n = diffs.size
     mean = float(np.mean(diffs))
-    sd = float(np.std(diffs, ddof=1)) if n > 1 else 0.0
-    se = sd / math.sqrt(n) if n > 1 else 0.0
+    if n < 2:
+        return Interval(mean, math.nan, math.nan, math.nan, 1.0)
+    se = float(np.std(diffs, ddof=1)) / math.sqrt(n)
     if se == 0.0:
         return Interval(mean, 0.0, mean, mean, 1.0 if mean == 0.0 else 0.0)
     test = stats.ttest_1samp(diffs, 0.0)

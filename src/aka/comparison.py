@@ -19,6 +19,7 @@ Conventions, declared once (docs/comparing.md):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -131,28 +132,38 @@ class Comparison(BaseModel):
     pairs: list[PairComparison]
 
 
-def _matrix(arm: ArmData, tasks: list[str], value: str, options: CompareOptions) -> FloatArray:
+AttemptValue = Callable[[Attempt], float]
+
+
+def _matrix(arm: ArmData, tasks: list[str], value: AttemptValue) -> FloatArray:
     """A (tasks x repeats) array of one attempt value; NaN where a repeat is missing."""
     grouped = arm.by_task()
     width = max((len(grouped.get(t, [])) for t in tasks), default=1)
     out = np.full((len(tasks), max(width, 1)), np.nan)
     for i, task in enumerate(tasks):
         for j, attempt in enumerate(sorted(grouped.get(task, []), key=lambda a: a.repeat)):
-            out[i, j] = _value(attempt, value, options)
+            out[i, j] = value(attempt)
     return out
 
 
-def _value(attempt: Attempt, value: str, options: CompareOptions) -> float:
-    if value == "log_speedup":
-        return attempt.log_speedup(options.failed_speedup)
-    if value == "correct":
-        return float(attempt.correct)
-    if value == "score":
-        return attempt.score
-    if value == "halfwidth":
-        return attempt.log_halfwidth if attempt.log_halfwidth is not None else np.nan
-    threshold = float(value.removeprefix("fast_"))
-    return float(attempt.correct and attempt.speedup is not None and attempt.speedup > threshold)
+def _log_speedup(options: CompareOptions) -> AttemptValue:
+    return lambda attempt: attempt.log_speedup(options.failed_speedup)
+
+
+def _correct(attempt: Attempt) -> float:
+    return float(attempt.correct)
+
+
+def _score(attempt: Attempt) -> float:
+    return attempt.score
+
+
+def _halfwidth(attempt: Attempt) -> float:
+    return attempt.log_halfwidth if attempt.log_halfwidth is not None else math.nan
+
+
+def _faster_than(threshold: float) -> AttemptValue:
+    return lambda a: float(a.correct and a.speedup is not None and a.speedup > threshold)
 
 
 def summarize_arm(arm: ArmData, options: CompareOptions) -> ArmSummary:
@@ -160,17 +171,17 @@ def summarize_arm(arm: ArmData, options: CompareOptions) -> ArmSummary:
     if not tasks:
         raise CompareError(f"{arm.run_dir}: arm '{arm.label}' has no counted attempt (all skipped or infra errors)")
 
-    def mean_of(value: str) -> float:
-        return float(np.mean(ab_stats.task_means(_matrix(arm, tasks, value, options))))
+    def mean_of(value: AttemptValue) -> float:
+        return float(np.mean(ab_stats.task_means(_matrix(arm, tasks, value))))
 
     results = [a.result for a in arm.attempts]
     families = sorted({a.family for a in arm.attempts})
     return ArmSummary(
         label=arm.label, run_dir=str(arm.run_dir), tasks=len(tasks), attempts=len(arm.attempts),
         repeats=len(arm.attempts) / len(tasks), infra_errors=arm.infra_errors,
-        correct_rate=mean_of("correct"), mean_log_speedup=mean_of("log_speedup"),
-        geomean_speedup=math.exp(mean_of("log_speedup")),
-        fast_p={f"{p:g}": mean_of(f"fast_{p}") for p in FAST_P_THRESHOLDS}, mean_score=mean_of("score"),
+        correct_rate=mean_of(_correct), mean_log_speedup=mean_of(_log_speedup(options)),
+        geomean_speedup=math.exp(mean_of(_log_speedup(options))),
+        fast_p={f"{p:g}": mean_of(_faster_than(p)) for p in FAST_P_THRESHOLDS}, mean_score=mean_of(_score),
         seed_overall=asdict(compute_stats(results)),
         seed_by_family={f: asdict(compute_stats([r for r in results if r.task_type == f])) for f in families},
     )
@@ -193,8 +204,8 @@ def _rows(tasks: list[str], families: dict[str, str], a: FloatArray, b: FloatArr
 
 
 def _tie_bands(control: ArmData, treatment: ArmData, tasks: list[str], options: CompareOptions) -> FloatArray:
-    half_a = ab_stats.task_means(_matrix(control, tasks, "halfwidth", options))
-    half_b = ab_stats.task_means(_matrix(treatment, tasks, "halfwidth", options))
+    half_a = ab_stats.task_means(_matrix(control, tasks, _halfwidth))
+    half_b = ab_stats.task_means(_matrix(treatment, tasks, _halfwidth))
     combined = np.sqrt(np.nan_to_num(half_a) ** 2 + np.nan_to_num(half_b) ** 2)
     recorded = ~(np.isnan(half_a) & np.isnan(half_b))
     return np.where(recorded, combined, options.tie_tolerance)
@@ -262,9 +273,9 @@ def compare_pair(control: ArmData, treatment: ArmData, options: CompareOptions) 
         raise CompareError(f"arms '{control.label}' and '{treatment.label}' have no task in common "
                            "(compare runs of the same task selection)")
     n = len(tasks)
-    la, lb = _matrix(control, tasks, "log_speedup", options), _matrix(treatment, tasks, "log_speedup", options)
-    ca, cb = (ab_stats.task_means(_matrix(arm, tasks, "correct", options)) for arm in (control, treatment))
-    sa, sb = (ab_stats.task_means(_matrix(arm, tasks, "score", options)) for arm in (control, treatment))
+    la, lb = (_matrix(arm, tasks, _log_speedup(options)) for arm in (control, treatment))
+    ca, cb = (ab_stats.task_means(_matrix(arm, tasks, _correct)) for arm in (control, treatment))
+    sa, sb = (ab_stats.task_means(_matrix(arm, tasks, _score)) for arm in (control, treatment))
     a, b = ab_stats.task_means(la), ab_stats.task_means(lb)
     diffs = b - a
     log_t = ab_stats.paired_t(diffs, options.alpha)

@@ -141,3 +141,15 @@ def test_cli_writes_json_markdown_and_plots(tmp_path: Path) -> None:
     table = runner.invoke(app, ["compare", str(a), "--no-plots", "--out", str(out)])
     assert table.exit_code == 0 and "verdict" in table.output and "Seed aggregates" in table.output
     assert runner.invoke(app, ["compare", str(a), "--format", "yaml"]).exit_code == 2
+
+
+def test_a_tie_is_a_difference_inside_the_recorded_timing_intervals(tmp_path: Path) -> None:
+    """2% apart with +-2% intervals: a tie for one attempt each, a win once four repeats narrow the means."""
+    def run(name: str, speedup: float, repeats: int) -> Path:
+        return _run(tmp_path / str(repeats), name, [_result(t, speedup, ci=0.02, arm="x", repeat=k)
+                                                    for t in TASKS[:3] for k in range(1, repeats + 1)])
+
+    for repeats, outcome in ((1, "tie"), (4, "win")):
+        pair = compare_arms(load_arms([run("a", 1.0, repeats), run("b", 1.02, repeats)])).pairs[0]
+        assert {r.outcome for r in pair.rows} == {outcome}, (repeats, pair.rows[0])
+        assert pair.rows[0].tie_band == pytest.approx(math.sqrt(2 / repeats) * 0.02, rel=0.01)

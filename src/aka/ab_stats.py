@@ -91,10 +91,13 @@ def bootstrap_interval(diffs: FloatArray, rng: np.random.Generator, alpha: float
 
     A task is resampled with its repeats (they are already averaged into its difference), so
     repeats are never treated as independent. The studentized form keeps its coverage at 30 tasks,
-    where scipy's percentile and BCa intervals of a mean cover 91-93% (docs/benchmarks)."""
+    where scipy's percentile and BCa intervals of a mean cover 91-93% (docs/benchmarks). Fewer than
+    three tasks give no interval (NaN)."""
     n = diffs.size
     mean = float(np.mean(diffs))
-    if n < 3 or float(np.ptp(diffs)) == 0.0:
+    if n < 3:
+        return math.nan, math.nan
+    if float(np.ptp(diffs)) == 0.0:
         return mean, mean
     se = float(np.std(diffs, ddof=1)) / math.sqrt(n)
     samples = diffs[rng.integers(0, n, size=(resamples, n))]

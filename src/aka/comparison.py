@@ -8,8 +8,8 @@ Conventions, declared once (docs/comparing.md):
 - fast_p (KernelBench): the share of attempts that are correct with speedup > p, all tasks in the
   denominator (a task's repeats averaged first).
 - A task is a tie when its log-speedup difference lies inside the timing intervals recorded for
-  it (the arms' per-task interval half-widths combined in quadrature), or inside `tie_tolerance`
-  when no interval was recorded.
+  it (each arm's half-width of the mean of its repeats, combined in quadrature), or inside
+  `tie_tolerance` when no interval was recorded.
 - The primary endpoint is the paired t-test of the mean log-speedup difference (the verdict's speed
   claim and the power analysis are about it); Holm's correction runs over the four tests reported
   per pair (t and Wilcoxon on log-speedup, exact McNemar on correctness, t on score) for anyone
@@ -204,8 +204,18 @@ def _rows(tasks: list[str], families: dict[str, str], a: FloatArray, b: FloatArr
 
 
 def _tie_bands(control: ArmData, treatment: ArmData, tasks: list[str], options: CompareOptions) -> FloatArray:
-    half_a = ab_stats.task_means(_matrix(control, tasks, _halfwidth))
-    half_b = ab_stats.task_means(_matrix(treatment, tasks, _halfwidth))
+    """Per task, the half-width (log space) within which the arms' difference is a tie.
+
+    An arm's half-width on a task is that of the mean of its K timed attempts, sqrt(mean(h^2) / K);
+    the two arms' combine in quadrature. A task with no recorded interval gets `tie_tolerance`."""
+
+    def arm_halfwidth(arm: ArmData) -> FloatArray:
+        halves = _matrix(arm, tasks, _halfwidth)
+        counts = np.sum(~np.isnan(halves), axis=1)
+        result: FloatArray = np.sqrt(ab_stats.task_means(halves**2) / np.maximum(counts, 1))
+        return result
+
+    half_a, half_b = arm_halfwidth(control), arm_halfwidth(treatment)
     combined = np.sqrt(np.nan_to_num(half_a) ** 2 + np.nan_to_num(half_b) ** 2)
     recorded = ~(np.isnan(half_a) & np.isnan(half_b))
     return np.where(recorded, combined, options.tie_tolerance)

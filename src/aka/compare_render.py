@@ -47,7 +47,7 @@ def seed_rows(arms: list[ArmSummary]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for arm in arms:
         for group, stats in [("overall", arm.seed_overall), *sorted(arm.seed_by_family.items())]:
-            rows.append([arm.label, group, *(_num(stats.get(f)) for f in SEED_FIELDS)])
+            rows.append([arm.label, group, *(_num(getattr(stats, f)) for f in SEED_FIELDS)])
     return head, rows
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,7 @@ from pydantic import BaseModel, Field
 from aka import ab_stats
 from aka.ab_stats import FloatArray
 from aka.compare_runs import ArmData, Attempt, CompareError
-from aka.reports import compute_stats
+from aka.reports import TaskStats, compute_stats
 
 FAST_P_THRESHOLDS = (1.0, 1.2, 1.5, 2.0)
 FEW_TASKS = 30
@@ -58,8 +57,8 @@ class ArmSummary(BaseModel):
     geomean_speedup: float
     fast_p: dict[str, float]
     mean_score: float
-    seed_overall: dict[str, object]
-    seed_by_family: dict[str, dict[str, object]]
+    seed_overall: TaskStats
+    seed_by_family: dict[str, TaskStats]
 
 
 class Estimate(BaseModel):
@@ -182,8 +181,8 @@ def summarize_arm(arm: ArmData, options: CompareOptions) -> ArmSummary:
         correct_rate=mean_of(_correct), mean_log_speedup=mean_of(_log_speedup(options)),
         geomean_speedup=math.exp(mean_of(_log_speedup(options))),
         fast_p={f"{p:g}": mean_of(_faster_than(p)) for p in FAST_P_THRESHOLDS}, mean_score=mean_of(_score),
-        seed_overall=asdict(compute_stats(results)),
-        seed_by_family={f: asdict(compute_stats([r for r in results if r.task_type == f])) for f in families},
+        seed_overall=compute_stats(results),
+        seed_by_family={f: compute_stats([r for r in results if r.task_type == f]) for f in families},
     )
 
 

@@ -107,3 +107,16 @@ def test_check_agents_checks_every_arm(write_run_config, solutions: Path) -> Non
     config = write_run_config(arms=_arms(solutions))
     config.write_text(config.read_text().replace("agent:\n  template: noop\n", "", 1))
     assert [(c.name, c.ready) for c in run_checks("all", False, config)] == [("noop", True), ("replay", True)]
+
+
+def test_a_plain_single_arm_run_is_laid_out_as_before(make_toy_task, write_run_config) -> None:
+    make_toy_task(TASKS[0])
+    outcome = run_experiment(write_run_config())
+    manifest = json.loads((outcome.run_dir / MANIFEST_NAME).read_text())
+    assert not {"arms", "repeats", "schedule_seed"} & set(manifest["config"]) and manifest["agent"] == "noop"
+    assert not (outcome.run_dir / SCHEDULE_NAME).exists() and not (outcome.reports_dir / "arms").exists()
+    (workspace,) = outcome.run_dir.glob("triton2triton_toy_one_*")
+    assert "__" not in workspace.name
+    result = outcome.results[0]
+    assert (result.arm, result.repeat) == (None, None)
+    assert "arm: null" in (workspace / "task_result.yaml").read_text()

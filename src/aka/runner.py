@@ -198,7 +198,7 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
             seed = loaded.config.schedule_seed
             manifest = RunManifest(
                 run_name=run_dir.name, created_at=_now(), config_path=str(loaded.path),
-                config=loaded.config.model_dump(mode="json", exclude_none=True), agent=loaded.experiment_name,
+                config=_config_record(loaded), agent=loaded.experiment_name,
                 target_gpu_model=model,
                 device={"kind": device.kind, "model": device.model, "name": device.name, "arch": device.arch,
                         "count": device.count, "driver": device.driver},
@@ -231,6 +231,18 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
         handler.close()
     console.print(f"[bold]reports[/] {run_dir / REPORTS_DIR}")
     return RunOutcome(run_dir, run_dir / REPORTS_DIR, results)
+
+
+def _config_record(loaded: LoadedRunConfig) -> dict[str, object]:
+    """The resolved config for the manifest; the experiment fields only where they are used, so a
+    single-arm run's manifest reads as it always did."""
+    record: dict[str, object] = loaded.config.model_dump(mode="json")
+    for key in ("agent", "arms", "schedule_seed"):
+        if record.get(key) is None:
+            record.pop(key, None)
+    if record.get("repeats") == 1:
+        record.pop("repeats")
+    return record
 
 
 def _schedule(run_dir: Path, loaded: LoadedRunConfig, runnable: list[Task], manifest: RunManifest) -> list[Trial]:

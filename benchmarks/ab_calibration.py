@@ -11,12 +11,14 @@ analysis predicts next to the detection rate observed. Writes a markdown table.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from aka.ab_simulation import Calibration, Scenario, calibrate
+from aka.ab_simulation import Calibration, Scenario, calibrate, planned_repeats
 
 SCENARIOS = (
     Scenario("A/A, 30 tasks, K=2"),
@@ -70,6 +72,29 @@ def checks(rows: list[Calibration]) -> list[str]:
     ]
 
 
+PLANNED = Scenario("A/B 1.05x, 30 tasks, noisy runs, no task-by-arm interaction", effect=0.05, run_sd=0.25,
+                   interaction_sd=0.0, correct_rate=0.999, correct_sd=0.0)
+
+
+def planning_check(experiments: int, seed: int, resamples: int) -> list[str]:
+    """Whether 'repeats needed' is right: plan from K = 2 experiments, then run at the planned K."""
+    answers = planned_repeats(PLANNED, experiments // 2, seed)
+    planned = [k for k in answers if k is not None]
+    if not planned:
+        return ["- repeats planning: no experiment could plan (K = 2 gave no within-task estimate)"]
+    k = int(statistics.median(planned))
+    at_k = calibrate(replace(PLANNED, repeats=k, name=f"{PLANNED.name}, K={k}"), experiments, seed + 1, resamples)
+    return [
+        f"Repeats planning ({PLANNED.name}): over {len(planned)} experiments at K=2, the median number of repeats "
+        f"per arm recommended for 80% power at the true effect is {k} (quartiles "
+        f"{statistics.quantiles(planned, n=4)[0]:g}-{statistics.quantiles(planned, n=4)[2]:g}); "
+        f"{experiments} experiments run at K={k} detect it {_pct(at_k.t_detection)} of the time "
+        f"(predicted: {_pct(at_k.predicted_power_estimated)}). {len(answers) - len(planned)} of {len(answers)} "
+        "experiments answered that no number of repeats suffices (their between-task estimate, noisy at K=2, "
+        "alone hid the effect).",
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--experiments", type=int, default=1000)
@@ -89,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         table(rows),
         "",
         *checks(rows),
+        "",
+        *planning_check(args.experiments, args.seed + 100, args.resamples),
         "",
         "Binomial standard error of a rate near 95% over N experiments: sqrt(0.95 x 0.05 / N) "
         f"= {100 * (0.95 * 0.05 / args.experiments) ** 0.5:.2f} points; near 5%: the same.",

@@ -146,3 +146,10 @@ def calibrate(s: Scenario, experiments: int, seed: int = 0, bootstrap_resamples:
         predicted_power_estimated=estimated_power / experiments, t_detection=reject["log_speedup_t"] / experiments,
     )
 
+
+
+def planned_repeats(s: Scenario, experiments: int, seed: int = 0) -> list[int | None]:
+    """The repeats per arm each simulated experiment recommends for detecting the true effect."""
+    rng = np.random.default_rng(seed)
+    options = CompareOptions(bootstrap_resamples=100, target_ratio=math.exp(true_log_effect(s)), seed=seed)
+    return [compare_pair(*simulated_arms(s, rng), options).power.repeats_needed for _ in range(experiments)]

@@ -120,3 +120,19 @@ def test_a_plain_single_arm_run_is_laid_out_as_before(make_toy_task, write_run_c
     result = outcome.results[0]
     assert (result.arm, result.repeat) == (None, None)
     assert "arm: null" in (workspace / "task_result.yaml").read_text()
+
+
+def test_two_single_arm_runs_with_suffixes_compare(make_toy_task, write_run_config, solutions: Path,
+                                                   tmp_path: Path) -> None:
+    """The seed's A/B: the same config twice with different --run-suffix (here one per agent), compared."""
+    for task in TASKS:
+        make_toy_task(task)
+    noop = run_experiment(write_run_config(), suffix="a")
+    replayed = run_experiment(write_run_config(agent={"template": "replay", "solutions_dir": str(solutions)}),
+                              suffix="b")
+    done = CliRunner().invoke(app, ["compare", str(noop.run_dir), str(replayed.run_dir), "--format", "json",
+                                    "--out", str(tmp_path / "cmp"), "--no-plots"])
+    assert done.exit_code == 0, done.output
+    pair = json.loads(done.stdout)["pairs"][0]
+    assert pair["control"].endswith("_a") and pair["treatment"].endswith("_b") and pair["tasks"] == 2
+    assert pair["speedup_ratio"] == pytest.approx(2.0)

@@ -19,6 +19,10 @@ _PUBLIC = {
     "TaskResult": "aka.result",
     "TaskStatus": "aka.result",
     "register_scorer": "aka.scoring",
+    "CompareOptions": "aka.comparison",
+    "Comparison": "aka.comparison",
+    "compare_arms": "aka.comparison",
+    "load_arms": "aka.compare_runs",
 }
 
 __all__ = ["__version__", *_PUBLIC]

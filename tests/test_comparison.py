@@ -74,6 +74,7 @@ def test_multi_arm_run_clusters_repeats_and_plans_repeats(tmp_path: Path) -> Non
             results.append(_result(task, 1.1 * jitter, arm="noop", repeat=k))
             results.append(_result(task, 1.1 * jitter * (1.04 if i % 3 else 0.99), arm="tuned", repeat=k))
     results.append(_result(TASKS[0], None, arm="tuned", repeat=3, status=TaskStatus.INFRA))
+    results.append(_result(TASKS[1], None, arm="noop", repeat=3, status=TaskStatus.SKIP))
     run = _run(tmp_path, "run_20261202_000000", results)
     comparison = compare_arms(load_arms([run]), CompareOptions(target_ratio=1.02))
     pair = comparison.pairs[0]
@@ -81,7 +82,8 @@ def test_multi_arm_run_clusters_repeats_and_plans_repeats(tmp_path: Path) -> Non
     assert comparison.arms[0].repeats == 2.0
     assert pair.power.within_control is not None and pair.power.within_control > 0
     assert pair.power.repeats_needed is not None
-    assert any("infrastructure errors" in w for w in pair.warnings)
+    assert any("1 attempts were infrastructure errors" in w for w in pair.warnings)
+    assert any("'noop': 1 attempts were skipped" in w for w in pair.warnings)
     picked = compare_arms(load_arms([run], ["tuned", "noop"]))
     assert picked.pairs[0].control == "tuned" and picked.pairs[0].log_speedup.mean < 0
 

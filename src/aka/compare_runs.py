@@ -52,6 +52,7 @@ class ArmData:
     run_dir: Path
     attempts: list[Attempt] = field(default_factory=list)
     infra_errors: int = 0
+    skipped: int = 0
 
     @property
     def tasks(self) -> set[str]:
@@ -103,7 +104,9 @@ def read_run(run_dir: Path) -> dict[str | None, ArmData]:
         data = arms.setdefault(arm, ArmData(label=arm or run_dir.name, run_dir=run_dir))
         if result.status is TaskStatus.INFRA:
             data.infra_errors += 1
-        elif result.status is not TaskStatus.SKIP:
+        elif result.status is TaskStatus.SKIP:
+            data.skipped += 1
+        else:
             data.attempts.append(_attempt(result))
     if not arms:
         raise CompareError(f"{run_dir}: the run has no {RESULT_FILE_NAME} yet; run or resume it first")

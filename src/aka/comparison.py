@@ -247,6 +247,9 @@ def _warnings(control: ArmData, treatment: ArmData, n: int, only_a: list[str], o
     for arm in (control, treatment):
         if arm.infra_errors:
             found.append(f"arm '{arm.label}': {arm.infra_errors} attempts were infrastructure errors, left out")
+        if arm.skipped:
+            found.append(f"arm '{arm.label}': {arm.skipped} attempts were skipped (cannot run on this machine), "
+                         "left out")
     return found
 
 

@@ -104,13 +104,13 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _event(run_dir: Path, event: str, trial: Trial) -> None:
-    record: dict[str, object] = {"time": _now(), "event": event, "task": trial.task}
-    if trial.arm is not None:
-        record["arm"] = trial.arm
-    if trial.arm is not None or trial.repeat > 1:
-        record["repeat"] = trial.repeat
-    with (run_dir / EVENTS_NAME).open("a", encoding="utf-8") as handle:
+def _event(ctx: RunContext, event: str, task: Task) -> None:
+    record: dict[str, object] = {"time": _now(), "event": event, "task": task.name}
+    if ctx.arm is not None:
+        record["arm"] = ctx.arm
+    if ctx.repeat is not None:
+        record["repeat"] = ctx.repeat
+    with (ctx.run_dir / EVENTS_NAME).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
 
 
@@ -217,13 +217,12 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
         contexts = {arm.label: RunContext(run_dir, loaded.for_arm(arm), device, scorer, arm=arm.label)
                     for arm in loaded.arms}
         by_name = {task.name: task for task in runnable}
+        repeated = loaded.multi_arm or loaded.config.repeats > 1
         results = []
         for trial in trials:
-            repeated = loaded.multi_arm or loaded.config.repeats > 1
             context = replace(contexts[trial.arm], repeat=trial.repeat if repeated else None,
                               label=trial.workspace_label(loaded.config.repeats))
-            results.append(_run_or_reuse(context, by_name[trial.task], identities[trial.task], resuming, console,
-                                         trial))
+            results.append(_run_or_reuse(context, by_name[trial.task], identities[trial.task], resuming, console))
         _write_all_reports(run_dir, loaded, results, RunHeader(run_dir.name, loaded.experiment_name, model,
                                                                device.name, manifest.created_at, loaded.config.scorer))
     finally:
@@ -269,19 +268,19 @@ def _write_all_reports(run_dir: Path, loaded: LoadedRunConfig, results: list[Tas
                       replace(header, agent=f"{label} ({arm.agent.name})"))
 
 
-def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, console: Console,
-                  trial: Trial) -> TaskResult:
-    shown = task.name + (f" [{trial.arm} r{trial.repeat}]" if trial.arm else f" [r{trial.repeat}]" if ctx.label else "")
+def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, console: Console) -> TaskResult:
+    trial = " ".join(part for part in (ctx.arm, f"r{ctx.repeat}" if ctx.repeat is not None else None) if part)
+    shown = f"{task.name} [{trial}]" if trial else task.name
     if resuming:
         done = completed_workspace(ctx.run_dir, task, identity, ctx.label)
         if done is not None:
-            _event(ctx.run_dir, "task_reused", trial)
+            _event(ctx, "task_reused", task)
             console.print(f"  [dim]done[/]    {escape(shown)} (completed earlier, kept)")
             return read_task_result(done / RESULT_FILE_NAME)
-    _event(ctx.run_dir, "task_started", trial)
+    _event(ctx, "task_started", task)
     logger.info("task %s started", shown)
     workspace, result = run_task(ctx, task)
-    _event(ctx.run_dir, "task_finished", trial)
+    _event(ctx, "task_finished", task)
     style = STATUS_STYLE.get(result.status.value, "white")
     speedup = f" speedup={result.speedup_ratio:.3f}x" if result.speedup_ratio else ""
     why = f"  ({result.failure_kind.value}: {result.failure_message})" if result.status is not TaskStatus.PASS else ""

@@ -11,7 +11,6 @@ from scipy import stats
 from aka import ab_stats
 from aka.ab_simulation import Scenario, calibrate, simulated_arms, true_log_effect
 from aka.comparison import CompareOptions, compare_pair
-from aka.experiment_schedule import interleaved_schedule
 
 
 def test_holm_step_down_matches_the_textbook_example() -> None:
@@ -70,22 +69,6 @@ def test_variance_parts_recover_within_and_between_task_variance() -> None:
     with_gap = a.copy()
     with_gap[0, 1] = np.nan
     assert ab_stats.task_means(with_gap)[0] == pytest.approx(np.mean(a[0, [0, 2]]))
-
-
-def test_schedule_is_balanced_interleaved_and_reproducible() -> None:
-    tasks, arms = ["t1", "t2", "t3"], ["A", "B"]
-    trials = interleaved_schedule(tasks, list(arms), 4, seed=7)
-    assert sorted((t.task, t.arm, t.repeat) for t in trials) == sorted(
-        (task, arm, k) for task in tasks for arm in arms for k in range(1, 5))
-    for task in tasks:
-        firsts = [next(t.arm for t in trials if (t.task, t.repeat) == (task, k)) for k in range(1, 5)]
-        assert sorted(str(arm) for arm in firsts) == ["A", "A", "B", "B"]
-        blocks = [i for i, t in enumerate(trials) if t.task == task]
-        assert all(blocks[j + 1] - blocks[j] == 1 for j in range(0, len(blocks), 2))
-    rounds = [t.repeat for t in trials]
-    assert rounds == sorted(rounds)
-    assert interleaved_schedule(tasks, list(arms), 4, seed=7) == trials
-    assert interleaved_schedule(tasks, list(arms), 4, seed=8) != trials
 
 
 def test_repeats_are_clustered_on_their_task() -> None:

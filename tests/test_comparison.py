@@ -124,6 +124,12 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
         load_arms([a, b], ["run_a", "nope"])
     with pytest.raises(CompareError, match="needs two arms"):
         load_arms([a])
+    multi = [_run(tmp_path / str(i), "run_m", [_result(TASKS[0], 1.0, arm=arm, repeat=1) for arm in ("x", "y")])
+             for i in (1, 2)]
+    with pytest.raises(CompareError, match="'x' names several arms"):
+        load_arms(multi, ["x", "y"])
+    assert [a.label for a in load_arms(multi, ["2/run_m:x", "1/run_m:x"])] == ["2/run_m:x", "1/run_m:x"]
+    assert [a.label for a in load_arms(multi[:1], ["y", "x"])] == ["y", "x"]
     done = runner.invoke(app, ["compare", str(a), str(b), "--no-plots"])
     assert done.exit_code == 2 and "no task in common" in done.output
 

@@ -126,6 +126,19 @@ def _declared_arms(run_dir: Path) -> list[str]:
     return [str(arm) for arm in arms]
 
 
+def _pick(arms: list[ArmData], label: str) -> ArmData:
+    """An arm by its full label, or by its own label when that names one arm of the runs given."""
+    exact = [arm for arm in arms if arm.label == label]
+    short = [arm for arm in arms if arm.label.split(":")[-1] == label]
+    if exact or len(short) == 1:
+        return (exact or short)[0]
+    known = ", ".join(arm.label for arm in arms)
+    if short:
+        raise CompareError(f"--arms: '{label}' names several arms ({', '.join(a.label for a in short)}); "
+                           "use the full label")
+    raise CompareError(f"--arms: unknown arm '{label}' (the runs have: {known})")
+
+
 def load_arms(run_dirs: list[Path], pick: list[str] | None = None) -> list[ArmData]:
     """Arms from one or more runs, in order (the first is the control), optionally picked by label.
 
@@ -136,20 +149,15 @@ def load_arms(run_dirs: list[Path], pick: list[str] | None = None) -> list[ArmDa
     names = [d.resolve().name for d in run_dirs]
     for run_dir in run_dirs:
         resolved = run_dir.resolve()
+        run_label = resolved.name if names.count(resolved.name) == 1 else f"{resolved.parent.name}/{resolved.name}"
         for arm, data in read_run(resolved).items():
-            if arm is None and names.count(resolved.name) > 1:
-                data.label = f"{resolved.parent.name}/{resolved.name}"
-            elif arm is not None and len(run_dirs) > 1:
-                data.label = f"{resolved.name}:{arm}"
+            if arm is None:
+                data.label = run_label
+            elif len(run_dirs) > 1:
+                data.label = f"{run_label}:{arm}"
             found.append(data)
     if pick:
-        by_label = {arm.label: arm for arm in found}
-        short = {arm.label.split(":")[-1]: arm for arm in found}
-        unknown = [label for label in pick if label not in by_label and label not in short]
-        if unknown:
-            raise CompareError(f"--arms: unknown arm '{unknown[0]}' (the runs have: "
-                               f"{', '.join(a.label for a in found)})")
-        found = [by_label.get(label) or short[label] for label in pick]
+        found = [_pick(found, label) for label in pick]
     if len(found) < 2:
         raise CompareError("aka compare needs two arms: pass a multi-arm run, or two or more run directories "
                            f"(found only {', '.join(a.label for a in found) or 'none'})")

@@ -124,6 +124,8 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
         load_arms([a, b], ["run_a", "nope"])
     with pytest.raises(CompareError, match="needs two arms"):
         load_arms([a])
+    with pytest.raises(CompareError, match="'run_a' is given twice"):
+        load_arms([a, b], ["run_a", "run_a"])
     multi = [_run(tmp_path / str(i), "run_m", [_result(TASKS[0], 1.0, arm=arm, repeat=1) for arm in ("x", "y")])
              for i in (1, 2)]
     with pytest.raises(CompareError, match="'x' names several arms"):

@@ -157,6 +157,9 @@ def load_arms(run_dirs: list[Path], pick: list[str] | None = None) -> list[ArmDa
                 data.label = f"{run_label}:{arm}"
             found.append(data)
     if pick:
+        twice = next((label for label in pick if pick.count(label) > 1), None)
+        if twice is not None:
+            raise CompareError(f"--arms: '{twice}' is given twice; name each arm once, the control first")
         found = [_pick(found, label) for label in pick]
     if len(found) < 2:
         raise CompareError("aka compare needs two arms: pass a multi-arm run, or two or more run directories "

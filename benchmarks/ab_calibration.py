@@ -72,20 +72,24 @@ def checks(rows: list[Calibration]) -> list[str]:
     ]
 
 
-PLANNED = Scenario("A/B 1.05x, 30 tasks, noisy runs, no task-by-arm interaction", effect=0.05, run_sd=0.25,
-                   interaction_sd=0.0, correct_rate=0.999, correct_sd=0.0)
+PLANNED = (
+    Scenario("A/B 1.05x, 30 tasks, noisy runs, no task-by-arm interaction", effect=0.05, run_sd=0.25,
+             interaction_sd=0.0, correct_rate=0.999, correct_sd=0.0),
+    Scenario("the same plus drift shared by the arms of a round (sd 0.3)", effect=0.05, run_sd=0.25,
+             round_sd=0.3, interaction_sd=0.0, correct_rate=0.999, correct_sd=0.0),
+)
 
 
-def planning_check(experiments: int, seed: int, resamples: int) -> list[str]:
+def planning_check(scenario: Scenario, experiments: int, seed: int, resamples: int) -> list[str]:
     """Whether 'repeats needed' is right: plan from K = 2 experiments, then run at the planned K."""
-    answers = planned_repeats(PLANNED, experiments // 2, seed)
+    answers = planned_repeats(scenario, experiments // 2, seed)
     planned = [k for k in answers if k is not None]
     if not planned:
-        return ["- repeats planning: no experiment could plan (K = 2 gave no within-task estimate)"]
+        return [f"- Repeats planning ({scenario.name}): no experiment could plan"]
     k = int(statistics.median(planned))
-    at_k = calibrate(replace(PLANNED, repeats=k, name=f"{PLANNED.name}, K={k}"), experiments, seed + 1, resamples)
+    at_k = calibrate(replace(scenario, repeats=k, name=f"{scenario.name}, K={k}"), experiments, seed + 1, resamples)
     return [
-        f"Repeats planning ({PLANNED.name}): over {len(planned)} experiments at K=2, the median number of repeats "
+        f"- Repeats planning ({scenario.name}): over {len(planned)} experiments at K=2, the median number of repeats "
         f"per arm recommended for 80% power at the true effect is {k} (quartiles "
         f"{statistics.quantiles(planned, n=4)[0]:g}-{statistics.quantiles(planned, n=4)[2]:g}); "
         f"{experiments} experiments run at K={k} detect it {_pct(at_k.t_detection)} of the time "
@@ -115,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         *checks(rows),
         "",
-        *planning_check(args.experiments, args.seed + 100, args.resamples),
+        *(line for i, s in enumerate(PLANNED) for line in planning_check(s, args.experiments, args.seed + 100 + i,
+                                                                          args.resamples)),
         "",
         "Binomial standard error of a rate near 95% over N experiments: sqrt(0.95 x 0.05 / N) "
         f"= {100 * (0.95 * 0.05 / args.experiments) ** 0.5:.2f} points; near 5%: the same.",

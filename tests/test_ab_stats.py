@@ -45,16 +45,16 @@ def test_power_matches_the_noncentral_t_reference_and_inverts() -> None:
 
 
 def test_repeats_needed_is_the_first_sufficient_k_or_none() -> None:
-    parts = ab_stats.VarianceParts(diff_variance=0.03, within_a=0.02, within_b=0.02, between=0.001,
-                                   repeats_a=2, repeats_b=2)
+    parts = ab_stats.VarianceParts(diff_variance=0.03, within_a=0.02, within_b=0.02, within_diff=0.04,
+                                   between=0.001, repeats=2)
     k = ab_stats.repeats_needed(parts, 0.05, 30)
     assert k is not None and k > 1
     sd_k, sd_before = ab_stats.diff_sd_at(parts, k), ab_stats.diff_sd_at(parts, k - 1)
     assert sd_k is not None and sd_before is not None
     assert ab_stats.t_test_power(0.05, sd_k, 30) >= 0.8 > ab_stats.t_test_power(0.05, sd_before, 30)
-    unknown = ab_stats.VarianceParts(0.03, None, None, None, 1, 1)
+    unknown = ab_stats.VarianceParts(0.03, None, None, None, None, 1)
     assert ab_stats.repeats_needed(unknown, 0.05, 30) is None
-    hopeless = ab_stats.VarianceParts(0.5, 0.01, 0.01, 0.5, 2, 2)
+    hopeless = ab_stats.VarianceParts(0.5, 0.01, 0.01, 0.02, 0.5, 2)
     assert ab_stats.repeats_needed(hopeless, 0.05, 30) is None
 
 
@@ -65,10 +65,24 @@ def test_variance_parts_recover_within_and_between_task_variance() -> None:
     b = truth[:, None] + rng.normal(0, 0.2, 4000)[:, None] + rng.normal(0, 0.1, (4000, 3))
     parts = ab_stats.variance_parts(a, b)
     assert parts.within_a == pytest.approx(0.01, rel=0.05) and parts.within_b == pytest.approx(0.01, rel=0.05)
-    assert parts.between == pytest.approx(0.04, rel=0.1)
+    assert parts.within_diff == pytest.approx(0.02, rel=0.05) and parts.between == pytest.approx(0.04, rel=0.1)
     with_gap = a.copy()
     with_gap[0, 1] = np.nan
     assert ab_stats.task_means(with_gap)[0] == pytest.approx(np.mean(a[0, [0, 2]]))
+
+
+def test_noise_the_arms_share_in_a_round_cancels_in_the_plan() -> None:
+    """Drift common to both arms of a round is not run-to-run noise of the difference."""
+    rng = np.random.default_rng(4)
+    shared = rng.normal(0, 0.3, (200, 2))
+    a = shared + rng.normal(0, 0.01, (200, 2))
+    b = shared + 0.02 + rng.normal(0, 0.01, (200, 2))
+    parts = ab_stats.variance_parts(a, b)
+    assert parts.within_a is not None and parts.within_a > 0.05
+    assert parts.within_diff == pytest.approx(2 * 0.01**2, rel=0.25)
+    sd_now = ab_stats.diff_sd_at(parts, 2)
+    assert sd_now is not None and sd_now == pytest.approx(math.sqrt(parts.diff_variance), rel=0.1)
+    assert ab_stats.repeats_needed(parts, 0.02, 200) == 1
 
 
 def test_repeats_are_clustered_on_their_task() -> None:

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from aka.cli import app
+from aka.compare_render import pair_facts
 from aka.compare_runs import CompareError, load_arms
 from aka.comparison import CompareOptions, compare_arms
 from aka.result import CaseTiming, TaskResult, TaskStatus, write_task_result
@@ -70,9 +71,9 @@ def test_multi_arm_run_clusters_repeats_and_plans_repeats(tmp_path: Path) -> Non
     results = []
     for i, task in enumerate(TASKS):
         for k in (1, 2):
-            jitter = 1.0 + 0.03 * ((i + k) % 3 - 1)
+            jitter, other = 1.0 + 0.03 * ((i + k) % 3 - 1), 1.0 + 0.03 * ((i + 2 * k) % 3 - 1)
             results.append(_result(task, 1.1 * jitter, arm="noop", repeat=k))
-            results.append(_result(task, 1.1 * jitter * (1.04 if i % 3 else 0.99), arm="tuned", repeat=k))
+            results.append(_result(task, 1.1 * other * (1.04 if i % 3 else 0.99), arm="tuned", repeat=k))
     results.append(_result(TASKS[0], None, arm="tuned", repeat=3, status=TaskStatus.INFRA))
     results.append(_result(TASKS[1], None, arm="noop", repeat=3, status=TaskStatus.SKIP))
     run = _run(tmp_path, "run_20261202_000000", results)
@@ -81,7 +82,8 @@ def test_multi_arm_run_clusters_repeats_and_plans_repeats(tmp_path: Path) -> Non
     assert (pair.control, pair.treatment) == ("noop", "tuned")
     assert comparison.arms[0].repeats == 2.0
     assert pair.power.within_control is not None and pair.power.within_control > 0
-    assert pair.power.repeats_needed is not None
+    assert pair.power.repeats_needed is not None and pair.power.repeats_needed > 2
+    assert f"repeats per arm for 1.02x: {pair.power.repeats_needed}" in pair_facts(pair)[2]
     assert any("1 attempts were infrastructure errors" in w for w in pair.warnings)
     assert any("'noop': 1 attempts were skipped" in w for w in pair.warnings)
     picked = compare_arms(load_arms([run], ["tuned", "noop"]))
@@ -163,3 +165,17 @@ def test_a_tie_is_a_difference_inside_the_recorded_timing_intervals(tmp_path: Pa
         pair = compare_arms(load_arms([run("a", 1.0, repeats), run("b", 1.02, repeats)])).pairs[0]
         assert {r.outcome for r in pair.rows} == {outcome}, (repeats, pair.rows[0])
         assert pair.rows[0].tie_band == pytest.approx(math.sqrt(2 / repeats) * 0.02, rel=0.01)
+
+
+def test_an_unsettled_difference_says_how_many_more_repeats_would_settle_it(tmp_path: Path) -> None:
+    results = []
+    for i, task in enumerate(TASKS):
+        for k in (1, 2):
+            results.append(_result(task, 1.0 + 0.05 * ((i + k) % 3 - 1), arm="A", repeat=k))
+            results.append(_result(task, 1.01 * (1.0 + 0.05 * ((i + 2 * k + 1) % 3 - 1)), arm="B", repeat=k))
+    pair = compare_arms(load_arms([_run(tmp_path, "run_x", results)]), CompareOptions(target_ratio=1.02)).pairs[0]
+    assert pair.log_speedup.p_value > 0.05 and pair.power.power_at_target < 0.8
+    k = pair.power.repeats_needed
+    assert k is not None and k > 2
+    assert pair.verdict.startswith("no significant speed difference")
+    assert f"{k} repeats per arm ({k - 2} more than now) would detect 1.02x with 80% power" in pair.verdict

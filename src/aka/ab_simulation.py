@@ -6,7 +6,9 @@ The model (per experiment, tasks drawn afresh from the population):
 - a task's chance of a correct attempt: sigmoid(a_i), a_i ~ N(logit(correct_rate), correct_sd), the
   treatment's sigmoid(a_i + correct_shift); correctness is independent of speed;
 - each attempt adds run-to-run noise N(0, run_sd) and timing noise N(0, timing_sd), and records the
-  timing interval +-1.96 timing_sd around its measured speedup, as a real result would;
+  timing interval +-1.96 timing_sd around its measured speedup, as a real result would; noise
+  N(0, round_sd) is shared by both arms' attempts of one round (drift of the machine that the
+  interleaved order makes common to the arms);
 - an incorrect attempt counts as speedup 1.0 (log 0), the comparison's default convention.
 
 Every attempt becomes a real `TaskResult`, so the whole path (attempts, repeats clustered on their
@@ -41,6 +43,7 @@ class Scenario:
     task_sd: float = 0.3
     interaction_sd: float = 0.05
     run_sd: float = 0.08
+    round_sd: float = 0.0
     timing_sd: float = 0.02
     correct_rate: float = 0.85
     correct_sd: float = 1.0
@@ -67,7 +70,8 @@ def _draw(s: Scenario, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray
     logit = rng.normal(math.log(s.correct_rate / (1.0 - s.correct_rate)), s.correct_sd, s.tasks)
     p = special.expit(np.stack([logit, logit + s.correct_shift]))
     shape = (2, s.tasks, s.repeats)
-    measured = means[:, :, None] + rng.normal(0.0, s.run_sd, shape) + rng.normal(0.0, s.timing_sd, shape)
+    shared = rng.normal(0.0, s.round_sd, (1, s.tasks, s.repeats))
+    measured = means[:, :, None] + shared + rng.normal(0.0, s.run_sd, shape) + rng.normal(0.0, s.timing_sd, shape)
     correct = rng.random(shape) < p[:, :, None]
     return measured, correct, means, p
 

@@ -5,10 +5,11 @@ averaged first, so the unit of replication is the task and K repeats never count
 independent observations (docs/comparing.md; /work/shared/AB_STATS.md). The distribution
 functions come from scipy; this module only arranges them.
 
-Power follows the variance decomposition Var(d_i) = omega^2 + sigma_A^2/K_A + sigma_B^2/K_B, where
-omega^2 is the between-task variance of the true differences and sigma^2 an arm's run-to-run
-variance within a task (estimated from the repeats, so only when K >= 2). The power of the paired
-t-test is computed exactly from the noncentral t distribution.
+Power follows the variance decomposition Var(d_i) = omega^2 + sigma_d^2/K, where omega^2 is the
+between-task variance of the true differences and sigma_d^2 the run-to-run variance of one
+round's difference within a task (sigma_A^2 + sigma_B^2 when the arms' noise is independent;
+estimated from the repeats, so only when K >= 2). The power of the paired t-test is computed
+exactly from the noncentral t distribution.
 """
 
 from __future__ import annotations
@@ -38,14 +39,15 @@ class Interval:
 
 @dataclass(frozen=True)
 class VarianceParts:
-    """The pieces of Var(d_i): total observed, within-task per arm (None at K = 1), between tasks."""
+    """The pieces of Var(d_i): the total observed; each arm's within-task variance and that of the
+    round-paired differences (None at K = 1); the between-task rest; the repeats behind them."""
 
     diff_variance: float
     within_a: float | None
     within_b: float | None
+    within_diff: float | None
     between: float | None
-    repeats_a: float
-    repeats_b: float
+    repeats: float
 
 
 def task_means(values: FloatArray) -> FloatArray:
@@ -149,13 +151,20 @@ def correlation(a: FloatArray, b: FloatArray) -> float | None:
 
 
 def variance_parts(a: FloatArray, b: FloatArray) -> VarianceParts:
-    """Split Var(d_i) of two (tasks x repeats) arrays into within-task and between-task parts."""
+    """Split Var(d_i) of two (tasks x repeats) arrays into a within-task and a between-task part.
+
+    The within-task part is estimated from the differences of the arms' repeats paired by their
+    index (the same round of an interleaved run), so noise the arms share in a round (drift, a
+    busy machine) cancels as it does in d_i; for independent runs the pairing is arbitrary and the
+    estimate is sigma_A^2 + sigma_B^2 as the textbook formula has it."""
     diffs = task_means(b) - task_means(a)
     total = float(np.var(diffs, ddof=1)) if diffs.size > 1 else 0.0
-    wa, wb = within_task_variance(a), within_task_variance(b)
-    ka, kb = mean_repeats(a), mean_repeats(b)
-    between = None if wa is None or wb is None else max(0.0, total - wa / ka - wb / kb)
-    return VarianceParts(total, wa, wb, between, ka, kb)
+    width = min(a.shape[1], b.shape[1])
+    paired = b[:, :width] - a[:, :width]
+    within = within_task_variance(paired)
+    repeats = mean_repeats(paired)
+    between = None if within is None else max(0.0, total - within / repeats)
+    return VarianceParts(total, within_task_variance(a), within_task_variance(b), within, between, repeats)
 
 
 def t_test_power(effect: float, sd_diff: float, n: int, alpha: float = 0.05) -> float:
@@ -184,9 +193,9 @@ def minimum_detectable_effect(sd_diff: float, n: int, alpha: float = 0.05,
 
 def diff_sd_at(parts: VarianceParts, repeats: float) -> float | None:
     """The sd of d_i if both arms ran `repeats` repeats per task (None without a within-task estimate)."""
-    if parts.between is None or parts.within_a is None or parts.within_b is None:
+    if parts.between is None or parts.within_diff is None:
         return None
-    return math.sqrt(parts.between + (parts.within_a + parts.within_b) / repeats)
+    return math.sqrt(parts.between + parts.within_diff / repeats)
 
 
 def repeats_needed(parts: VarianceParts, effect: float, n: int, alpha: float = 0.05,

@@ -72,15 +72,15 @@ def pair_rows(pair: PairComparison) -> tuple[list[str], list[list[str]]]:
 def pair_facts(pair: PairComparison) -> list[str]:
     power = pair.power
     corr = "n/a" if pair.correlation is None else f"{pair.correlation:.3f}"
-    repeats = ("unknown (needs K >= 2)" if power.within_control is None or power.within_treatment is None
+    repeats = ("unknown (needs K >= 2)" if power.within_difference is None
                else str(power.repeats_needed) if power.repeats_needed is not None else "none suffices: add tasks")
     return [
         f"paired tasks: {pair.tasks}; wins/losses/ties: {pair.wins}/{pair.losses}/{pair.ties} "
         f"(ties: inside the recorded timing intervals); correct only in treatment/control: "
         f"{pair.correct_b_only}/{pair.correct_a_only}; arms' correlation: {corr}",
         f"sd of per-task differences {power.sd_diff:.4f} (within-task variance: control "
-        f"{_num(power.within_control, 5)}, treatment {_num(power.within_treatment, 5)}; between tasks "
-        f"{_num(power.between_tasks, 5)})",
+        f"{_num(power.within_control, 5)}, treatment {_num(power.within_treatment, 5)}, of a round's "
+        f"difference {_num(power.within_difference, 5)}; between tasks {_num(power.between_tasks, 5)})",
         f"minimum detectable ratio (80% power): {_num(power.mde_ratio, 4)}x; power at {power.target_ratio:g}x: "
         f"{power.power_at_target:.2f}; repeats per arm for {power.target_ratio:g}x: {repeats}",
     ]

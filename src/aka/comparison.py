@@ -87,6 +87,7 @@ class PowerAnalysis(BaseModel):
     sd_diff: float
     within_control: float | None
     within_treatment: float | None
+    within_difference: float | None
     between_tasks: float | None
     mde_log: float | None
     mde_ratio: float | None
@@ -99,6 +100,8 @@ class PairComparison(BaseModel):
     control: str
     treatment: str
     tasks: int
+    repeats_control: float
+    repeats_treatment: float
     only_in_control: list[str]
     only_in_treatment: list[str]
     log_speedup: Estimate
@@ -225,7 +228,8 @@ def _power(parts: ab_stats.VarianceParts, n: int, options: CompareOptions) -> Po
     mde = ab_stats.minimum_detectable_effect(sd, n, options.alpha, options.power)
     target = math.log(options.target_ratio)
     return PowerAnalysis(
-        sd_diff=sd, within_control=parts.within_a, within_treatment=parts.within_b, between_tasks=parts.between,
+        sd_diff=sd, within_control=parts.within_a, within_treatment=parts.within_b,
+        within_difference=parts.within_diff, between_tasks=parts.between,
         mde_log=mde, mde_ratio=math.exp(mde) if mde is not None else None, target_ratio=options.target_ratio,
         power_at_target=ab_stats.t_test_power(target, sd, n, options.alpha),
         repeats_needed=ab_stats.repeats_needed(parts, target, n, options.alpha, options.power),
@@ -233,12 +237,12 @@ def _power(parts: ab_stats.VarianceParts, n: int, options: CompareOptions) -> Po
 
 
 def _warnings(control: ArmData, treatment: ArmData, n: int, only_a: list[str], only_b: list[str],
-              parts: ab_stats.VarianceParts) -> list[str]:
+              la: FloatArray, lb: FloatArray) -> list[str]:
     found = []
     if n < FEW_TASKS:
         found.append(f"only {n} paired tasks (< {FEW_TASKS}): intervals are wide and the normal approximations rough")
-    for arm, k in ((control, parts.repeats_a), (treatment, parts.repeats_b)):
-        if k < 2:
+    for arm, values in ((control, la), (treatment, lb)):
+        if ab_stats.mean_repeats(values) < 2:
             found.append(f"arm '{arm.label}' has one repeat per task: run-to-run variance cannot be separated "
                          "from task differences (use repeats: 2 or more)")
     if only_a or only_b:
@@ -268,7 +272,9 @@ def _verdict(pair: PairComparison, options: CompareOptions) -> str:
         if power.mde_ratio is not None:
             text += f"; the smallest ratio detectable with {options.power:.0%} power here is {power.mde_ratio:.3f}x"
         if power.repeats_needed is not None:
-            text += f"; {power.repeats_needed} repeats per arm would detect {power.target_ratio:g}x"
+            more = power.repeats_needed - math.ceil(min(pair.repeats_control, pair.repeats_treatment))
+            text += (f"; {power.repeats_needed} repeats per arm ({max(more, 0)} more than now) would detect "
+                     f"{power.target_ratio:g}x with {options.power:.0%} power")
         elif power.between_tasks is not None:
             text += f"; no number of repeats detects {power.target_ratio:g}x on {pair.tasks} tasks: add tasks"
     if pair.holm["correctness_mcnemar"] < options.alpha:
@@ -302,7 +308,8 @@ def compare_pair(control: ArmData, treatment: ArmData, options: CompareOptions) 
     parts = ab_stats.variance_parts(la, lb)
     only_a, only_b = sorted(control.tasks - treatment.tasks), sorted(treatment.tasks - control.tasks)
     pair = PairComparison(
-        control=control.label, treatment=treatment.label, tasks=n, only_in_control=only_a, only_in_treatment=only_b,
+        control=control.label, treatment=treatment.label, tasks=n, repeats_control=ab_stats.mean_repeats(la),
+        repeats_treatment=ab_stats.mean_repeats(lb), only_in_control=only_a, only_in_treatment=only_b,
         log_speedup=_estimate(log_t), bootstrap_low=boot_low, bootstrap_high=boot_high,
         wilcoxon_p=p_values["log_speedup_wilcoxon"], speedup_ratio=math.exp(log_t.mean),
         speedup_ratio_low=math.exp(log_t.low), speedup_ratio_high=math.exp(log_t.high),
@@ -311,7 +318,7 @@ def compare_pair(control: ArmData, treatment: ArmData, options: CompareOptions) 
         score=_estimate(ab_stats.paired_t(sb - sa, options.alpha)), holm=ab_stats.holm(p_values),
         wins=sum(r.outcome == "win" for r in rows), losses=sum(r.outcome == "loss" for r in rows),
         ties=sum(r.outcome == "tie" for r in rows), correlation=ab_stats.correlation(a, b),
-        power=_power(parts, n, options), verdict="", warnings=_warnings(control, treatment, n, only_a, only_b, parts),
+        power=_power(parts, n, options), verdict="", warnings=_warnings(control, treatment, n, only_a, only_b, la, lb),
         rows=rows,
     )
     pair.verdict = _verdict(pair, options)

@@ -155,9 +155,9 @@ def write_plots(comparison: Comparison, out_dir: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
     fig, ax = plt.subplots(figsize=(7, 4))
-    control = comparison.pairs[0] if comparison.pairs else None
-    if control is not None:
-        per_arm = {control.control: [r.control_speedup for r in control.rows]}
+    first = comparison.pairs[0] if comparison.pairs else None
+    if first is not None:
+        per_arm = {first.control: [r.control_speedup for r in first.rows]}
         for pair in comparison.pairs:
             per_arm[pair.treatment] = [r.treatment_speedup for r in pair.rows]
         for label, values in per_arm.items():

@@ -63,3 +63,14 @@ def test_aa_noise_report_with_no_evaluated_task(tmp_path: Path) -> None:
     report = _merge("aa_noise.py", rows, tmp_path)
     assert "| d | baseline infra_error: broken |" in report and "Evaluation time per task" not in report
     assert "Baseline measurement (once per task, before the agent): median 9.0 s." in report
+
+
+def test_ab_calibration_writes_its_table(tmp_path: Path) -> None:
+    out = tmp_path / "calibration.md"
+    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ab_calibration.py"), "--experiments", "20",
+                           "--resamples", "100", "--out", str(out)], capture_output=True, text=True, check=True,
+                          env=env)
+    text = out.read_text()
+    assert text in done.stdout and text.count("| A/") == 7
+    assert "t-interval coverage in 94-96%" in text and "Repeats planning" in text

@@ -21,3 +21,4 @@ def test_public_api_is_lazy_but_complete() -> None:
 
     assert aka.TaskResult.__name__ == "TaskResult"
     assert callable(aka.register_agent) and callable(aka.register_scorer)
+    assert callable(aka.compare_arms) and callable(aka.load_arms) and aka.CompareOptions().alpha == 0.05

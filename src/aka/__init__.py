@@ -27,6 +27,10 @@ _PUBLIC = {
     "KernelEvaluator": "aka.rl.evaluator",
     "Reward": "aka.rl.presets",
     "reward": "aka.rl.presets",
+    "CompareOptions": "aka.comparison",
+    "Comparison": "aka.comparison",
+    "compare_arms": "aka.comparison",
+    "load_arms": "aka.compare_runs",
 }
 
 __all__ = ["__version__", *_PUBLIC]

@@ -113,11 +113,12 @@ def check_agent(name: str, live: bool, settings: AgentSettings | None = None,
 
 
 def run_checks(agents: str, live: bool, config: Path | None) -> list[AgentCheck]:
-    """`agents` is 'all' or a comma-separated list; `config` checks that run config's agent instead."""
+    """`agents` is 'all' or a comma-separated list; `config` checks that run config's agent (every arm's) instead."""
     if config is not None:
         loaded = load_run_config(config)
-        options = loaded.agent_options if isinstance(loaded.agent_options, CliOptions) else None
-        return [check_agent(loaded.agent_name, live, loaded.agent_settings, options)]
+        return [check_agent(arm.agent.name, live, arm.agent_settings,
+                            arm.agent_options if isinstance(arm.agent_options, CliOptions) else None)
+                for arm in loaded.arms]
     known = agent_names()
     names = known if agents.strip() == "all" else [n.strip() for n in agents.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]

@@ -57,6 +57,46 @@ def run(
         raise typer.Exit(INFRA_EXIT)
 
 
+@app.command()
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="A multi-arm run directory, or two or more run directories.")],
+    arms: Annotated[Optional[str], typer.Option("--arms", help="Arms to compare, control first: A,B[,C...].")] = None,
+    output_format: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
+    out: Annotated[Optional[Path], typer.Option("--out", help="Folder for comparison.{json,md} and the plots "
+                                                "(default: RUN/reports/compare).")] = None,
+    failed_speedup: Annotated[float, typer.Option("--failed-speedup", help="A failed attempt's speedup.")] = 1.0,
+    target_ratio: Annotated[float, typer.Option("--target-ratio", help="Effect the power analysis plans for.")] = 1.05,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write the forest and distribution plots.")] = True,
+) -> None:
+    """Paired statistics of each arm against the first (docs/comparing.md)."""
+    from aka.compare_render import print_comparison, render_markdown, write_outputs
+    from aka.compare_runs import load_arms
+    from aka.comparison import CompareOptions, compare_arms, default_output_dir
+
+    if output_format not in ("table", "markdown", "json"):
+        raise fail(AkaError(f"--format {output_format}: use table, markdown or json"))
+    try:
+        options = CompareOptions(failed_speedup=failed_speedup, target_ratio=target_ratio)
+    except ValueError:
+        raise fail(AkaError("--failed-speedup must be > 0 and --target-ratio > 1")) from None
+    try:
+        loaded = load_arms(runs, [a.strip() for a in arms.split(",") if a.strip()] if arms else None)
+        comparison = compare_arms(loaded, options)
+    except AkaError as exc:
+        raise fail(exc) from None
+    written, note = write_outputs(comparison, out or default_output_dir(runs), plots)
+    if output_format == "json":
+        typer.echo(comparison.model_dump_json(indent=2))
+    elif output_format == "markdown":
+        typer.echo(render_markdown(comparison), nl=False)
+    else:
+        print_comparison(comparison, console)
+    for path in written:
+        err_console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+    if note:
+        err_console.print(note, highlight=False)
+
+
 @tasks_app.command("list")
 def list_tasks(
     selectors: Annotated[Optional[list[str]], typer.Argument(help="Selectors (default: all).")] = None,

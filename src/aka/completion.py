@@ -65,9 +65,9 @@ def record_matches(workspace: Path, task: Task, identity: str) -> bool:
     )
 
 
-def completed_workspace(run_dir: Path, task: Task, identity: str) -> Path | None:
-    """The newest workspace of `task` whose completion record still matches, if any."""
-    for workspace in reversed(task_workspaces(run_dir, task)):
+def completed_workspace(run_dir: Path, task: Task, identity: str, label: str | None = None) -> Path | None:
+    """The newest workspace of `task` (of its trial `label`) whose completion record still matches, if any."""
+    for workspace in reversed(task_workspaces(run_dir, task, label)):
         if record_matches(workspace, task, identity):
             return workspace
     return None

@@ -122,7 +122,10 @@ class AgentOutcome(BaseModel):
 
 
 class TaskResult(BaseModel):
-    """The content of `task_result.yaml`."""
+    """The content of `task_result.yaml`.
+
+    `arm` and `repeat` name the trial of a multi-arm or repeated run (None in a plain single-arm
+    run); optional, so files written before them still read."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -159,6 +162,8 @@ class TaskResult(BaseModel):
     eval_seed: int | None = None
     evaluation_seconds: float | None = None
     isolation: list[str] = Field(default_factory=list)
+    arm: str | None = None
+    repeat: int | None = None
 
 
 def write_yaml_atomic(path: Path, data: object) -> None:

@@ -1,4 +1,4 @@
-"""Where a run's files live: `<prefix>_<GPU>_<agent>/run_<ts>[_<suffix>]/<task slug>_<ts>/`.
+"""Where a run's files live: `<prefix>_<GPU>_<agent>/run_<ts>[_<suffix>]/<task slug>[__<trial>]_<ts>/`.
 
 A task workspace holds `work/` (the agent's copy of the task), `evaluation/` (the fresh
 directory the candidate was judged in), logs, `task_result.yaml` and `completion.json`.
@@ -22,6 +22,8 @@ EVALUATION_DIR = "evaluation"
 REPOSITORIES_DIR = "repos"  # repository tasks, cloned at their pinned revision (aka.repository)
 MANIFEST_NAME = "run_manifest.json"
 EVENTS_NAME = "events.jsonl"
+SCHEDULE_NAME = "schedule.json"  # a multi-arm or repeated run's trial order (aka.experiment_schedule)
+ARM_REPORTS_DIR = "arms"  # reports/arms/<label>/: one arm's reports in a multi-arm run
 
 
 def timestamp(now: datetime | None = None) -> str:
@@ -53,8 +55,13 @@ def latest_run_dir(experiment: Path) -> Path:
     return runs[-1]
 
 
-def new_task_workspace(run_dir: Path, task: Task) -> Path:
-    base = f"{task.slug}_{timestamp()}"
+def workspace_stem(task: Task, label: str | None) -> str:
+    """The task's slug, then `__<arm>__r<k>` (or `__r<k>`) for a trial of a multi-arm or repeated run."""
+    return f"{task.slug}__{label}" if label else task.slug
+
+
+def new_task_workspace(run_dir: Path, task: Task, label: str | None = None) -> Path:
+    base = f"{workspace_stem(task, label)}_{timestamp()}"
     candidate, counter = run_dir / base, 1
     while candidate.exists():
         counter += 1
@@ -63,11 +70,12 @@ def new_task_workspace(run_dir: Path, task: Task) -> Path:
     return candidate
 
 
-def task_workspaces(run_dir: Path, task: Task) -> list[Path]:
-    """This task's workspaces in the run, oldest first (exact slug match, not a prefix match)."""
+def task_workspaces(run_dir: Path, task: Task, label: str | None = None) -> list[Path]:
+    """This task's (trial's) workspaces in the run, oldest first (exact match, not a prefix match)."""
+    stem = workspace_stem(task, label)
     found: list[tuple[str, int, Path]] = []
     for path in run_dir.iterdir():
         match = WORKSPACE_SUFFIX.search(path.name)
-        if path.is_dir() and match and path.name[: match.start()] == task.slug:
+        if path.is_dir() and match and path.name[: match.start()] == stem:
             found.append((match.group(1), int(match.group(2) or 1), path))
     return [p for _, _, p in sorted(found)]

@@ -10,29 +10,34 @@ import contextlib
 import json
 import logging
 import platform
+import secrets
 import signal
 import subprocess
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
+from rich.markup import escape
 
 from aka import __version__
 from aka.completion import completed_workspace
 from aka.device import DeviceInfo, detect_device, resolve_target_model
 from aka.errors import ConfigError
+from aka.experiment_schedule import Trial, interleaved_schedule
 from aka.reports import RunHeader, write_reports
 from aka.result import RESULT_FILE_NAME, TaskResult, TaskStatus, read_task_result, write_text_atomic
 from aka.run_config import LoadedRunConfig, check_run_suffix, load_run_config
 from aka.run_layout import (
+    ARM_REPORTS_DIR,
     EVENTS_NAME,
     MANIFEST_NAME,
     REPORTS_DIR,
+    SCHEDULE_NAME,
     experiment_dir,
     latest_run_dir,
     new_run_dir,
@@ -64,6 +69,9 @@ class RunManifest(BaseModel):
     git_revision: str | None
     log_file: str
     resumed_at: list[str] = Field(default_factory=list)
+    arms: list[str] = Field(default_factory=list)
+    repeats: int = 1
+    schedule_seed: int | None = None
 
 
 INFRA_EXIT = 3  # `aka run` / main.py: the run finished, but some task could not be judged
@@ -114,9 +122,14 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _event(run_dir: Path, event: str, task: str) -> None:
-    with (run_dir / EVENTS_NAME).open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"time": _now(), "event": event, "task": task}) + "\n")
+def _event(ctx: RunContext, event: str, task: Task) -> None:
+    record: dict[str, object] = {"time": _now(), "event": event, "task": task.name}
+    if ctx.arm is not None:
+        record["arm"] = ctx.arm
+    if ctx.repeat is not None:
+        record["repeat"] = ctx.repeat
+    with (ctx.run_dir / EVENTS_NAME).open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
 
 
 def _attach_log(path: Path) -> logging.Handler:
@@ -130,7 +143,7 @@ def _attach_log(path: Path) -> logging.Handler:
 
 def _resolve_run_dir(loaded: LoadedRunConfig, model: str, suffix: str | None, resume_run: Path | None,
                      resume_latest: bool) -> tuple[Path, bool]:
-    experiment = experiment_dir(loaded.config.workspace_directory_prefix, model, loaded.agent_name)
+    experiment = experiment_dir(loaded.config.workspace_directory_prefix, model, loaded.experiment_name)
     if resume_run is not None:
         run_dir = resume_run if resume_run.is_absolute() or resume_run.exists() else experiment / resume_run
         if not (run_dir / MANIFEST_NAME).is_file():
@@ -143,9 +156,13 @@ def _resolve_run_dir(loaded: LoadedRunConfig, model: str, suffix: str | None, re
 
 def _check_resumable(run_dir: Path, loaded: LoadedRunConfig) -> RunManifest:
     manifest = RunManifest.model_validate_json((run_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
-    if manifest.agent != loaded.agent_name:
-        raise ConfigError(f"{loaded.path}: field 'agent.template': the run {run_dir.name} used "
-                          f"'{manifest.agent}', not '{loaded.agent_name}'; resume with the same config")
+    field = "arms" if loaded.multi_arm else "agent.template"
+    if manifest.agent != loaded.experiment_name:
+        raise ConfigError(f"{loaded.path}: field '{field}': the run {run_dir.name} used "
+                          f"'{manifest.agent}', not '{loaded.experiment_name}'; resume with the same config")
+    if manifest.repeats != loaded.config.repeats:
+        raise ConfigError(f"{loaded.path}: field 'repeats': the run {run_dir.name} used {manifest.repeats}, not "
+                          f"{loaded.config.repeats}; resume with the same config")
     return manifest
 
 
@@ -196,24 +213,36 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
             manifest.resumed_at.append(_now())
             manifest.tasks.update(identities)
         else:
+            seed = loaded.config.schedule_seed
             manifest = RunManifest(
                 run_name=run_dir.name, created_at=_now(), config_path=str(loaded.path),
-                config=loaded.config.model_dump(mode="json"), agent=loaded.agent_name, target_gpu_model=model,
+                config=_config_record(loaded), agent=loaded.experiment_name,
+                target_gpu_model=model,
                 device={"kind": device.kind, "model": device.model, "name": device.name, "arch": device.arch,
                         "count": device.count, "driver": device.driver},
                 tasks=identities, dropped_tasks={t.name: why for t, why in dropped}, versions=package_versions(),
                 git_revision=_git_revision(), log_file=str(log_file),
+                arms=[str(a.label) for a in loaded.arms] if loaded.multi_arm else [], repeats=loaded.config.repeats,
+                schedule_seed=seed if seed is not None else secrets.randbelow(2**31),
             )
         write_text_atomic(run_dir / MANIFEST_NAME, manifest.model_dump_json(indent=2))
-        console.print(f"[bold]run[/] {run_dir}  agent={loaded.agent_name}  device={device.name}  "
-                      f"tasks={len(runnable)}" + (f" (dropped {len(dropped)})" if dropped else ""))
+        trials = _schedule(run_dir, loaded, runnable, manifest)
+        console.print(f"[bold]run[/] {run_dir}  agent={loaded.experiment_name}  device={device.name}  "
+                      f"tasks={len(runnable)}" + (f" (dropped {len(dropped)})" if dropped else "")
+                      + (f"  trials={len(trials)}" if len(trials) != len(runnable) else ""))
         for task, reason in dropped:
             logger.info("dropped %s: %s", task.name, reason)
-        context = RunContext(run_dir, loaded, device, scorer)
-        results = [_run_or_reuse(context, task, identities[task.name], resuming, console) for task in runnable]
-        header = RunHeader(run_dir.name, loaded.agent_name, model, device.name, manifest.created_at,
-                           loaded.config.scorer)
-        write_reports(run_dir / REPORTS_DIR, results, header)
+        contexts = {arm.label: RunContext(run_dir, loaded.for_arm(arm), device, scorer, arm=arm.label)
+                    for arm in loaded.arms}
+        by_name = {task.name: task for task in runnable}
+        repeated = loaded.multi_arm or loaded.config.repeats > 1
+        results = []
+        for trial in trials:
+            context = replace(contexts[trial.arm], repeat=trial.repeat if repeated else None,
+                              label=trial.workspace_label(loaded.config.repeats))
+            results.append(_run_or_reuse(context, by_name[trial.task], identities[trial.task], resuming, console))
+        _write_all_reports(run_dir, loaded, results, RunHeader(run_dir.name, loaded.experiment_name, model,
+                                                               device.name, manifest.created_at, loaded.config.scorer))
     finally:
         logging.getLogger("aka").removeHandler(handler)
         handler.close()
@@ -221,20 +250,58 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
     return RunOutcome(run_dir, run_dir / REPORTS_DIR, results)
 
 
+def _config_record(loaded: LoadedRunConfig) -> dict[str, object]:
+    """The resolved config for the manifest; the experiment fields only where they are used, so a
+    single-arm run's manifest reads as it always did."""
+    record: dict[str, object] = loaded.config.model_dump(mode="json")
+    for key in ("agent", "arms", "schedule_seed"):
+        if record.get(key) is None:
+            record.pop(key, None)
+    if record.get("repeats") == 1:
+        record.pop("repeats")
+    return record
+
+
+def _schedule(run_dir: Path, loaded: LoadedRunConfig, runnable: list[Task], manifest: RunManifest) -> list[Trial]:
+    """The trial order from the manifest's seed; a multi-arm or repeated run records it in schedule.json."""
+    arms = [a.label for a in loaded.arms]
+    tasks = [task.name for task in runnable]
+    if not loaded.multi_arm and loaded.config.repeats == 1:
+        return [Trial(task, None, 1) for task in tasks]
+    seed = manifest.schedule_seed if manifest.schedule_seed is not None else 0
+    trials = interleaved_schedule(tasks, arms, loaded.config.repeats, seed)
+    order = [{"task": t.task, "arm": t.arm, "repeat": t.repeat} for t in trials]
+    write_text_atomic(run_dir / SCHEDULE_NAME, json.dumps({"seed": seed, "trials": order}, indent=1) + "\n")
+    return trials
+
+
+def _write_all_reports(run_dir: Path, loaded: LoadedRunConfig, results: list[TaskResult], header: RunHeader) -> None:
+    """The run's reports over every result; a multi-arm run also gets reports/arms/<label>/ per arm."""
+    write_reports(run_dir / REPORTS_DIR, results, header)
+    if not loaded.multi_arm:
+        return
+    for arm in loaded.arms:
+        label = str(arm.label)
+        write_reports(run_dir / REPORTS_DIR / ARM_REPORTS_DIR / label, [r for r in results if r.arm == label],
+                      replace(header, agent=f"{label} ({arm.agent.name})"))
+
+
 def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, console: Console) -> TaskResult:
+    trial = " ".join(part for part in (ctx.arm, f"r{ctx.repeat}" if ctx.repeat is not None else None) if part)
+    shown = f"{task.name} [{trial}]" if trial else task.name
     if resuming:
-        done = completed_workspace(ctx.run_dir, task, identity)
+        done = completed_workspace(ctx.run_dir, task, identity, ctx.label)
         if done is not None:
-            _event(ctx.run_dir, "task_reused", task.name)
-            console.print(f"  [dim]done[/]    {task.name} (completed earlier, kept)")
+            _event(ctx, "task_reused", task)
+            console.print(f"  [dim]done[/]    {escape(shown)} (completed earlier, kept)")
             return read_task_result(done / RESULT_FILE_NAME)
-    _event(ctx.run_dir, "task_started", task.name)
-    logger.info("task %s started", task.name)
+    _event(ctx, "task_started", task)
+    logger.info("task %s started", shown)
     workspace, result = run_task(ctx, task)
-    _event(ctx.run_dir, "task_finished", task.name)
+    _event(ctx, "task_finished", task)
     style = STATUS_STYLE.get(result.status.value, "white")
     speedup = f" speedup={result.speedup_ratio:.3f}x" if result.speedup_ratio else ""
     why = f"  ({result.failure_kind.value}: {result.failure_message})" if result.status is not TaskStatus.PASS else ""
-    console.print(f"  [{style}]{result.status.value:<7}[/] {task.name} score={result.score:.1f}{speedup}{why}")
+    console.print(f"  [{style}]{result.status.value:<7}[/] {escape(shown)} score={result.score:.1f}{speedup}{why}")
     logger.info("task %s finished in %s: %s", task.name, workspace.name, result.status.value)
     return result

@@ -52,10 +52,15 @@ WRONG_WHEN_TIMED = frozenset({FailureKind.INCORRECT, *CHEATING_KINDS})
 
 @dataclass(frozen=True)
 class RunContext:
+    """What a task runs with; `arm`, `repeat` and `label` name the trial of a multi-arm or repeated run."""
+
     run_dir: Path
     config: LoadedRunConfig
     device: DeviceInfo
     scorer: Scorer
+    arm: str | None = None
+    repeat: int | None = None
+    label: str | None = None
 
 
 def _run_agent(ctx: RunContext, task: Task, workspace: Path, prompt: str, baseline: BaselineRecord) -> AgentOutcome:
@@ -243,9 +248,14 @@ def _infra_result(ctx: RunContext, task: Task, message: str) -> TaskResult:
                       optimization_summary="Not evaluated: infrastructure error (not the agent's failure).")
 
 
+def _of_trial(ctx: RunContext, result: TaskResult) -> TaskResult:
+    result.arm, result.repeat = ctx.arm, ctx.repeat
+    return result
+
+
 def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
     """Run one task in a new workspace; infrastructure faults become INFRA results, not crashes."""
-    workspace = new_task_workspace(ctx.run_dir, task)
+    workspace = new_task_workspace(ctx.run_dir, task, ctx.label)
     identity = task_identity(task)  # the task folder's (config pins a repository's revision)
     try:
         task = materialize(task, ctx.run_dir / REPOSITORIES_DIR)
@@ -253,7 +263,7 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
             ctx.run_dir, task, identity, ctx.device, workspace / "baseline")
         if baseline.status is FailureKind.INFRA_ERROR:
             result = _infra_result(ctx, task, baseline.message or "baseline failed")
-            write_task_result(workspace, result)
+            write_task_result(workspace, _of_trial(ctx, result))
             return workspace, result
         work = workspace / AGENT_WORK_DIR
         copy_for_agent(task, work)
@@ -276,8 +286,8 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
     except Exception as exc:
         logger.error("infrastructure error on %s:\n%s", task.name, traceback.format_exc())
         result = _infra_result(ctx, task, f"{type(exc).__name__}: {exc}")
-        write_task_result(workspace, result)
+        write_task_result(workspace, _of_trial(ctx, result))
         return workspace, result
-    write_task_result(workspace, result)
+    write_task_result(workspace, _of_trial(ctx, result))
     write_completion(workspace, task, identity, evaluated)
     return workspace, result

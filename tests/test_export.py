@@ -85,3 +85,16 @@ def test_parquet_without_pyarrow_says_how_to_get_it(resumed_run: Path, tmp_path:
         export_runs([resumed_run], ExportFormat.PARQUET, tmp_path / "x.parquet")
     with pytest.raises(AkaError, match="needs --output FILE"):
         export_runs([resumed_run], ExportFormat.PARQUET, None)
+
+
+def test_a_multi_arm_run_exports_each_trial_with_its_arm_repeat_and_model(make_toy_task, write_run_config) -> None:
+    make_toy_task("triton2triton/toy/one")
+    arms = [{"label": "small", "agent": {"template": "noop", "model": "policy-1b"}},
+            {"label": "large", "agent": {"template": "noop", "model": "policy-70b"}}]
+    config = write_run_config(arms=arms, repeats=2)
+    config.write_text(config.read_text().replace("agent:\n  template: noop\n", "", 1))
+    run_dir = run_experiment(config).run_dir
+    rows = run_rows(run_dir)
+    assert sorted((r.arm, r.repeat, r.model, r.latest) for r in rows) == [
+        ("large", 1, "policy-70b", True), ("large", 2, "policy-70b", True),
+        ("small", 1, "policy-1b", True), ("small", 2, "policy-1b", True)]

@@ -2,8 +2,9 @@
 runs, as JSON lines or Parquet, read from the run directories' files only.
 
 A task tried more than once in a run (a resumed infrastructure error) has a row per try; `latest`
-marks the one the run's reports count. `arm` and `repeat` are null until runs record them; `model`
-is the run config's `agent.model` override (null when the agent's own default was used).
+marks the one the run's reports count. `arm` and `repeat` name the trial of a multi-arm or
+repeated run (null in a plain one); `model` is the run config's `agent.model` override for the
+row's arm (null when the agent's own default was used).
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def run_rows(run_dir: Path) -> list[EpisodeRow]:
     manifest = _manifest(run_dir)
     config = _mapping(manifest.get("config"))
     agent_section = _mapping(config.get("agent"))
+    arm_models = {_mapping(arm).get("label"): _mapping(_mapping(arm).get("agent")).get("model")
+                  for arm in config.get("arms") or [] if isinstance(arm, dict)}
     identities = _mapping(manifest.get("tasks"))
     rows: list[EpisodeRow] = []
     for workspace in _workspaces(run_dir):
@@ -124,7 +127,9 @@ def run_rows(run_dir: Path) -> list[EpisodeRow]:
         rows.append(EpisodeRow(
             run=run_dir.name, run_dir=str(run_dir), workspace=workspace.name, task=result.task_name,
             task_type=result.task_type, task_identity=identities.get(result.task_name),
-            agent=agent.agent if agent else manifest.get("agent"), model=agent_section.get("model"),
+            agent=agent.agent if agent else manifest.get("agent"),
+            model=arm_models.get(result.arm, agent_section.get("model")) if result.arm else agent_section.get("model"),
+            arm=result.arm, repeat=result.repeat,
             scorer=result.scorer, device=result.device, prompt_sha256=_sha256(workspace / PROMPT_FILE),
             transcript=agent.transcript if agent else None, status=result.status.value,
             failure_kind=result.failure_kind.value, failure_message=result.failure_message,
@@ -136,8 +141,9 @@ def run_rows(run_dir: Path) -> list[EpisodeRow]:
             tool_calls=agent.tool_calls if agent else None, agent_wall_seconds=agent.wall_seconds if agent else None,
             evaluation_seconds=result.evaluation_seconds, latest=False,
         ))
-    last = {row.task: index for index, row in enumerate(rows)}
-    return [row.model_copy(update={"latest": last[row.task] == index}) for index, row in enumerate(rows)]
+    last = {(row.task, row.arm, row.repeat): index for index, row in enumerate(rows)}
+    return [row.model_copy(update={"latest": last[(row.task, row.arm, row.repeat)] == index})
+            for index, row in enumerate(rows)]
 
 
 def export_rows(run_dirs: Iterable[Path]) -> list[EpisodeRow]:

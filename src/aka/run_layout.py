@@ -37,12 +37,8 @@ def experiment_dir(prefix: str, gpu_model: str, agent: str) -> Path:
 def new_run_dir(experiment: Path, suffix: str | None) -> Path:
     """A fresh `run_<timestamp>[_<suffix>]`; never reuses an existing folder."""
     base = f"run_{timestamp()}" + (f"_{suffix}" if suffix else "")
-    candidate, counter = experiment / base, 1
-    while candidate.exists():
-        counter += 1
-        candidate = experiment / f"{base}.{counter}"
-    candidate.mkdir(parents=True)
-    return candidate
+    experiment.mkdir(parents=True, exist_ok=True)
+    return _claim_new_dir(experiment, base, ".")
 
 
 def latest_run_dir(experiment: Path) -> Path:
@@ -61,13 +57,20 @@ def workspace_stem(task: Task, label: str | None) -> str:
 
 
 def new_task_workspace(run_dir: Path, task: Task, label: str | None = None) -> Path:
-    base = f"{workspace_stem(task, label)}_{timestamp()}"
-    candidate, counter = run_dir / base, 1
-    while candidate.exists():
-        counter += 1
-        candidate = run_dir / f"{base}_{counter}"
-    candidate.mkdir()
-    return candidate
+    return _claim_new_dir(run_dir, f"{workspace_stem(task, label)}_{timestamp()}", "_")
+
+
+def _claim_new_dir(parent: Path, base: str, separator: str) -> Path:
+    """`parent/base`, or `base<separator>2`, 3, ...: the first that this process creates itself
+    (mkdir fails where another process made it first, so two never share one)."""
+    counter = 1
+    while True:
+        candidate = parent / (base if counter == 1 else f"{base}{separator}{counter}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            counter += 1
 
 
 def task_workspaces(run_dir: Path, task: Task, label: str | None = None) -> list[Path]:

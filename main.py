@@ -22,9 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--resume-run", type=Path, default=None)
     group.add_argument("--resume-latest", action="store_true")
+    parser.add_argument("--accept-changes", action="store_true",
+                        help="resume although the config changed the tasks, scorer or agents (recorded)")
     args = parser.parse_args(argv)
     try:
-        outcome = run_experiment(args.config_name, args.run_suffix, args.resume_run, args.resume_latest)
+        outcome = run_experiment(args.config_name, args.run_suffix, args.resume_run, args.resume_latest,
+                                 accept_changes=args.accept_changes)
     except AkaError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -42,12 +42,15 @@ def run(
     run_suffix: Annotated[Optional[str], typer.Option("--run-suffix", help="Label appended to the run dir.")] = None,
     resume_run: Annotated[Optional[Path], typer.Option("--resume-run", help="Resume this run directory.")] = None,
     resume_latest: Annotated[bool, typer.Option("--resume-latest", help="Resume the newest run.")] = False,
+    accept_changes: Annotated[bool, typer.Option(
+        "--accept-changes", help="Resume although the config changed the tasks, scorer or agents (recorded).")] = False,
 ) -> None:
     """Run every selected task with the configured agent, then write the reports."""
     if resume_run is not None and resume_latest:
         raise fail(AkaError("use either --resume-run or --resume-latest, not both"))
     try:
-        outcome = run_experiment(config, run_suffix, resume_run, resume_latest, err_console)
+        outcome = run_experiment(config, run_suffix, resume_run, resume_latest, err_console,
+                                 accept_changes=accept_changes)
     except AkaError as exc:
         raise fail(exc) from None
     console.print(str(outcome.reports_dir))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from aka.result import RESULT_FILE_NAME, write_text_atomic
+from aka.result import RESULT_FILE_NAME, TaskResult, write_task_result, write_text_atomic
 from aka.run_layout import AGENT_WORK_DIR, task_workspaces
 from aka.tasks import Task
 
@@ -71,3 +71,14 @@ def completed_workspace(run_dir: Path, task: Task, identity: str, label: str | N
         if record_matches(workspace, task, identity):
             return workspace
     return None
+
+
+def rewrite_result(workspace: Path, result: TaskResult) -> None:
+    """Replace a completed workspace's result (re-scored after an accepted change of scorer) and
+    its record's hash of it, so the workspace still counts as done."""
+    path = workspace / COMPLETION_NAME
+    record = CompletionRecord.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    write_task_result(workspace, result)
+    result_hash = file_sha256(workspace / RESULT_FILE_NAME)
+    assert result_hash is not None
+    write_text_atomic(path, record.model_copy(update={"result_sha256": result_hash}).model_dump_json(indent=2))

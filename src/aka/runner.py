@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import platform
 import secrets
 import signal
@@ -20,12 +21,12 @@ from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 from rich.markup import escape
 
 from aka import __version__
-from aka.completion import completed_workspace
+from aka.completion import completed_workspace, rewrite_result
 from aka.device import DeviceInfo, detect_device, resolve_target_model
 from aka.errors import ConfigError
 from aka.experiment_schedule import Trial, interleaved_schedule
@@ -42,7 +43,8 @@ from aka.run_layout import (
     latest_run_dir,
     new_run_dir,
 )
-from aka.scoring import resolve_scorer
+from aka.run_lock import holding_run
+from aka.scoring import Scorer, finite_score, resolve_scorer
 from aka.task_pipeline import RunContext, run_task
 from aka.tasks import Task, gate_tasks, select_tasks, task_identity
 
@@ -72,6 +74,7 @@ class RunManifest(BaseModel):
     arms: list[str] = Field(default_factory=list)
     repeats: int = 1
     schedule_seed: int | None = None
+    accepted_changes: list[str] = Field(default_factory=list)
 
 
 INFRA_EXIT = 3  # `aka run` / main.py: the run finished, but some task could not be judged
@@ -154,8 +157,53 @@ def _resolve_run_dir(loaded: LoadedRunConfig, model: str, suffix: str | None, re
     return new_run_dir(experiment, suffix), False
 
 
-def _check_resumable(run_dir: Path, loaded: LoadedRunConfig) -> RunManifest:
-    manifest = RunManifest.model_validate_json((run_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+def _log_directory(loaded: LoadedRunConfig) -> Path:
+    """The log folder, made (or found writable) before anything of the run is written."""
+    directory = Path(loaded.config.log_directory).expanduser().resolve()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{loaded.path}: field 'log_directory': cannot make {directory} ({exc.strerror}); point it "
+                          "at a writable folder") from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ConfigError(f"{loaded.path}: field 'log_directory': {directory} is not writable; point it at a "
+                          "writable folder")
+    return directory
+
+
+def _read_manifest(run_dir: Path) -> RunManifest:
+    path = run_dir / MANIFEST_NAME
+    try:
+        return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValidationError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"{path}: not a valid run manifest ({first}); the run cannot be resumed, start a new "
+                          "one") from None
+
+
+def _resume_changes(manifest: RunManifest, loaded: LoadedRunConfig, identities: dict[str, str]) -> list[str]:
+    """What this config changes in a run made with another: the task list, the scorer, the agents'
+    settings. Each would make the resumed run's reports mix two experiments."""
+    changes = []
+    before, now = set(manifest.tasks), set(identities)
+    if before != now:
+        added, dropped = sorted(now - before), sorted(before - now)
+        changes.append(f"field 'tasks': the run has {len(before)} task(s), this config selects {len(now)}"
+                       + (f" (added {', '.join(added[:3])}{'...' if len(added) > 3 else ''})" if added else "")
+                       + (f" (dropped {', '.join(dropped[:3])}{'...' if len(dropped) > 3 else ''})" if dropped else ""))
+    record = _config_record(loaded)
+    if manifest.config.get("scorer") != record.get("scorer"):
+        changes.append(f"field 'scorer': the run was scored with '{manifest.config.get('scorer')}', this config "
+                       f"uses '{record.get('scorer')}'")
+    for key in ("agent", "arms"):
+        if manifest.config.get(key) != record.get(key):
+            changes.append(f"field '{key}': its settings differ from the run's")
+    return changes
+
+
+def _check_resumable(run_dir: Path, loaded: LoadedRunConfig, identities: dict[str, str],
+                     accept_changes: bool) -> RunManifest:
+    manifest = _read_manifest(run_dir)
     field = "arms" if loaded.multi_arm else "agent.template"
     if manifest.agent != loaded.experiment_name:
         raise ConfigError(f"{loaded.path}: field '{field}': the run {run_dir.name} used "
@@ -163,6 +211,14 @@ def _check_resumable(run_dir: Path, loaded: LoadedRunConfig) -> RunManifest:
     if manifest.repeats != loaded.config.repeats:
         raise ConfigError(f"{loaded.path}: field 'repeats': the run {run_dir.name} used {manifest.repeats}, not "
                           f"{loaded.config.repeats}; resume with the same config")
+    changes = _resume_changes(manifest, loaded, identities)
+    if changes and not accept_changes:
+        raise ConfigError(f"{loaded.path}: {changes[0]}; resume with the config the run {run_dir.name} was made with, "
+                          "or pass --accept-changes to resume with this one (recorded in the run's manifest)")
+    if changes:
+        manifest.accepted_changes += [f"{_now()}: {change}" for change in changes]
+        manifest.config = _config_record(loaded)
+        manifest.tasks = {name: identity for name, identity in manifest.tasks.items() if name in identities}
     return manifest
 
 
@@ -186,14 +242,15 @@ def terminated_as_exit() -> Iterator[None]:
 
 def run_experiment(config_path: Path, suffix: str | None = None, resume_run: Path | None = None,
                    resume_latest: bool = False, console: Console | None = None,
-                   device: DeviceInfo | None = None) -> RunOutcome:
-    """Validate, run every selected task (skipping completed ones on resume) and write reports."""
+                   device: DeviceInfo | None = None, accept_changes: bool = False) -> RunOutcome:
+    """Validate, run every selected task (skipping completed ones on resume) and write reports.
+    `accept_changes`: resume even where the config changed the task list, scorer or agents."""
     with terminated_as_exit():
-        return _run_experiment(config_path, suffix, resume_run, resume_latest, console, device)
+        return _run_experiment(config_path, suffix, resume_run, resume_latest, console, device, accept_changes)
 
 
 def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | None, resume_latest: bool,
-                    console: Console | None, device: DeviceInfo | None) -> RunOutcome:
+                    console: Console | None, device: DeviceInfo | None, accept_changes: bool) -> RunOutcome:
     console = console or Console(stderr=True)
     check_run_suffix(suffix)
     loaded = load_run_config(config_path)
@@ -204,12 +261,24 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
     runnable, dropped = gate_tasks(selected, device.arch)
     identities = {task.name: task_identity(task) for task in runnable}
 
+    log_directory = _log_directory(loaded)
     run_dir, resuming = _resolve_run_dir(loaded, model, suffix, resume_run, resume_latest)
-    log_file = Path(loaded.config.log_directory).resolve() / f"{run_dir.parent.name}_{run_dir.name}.log"
+    with holding_run(run_dir):
+        results, manifest = _run_locked(loaded, run_dir, resuming, model, device, scorer, runnable, dropped,
+                                        identities, log_directory, console, accept_changes)
+    console.print(f"[bold]reports[/] {run_dir / REPORTS_DIR}")
+    return RunOutcome(run_dir, run_dir / REPORTS_DIR, results)
+
+
+def _run_locked(loaded: LoadedRunConfig, run_dir: Path, resuming: bool, model: str, device: DeviceInfo,
+                scorer: Scorer, runnable: list[Task], dropped: list[tuple[Task, str]], identities: dict[str, str],
+                log_directory: Path, console: Console, accept_changes: bool) -> tuple[list[TaskResult], RunManifest]:
+    """The run, with the run directory held by this process (`aka.run_lock`)."""
+    log_file = log_directory / f"{run_dir.parent.name}_{run_dir.name}.log"
+    manifest = _check_resumable(run_dir, loaded, identities, accept_changes) if resuming else None
     handler = _attach_log(log_file)
     try:
-        if resuming:
-            manifest = _check_resumable(run_dir, loaded)
+        if manifest is not None:
             manifest.resumed_at.append(_now())
             manifest.tasks.update(identities)
         else:
@@ -246,8 +315,19 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
     finally:
         logging.getLogger("aka").removeHandler(handler)
         handler.close()
-    console.print(f"[bold]reports[/] {run_dir / REPORTS_DIR}")
-    return RunOutcome(run_dir, run_dir / REPORTS_DIR, results)
+    return results, manifest
+
+
+def _scored_by(ctx: RunContext, workspace: Path, result: TaskResult) -> TaskResult:
+    """A kept result under the run's scorer: one scored by another (a scorer change accepted on
+    resume) is re-scored, and its file rewritten, so the reports never mix two scorers."""
+    name = ctx.config.config.scorer
+    if result.scorer == name:
+        return result
+    score = finite_score(ctx.scorer, result) if result.status not in (TaskStatus.SKIP, TaskStatus.INFRA) else 0.0
+    rescored = result.model_copy(update={"scorer": name, "score": score})
+    rewrite_result(workspace, rescored)
+    return rescored
 
 
 def _config_record(loaded: LoadedRunConfig) -> dict[str, object]:
@@ -294,7 +374,7 @@ def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, co
         if done is not None:
             _event(ctx, "task_reused", task)
             console.print(f"  [dim]done[/]    {escape(shown)} (completed earlier, kept)")
-            return read_task_result(done / RESULT_FILE_NAME)
+            return _scored_by(ctx, done, read_task_result(done / RESULT_FILE_NAME))
     _event(ctx, "task_started", task)
     logger.info("task %s started", shown)
     workspace, result = run_task(ctx, task)

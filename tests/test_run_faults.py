@@ -1,0 +1,114 @@
+"""Bad inputs and concurrent use of a run directory: a clear one-line error, nothing half-written,
+and a second process on the same run refused (issue: scale out and survive faults)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import toy_kernel_source
+
+from aka.errors import ConfigError
+from aka.run_layout import MANIFEST_NAME
+from aka.runner import run_experiment
+
+
+def _env() -> dict[str, str]:
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    return {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def _aka(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "aka.cli", *args], cwd=cwd, env=_env(), capture_output=True,
+                          text=True, timeout=600)
+
+
+def _one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    return lines[0]
+
+
+def test_a_second_process_on_the_same_run_is_refused(tmp_path: Path, make_toy_task, write_run_config) -> None:
+    make_toy_task(kernel=toy_kernel_source(extra="import time\ntime.sleep(20)"))
+    config = write_run_config()
+    first = subprocess.Popen([sys.executable, "-m", "aka.cli", "run", str(config), "--run-suffix", "shared"],
+                             cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        runs: list[Path] = []
+        while time.monotonic() < deadline and not runs:
+            runs = [p.parent for p in tmp_path.glob(f"workspace*/*/{MANIFEST_NAME}")]
+            time.sleep(0.2)
+        assert runs, "the first run never wrote its manifest"
+        second = _aka("run", str(config), "--resume-run", str(runs[0]), cwd=tmp_path)
+        line = _one_line_error(second)
+        assert "another aka process" in line and f"pid {first.pid}" in line, line
+    finally:
+        first.kill()
+        first.wait()
+
+
+def _finished_run(make_toy_task, write_run_config, **fields: object) -> tuple[Path, Path]:
+    make_toy_task("triton2triton/toy/one")
+    make_toy_task("triton2triton/toy/two")
+    config = write_run_config(**fields)
+    return config, run_experiment(config).run_dir
+
+
+def test_resume_refuses_a_changed_task_list_or_scorer_unless_told(make_toy_task, write_run_config) -> None:
+    config, run_dir = _finished_run(make_toy_task, write_run_config, tasks=["triton2triton/toy/one"])
+    write_run_config(tasks=["triton2triton/toy/one", "triton2triton/toy/two"])
+    with pytest.raises(ConfigError, match=r"field 'tasks'.*--accept-changes"):
+        run_experiment(config, resume_run=run_dir)
+    write_run_config(tasks=["triton2triton/toy/one"], scorer="aka.scoring:default_score")
+    with pytest.raises(ConfigError, match=r"field 'scorer'.*--accept-changes"):
+        run_experiment(config, resume_run=run_dir)
+    write_run_config(tasks=["triton2triton/toy/one", "triton2triton/toy/two"])
+    outcome = run_experiment(config, resume_run=run_dir, accept_changes=True)
+    assert sorted(r.task_name for r in outcome.results) == ["triton2triton/toy/one", "triton2triton/toy/two"]
+    manifest = yaml.safe_load((run_dir / MANIFEST_NAME).read_text())
+    assert any("tasks" in change for change in manifest["accepted_changes"]), manifest["accepted_changes"]
+
+
+def test_a_binary_config_is_a_one_line_error_and_writes_nothing(tmp_path: Path) -> None:
+    config = tmp_path / "binary.yaml"
+    config.write_bytes(b"\x00\x01\xff\xfe not text")
+    line = _one_line_error(_aka("run", str(config), cwd=tmp_path))
+    assert str(config) in line and "not a UTF-8 text file" in line
+    assert not list(tmp_path.glob("workspace*")) and not (tmp_path / "logs").exists()
+
+
+def test_a_corrupt_manifest_is_a_one_line_error_on_resume(tmp_path: Path, make_toy_task, write_run_config) -> None:
+    config, run_dir = _finished_run(make_toy_task, write_run_config)
+    (run_dir / MANIFEST_NAME).write_text('{"run_name": 3, ')
+    line = _one_line_error(_aka("run", str(config), "--resume-run", str(run_dir), cwd=tmp_path))
+    assert str(run_dir / MANIFEST_NAME) in line and "not a valid run manifest" in line
+
+
+def test_a_log_directory_that_cannot_be_made_is_a_one_line_error(tmp_path: Path, make_toy_task,
+                                                                  write_run_config) -> None:
+    make_toy_task()
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the log directory should be")
+    config = write_run_config(log_directory=str(blocker / "logs"))
+    line = _one_line_error(_aka("run", str(config), cwd=tmp_path))
+    assert "log_directory" in line and str(blocker / "logs") in line
+    assert not list(tmp_path.glob("workspace*"))
+
+
+def test_new_directories_are_claimed_by_mkdir_never_by_a_check(tmp_path: Path) -> None:
+    """Two processes making a run (or a trial's workspace) in the same second each get their own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aka.run_layout import new_run_dir
+
+    with ThreadPoolExecutor(8) as pool:
+        made = list(pool.map(lambda _: new_run_dir(tmp_path / "exp", "same"), range(16)))
+    assert len(set(made)) == 16 and all(p.is_dir() for p in made)

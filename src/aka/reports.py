@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aka.heldout_report import heldout_lines, heldout_summary
-from aka.result import FailureKind, TaskResult, TaskStatus, write_text_atomic
+from aka.report_tree import replace_tree
+from aka.result import FailureKind, TaskResult, TaskStatus
 
 SUMMARY_CSV_NAME = "overall_summary.csv"
 BREAKDOWN_JSON_NAME = "task_type_breakdown.json"
@@ -293,16 +294,17 @@ def _scored_name(result: TaskResult | None) -> str:
     return "none" if result is None else f"{result.task_name} (score={counted_score(result):.2f})"
 
 
-def write_reports(reports_dir: Path, results: list[TaskResult], header: RunHeader) -> list[Path]:
-    """Write the three report files atomically and return their paths."""
-    outputs = {
+def report_files(results: list[TaskResult], header: RunHeader) -> dict[str, str]:
+    """The three report files of `results`, by name."""
+    return {
         SUMMARY_CSV_NAME: render_summary_csv(results),
         BREAKDOWN_JSON_NAME: render_breakdown(results),
         REPORT_TXT_NAME: render_text_report(results, header),
     }
-    paths = []
-    for name, text in outputs.items():
-        path = reports_dir / name
-        write_text_atomic(path, text)
-        paths.append(path)
-    return paths
+
+
+def write_reports(reports_dir: Path, results: list[TaskResult], header: RunHeader) -> list[Path]:
+    """Write the three report files, replaced together (`aka.report_tree`), and return their paths."""
+    files = report_files(results, header)
+    replace_tree(reports_dir, files)
+    return [reports_dir / name for name in files]

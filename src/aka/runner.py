@@ -30,7 +30,8 @@ from aka.completion import completed_workspace, rewrite_result
 from aka.device import DeviceInfo, detect_device, resolve_target_model
 from aka.errors import ConfigError
 from aka.experiment_schedule import Trial, interleaved_schedule
-from aka.reports import RunHeader, write_reports
+from aka.report_tree import replace_tree
+from aka.reports import RunHeader, report_files
 from aka.result import RESULT_FILE_NAME, TaskResult, TaskStatus, read_task_result, write_text_atomic
 from aka.run_config import LoadedRunConfig, check_run_suffix, load_run_config
 from aka.run_layout import (
@@ -356,14 +357,15 @@ def _schedule(run_dir: Path, loaded: LoadedRunConfig, runnable: list[Task], mani
 
 
 def _write_all_reports(run_dir: Path, loaded: LoadedRunConfig, results: list[TaskResult], header: RunHeader) -> None:
-    """The run's reports over every result; a multi-arm run also gets reports/arms/<label>/ per arm."""
-    write_reports(run_dir / REPORTS_DIR, results, header)
-    if not loaded.multi_arm:
-        return
-    for arm in loaded.arms:
+    """The run's reports over every result; a multi-arm run also gets reports/arms/<label>/ per arm.
+    All of them are replaced together (`aka.report_tree`)."""
+    files = report_files(results, header)
+    for arm in loaded.arms if loaded.multi_arm else ():
         label = str(arm.label)
-        write_reports(run_dir / REPORTS_DIR / ARM_REPORTS_DIR / label, [r for r in results if r.arm == label],
-                      replace(header, agent=f"{label} ({arm.agent.name})"))
+        arm_header = replace(header, agent=f"{label} ({arm.agent.name})")
+        arm_files = report_files([r for r in results if r.arm == label], arm_header)
+        files.update({f"{ARM_REPORTS_DIR}/{label}/{name}": text for name, text in arm_files.items()})
+    replace_tree(run_dir / REPORTS_DIR, files)
 
 
 def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, console: Console) -> TaskResult:

@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO / "src"))
 
 from aka.device import detect_device  # noqa: E402
 from aka.evaluator import Step, Target, build_eval_dir, evaluate_candidate, step_environment  # noqa: E402
-from aka.harness.candidates import SHARED_CACHE_ENV  # noqa: E402
 from aka.tasks import select_tasks  # noqa: E402
+from aka.wire import ENV_SHARED_CACHE  # noqa: E402
 
 
 def startup_seconds(code: str) -> float:
@@ -47,7 +47,7 @@ def cprofile_steps(task_names: list[str], top: int) -> None:
             for step in Step:
                 profile = Path(tmp) / f"{step.value}.prof"
                 env = step_environment(task, device, step, Target.CANDIDATE, eval_dir,
-                                       {SHARED_CACHE_ENV: str(cache), "AKA_RESULT_FILE": str(Path(tmp) / "r.json")})
+                                       {ENV_SHARED_CACHE: str(cache), "AKA_RESULT_FILE": str(Path(tmp) / "r.json")})
                 start = time.perf_counter()
                 subprocess.run([sys.executable, "-m", "cProfile", "-o", str(profile), "harness.py", step.value],
                                cwd=eval_dir, env=env, check=True)

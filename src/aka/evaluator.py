@@ -24,9 +24,6 @@ from aka.isolation import detect_sandbox, step_limits
 from aka.process import CommandOutcome, StartedCommand
 from aka.result import FailureKind
 from aka.step_report import (
-    READY_LINE,
-    RESULT_FD_ENV,
-    SHARED_CACHE_ENV,
     CaseReport,
     StepReport,
     StepReportError,
@@ -34,12 +31,26 @@ from aka.step_report import (
     parse_step_message,
 )
 from aka.tasks import IGNORED_NAMES, Task
+from aka.wire import (
+    BASELINE_SOURCES_DIR,
+    ENV_BASELINE,
+    ENV_BASELINE_DIR,
+    ENV_CASE_PROFILE,
+    ENV_CUDA_ARCH,
+    ENV_DEVICE,
+    ENV_RESULT_FD,
+    ENV_SHARED_CACHE,
+    ENV_STEP,
+    ENV_TARGET,
+    ENV_TARGET_KERNELS,
+    ENV_TASK_FAMILY,
+    READY_LINE,
+    StepExit,
+)
 
 SRC_ROOT = Path(__file__).resolve().parents[1]
-BASELINE_SOURCES_DIR = ".aka_baseline"  # = aka.harness.candidates.BASELINE_SOURCES_DIR (the harness stays torch-side)
 CHANNEL_LIMIT_BYTES = 16 * 1024 * 1024
 PASSED_THROUGH = frozenset({"AKA_NO_WORKER_SANDBOX"})  # the evaluator's own AKA_ settings a step also reads
-HARNESS_ERROR_EXIT = 2  # aka.harness.runner.run_task: a fault of the task or the harness, never the candidate's
 
 
 class Step(str, Enum):
@@ -174,13 +185,13 @@ def step_environment(task: Task, device: DeviceInfo, step: Step, target: Target,
     env["PATH"] = python_dir + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.update({"AKA_STEP": step.value, "AKA_DEVICE": device.kind, "AKA_TARGET": target.value,
-                "AKA_CASE_PROFILE": case_profile(device), "AKA_TASK_FAMILY": task.family,
-                "AKA_TARGET_KERNELS": ",".join(task.config.target_kernel_functions),
-                "AKA_BASELINE": task.config.baseline_source.value,
-                "AKA_BASELINE_DIR": str(eval_dir / BASELINE_SOURCES_DIR)})
+    env.update({ENV_STEP: step.value, ENV_DEVICE: device.kind, ENV_TARGET: target.value,
+                ENV_CASE_PROFILE: case_profile(device), ENV_TASK_FAMILY: task.family,
+                ENV_TARGET_KERNELS: ",".join(task.config.target_kernel_functions),
+                ENV_BASELINE: task.config.baseline_source.value,
+                ENV_BASELINE_DIR: str(eval_dir / BASELINE_SOURCES_DIR)})
     if device.is_gpu and device.arch:
-        env["AKA_CUDA_ARCH"] = device.arch
+        env[ENV_CUDA_ARCH] = device.arch
     else:
         env["TRITON_INTERPRET"] = "1"
     env.update(extra or {})
@@ -238,7 +249,7 @@ class BuildCaches:
     trusted: Path | None = None
 
     def env(self) -> dict[str, str]:
-        return {SHARED_CACHE_ENV: str(self.shared)} if self.shared else {}
+        return {ENV_SHARED_CACHE: str(self.shared)} if self.shared else {}
 
     def seed_for(self, step: Step) -> Path | None:
         return self.trusted if step is Step.PERFORMANCE else None
@@ -290,7 +301,7 @@ def start_isolated(command: str, task: Task, step: Step, eval_dir: Path, env: di
             cache.mkdir(mode=0o700)
         writable = [eval_dir, cache, scratch, *([caches.shared] if caches.shared else [])]
         judge = _uses_aka_harness(command, eval_dir)  # starts its workers in namespaces of their own
-        started = StartedCommand(command, eval_dir, {**env, **private, RESULT_FD_ENV: str(pipe.write_fd)},
+        started = StartedCommand(command, eval_dir, {**env, **private, ENV_RESULT_FD: str(pipe.write_fd)},
                                  log_path, True, (pipe.write_fd,), tuple(sandbox.wrap([], writable, keep_admin=judge)),
                                  step_limits(timeout, device.is_gpu).apply)
     except BaseException:
@@ -453,7 +464,7 @@ def run_step(task: Task, step: Step, eval_dir: Path, reports_dir: Path, device: 
             report_problem = str(exc)
         if not ran.ok:
             crash = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
-            if ran.exit_code == HARNESS_ERROR_EXIT and uses_aka_harness(task, [step], eval_dir):
+            if ran.exit_code == StepExit.TASK_FAULT and uses_aka_harness(task, [step], eval_dir):
                 crash = FailureKind.INFRA_ERROR  # the judge found a fault of the task or the platform
             outcome.failure, outcome.message = crash, ran.describe()
             return outcome

@@ -14,10 +14,7 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-STEP_REPORT_FORMAT = "aka-step-report/1"
-RESULT_FD_ENV = "AKA_RESULT_FD"
-SHARED_CACHE_ENV = "AKA_SHARED_CACHE_DIR"  # aka.harness.candidates.SHARED_CACHE_ENV (same value there)
-READY_LINE = b"ready\n"  # aka.harness.channel sends it before reading its token (same value there)
+from aka.wire import STEP_REPORT_FORMAT
 
 
 class StepStatus(str, Enum):

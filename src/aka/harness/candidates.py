@@ -28,6 +28,7 @@ import torch
 
 from aka.harness import interpreter_bfloat16
 from aka.harness.jit_globals import check_jit_globals
+from aka.wire import BASELINE_SOURCES_DIR
 
 DEFAULT_ARCH = "sm_90"
 BASE_FLAGS = ("-O3", "-shared", "-Xcompiler", "-fPIC")
@@ -45,7 +46,6 @@ class ToolMissingError(Exception):
 
 BASELINE_MODULE_PREFIX = "_aka_baseline_"
 CANDIDATE_MODULE_PREFIX = "_aka_candidate_"  # the candidate's modules outside cwd's top level
-BASELINE_SOURCES_DIR = ".aka_baseline"  # the pristine sources in the evaluation directory (= aka.evaluator's)
 _separate_loads: list[int] = []  # the serial of the current separate load; empty: loads are shared
 
 
@@ -128,7 +128,6 @@ def first_error_lines(output: str, limit: int = 2) -> str:
     return " | ".join(picked)[:500] or "no compiler output"
 
 
-SHARED_CACHE_ENV = "AKA_SHARED_CACHE_DIR"  # the evaluation's shared build cache (aka.harness.sides)
 NVCC_SUBDIR = "aka-nvcc"
 
 

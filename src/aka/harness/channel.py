@@ -19,8 +19,8 @@ import secrets
 import sys
 from dataclasses import dataclass
 
-RESULT_FD_ENV = "AKA_RESULT_FD"
-READY_LINE = b"ready\n"
+from aka.wire import ENV_RESULT_FD, READY_LINE
+
 _HIDDEN_FD_RANGE = (300, 1000)
 
 
@@ -31,7 +31,7 @@ class ReportChannel:
 
     @classmethod
     def claim(cls) -> ReportChannel:
-        raw = os.environ.pop(RESULT_FD_ENV, None)
+        raw = os.environ.pop(ENV_RESULT_FD, None)
         if raw is None:
             return cls(None, None)
         os.write(int(raw), READY_LINE)  # loaded; an evaluator that started us early now sends the token

@@ -43,8 +43,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-EVENT_METHOD = "paired_cuda_event_l2flush"
-CPU_METHOD = "paired_wall_clock"
+from aka.wire import PAIRED_EVENTS, PAIRED_WALL_CLOCK
+
+EVENT_METHOD, CPU_METHOD = PAIRED_EVENTS, PAIRED_WALL_CLOCK
 MAD_TO_SD = 1.4826
 log = logging.getLogger(__name__)
 

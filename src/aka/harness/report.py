@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from aka.harness.cases import Case, Param
+from aka.wire import STEP_REPORT_FORMAT
 
-FORMAT = "aka-step-report/1"
 Status = Literal["ok", "failed", "skipped"]
 MESSAGE_LIMIT = 500
 
@@ -99,7 +99,7 @@ class StepResult:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "format": FORMAT,
+            "format": STEP_REPORT_FORMAT,
             "step": self.step,
             "status": self.status,
             "message": one_line(self.message) if self.message else None,

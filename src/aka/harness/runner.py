@@ -28,6 +28,7 @@ from aka.harness.sides import StepWorkers, load_side, set_up
 from aka.harness.task import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext
 from aka.harness.turns import CaseMemory, MemoryShortfall, candidate_took, free_gpu_bytes
 from aka.harness.verify import UNTIMEABLE
+from aka.wire import ENV_STEP, StepExit
 
 JUDGE_FEATURE = "separate-judge"
 TRITON_COMPILE_ERRORS = {"CompilationError", "CompileTimeAssertionFailure", "OutOfResources"}
@@ -147,7 +148,7 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
     env = dict(os.environ if environ is None else environ)
     workers: StepWorkers | None = None
     try:
-        ctx = StepContext.from_env(args[0] if args else env.get("AKA_STEP", ""), env)
+        ctx = StepContext.from_env(args[0] if args else env.get(ENV_STEP, ""), env)
         workers = StepWorkers.start(ctx, env)  # they start up while this step waits for its turn
         log.info("workers forked")
         channel = ReportChannel.claim()
@@ -159,13 +160,13 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
         channel.send(result.to_json())
     except HarnessError as exc:
         log.error("%s: %s", task.name, exc)
-        return 2
+        return StepExit.TASK_FAULT
     except Exception:
-        log.exception("%s: harness error (not the candidate's fault)", task.name)
-        return 3
+        log.exception("%s: unexpected error in the judge", task.name)
+        return StepExit.HARNESS_BUG
     finally:
         if workers is not None:
             workers.close()
     log.info("%s %s (%s, %s): %s%s", task.name, ctx.step, ctx.target, ctx.device, result.status,
              f": {result.message}" if result.message else "")
-    return 0
+    return StepExit.REPORTED

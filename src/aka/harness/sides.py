@@ -20,13 +20,13 @@ from pathlib import Path
 
 import torch
 
-from aka.harness.candidates import BASELINE_SOURCES_DIR, SHARED_CACHE_ENV
 from aka.harness.cases import Case
 from aka.harness.link import WorkerFailure
 from aka.harness.remote import RemoteError, RemoteSide
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.task import HELDOUT_MODULE, HarnessError, KernelTask, StepContext, policy_applies
 from aka.harness.turns import free_gpu_bytes
+from aka.wire import BASELINE_SOURCES_DIR, ENV_SHARED_CACHE
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class StepWorkers:
     def start(cls, ctx: StepContext, environ: Mapping[str, str]) -> StepWorkers:
         home = Path(tempfile.mkdtemp(prefix="aka-workers-", dir=environ.get("TMPDIR") or None))
         env = dict(environ)
-        shared = environ.get(SHARED_CACHE_ENV)
+        shared = environ.get(ENV_SHARED_CACHE)
         own = environ.get("TRITON_CACHE_DIR")
         device = ctx.device.type
         workers = cls(home)

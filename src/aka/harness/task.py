@@ -19,6 +19,16 @@ from aka.harness.cases import Case, make_generator, sync
 from aka.harness.compare import Output, Tolerance
 from aka.harness.paired import PairedConfig
 from aka.harness.timing import TimingConfig
+from aka.wire import (
+    ENV_BASELINE,
+    ENV_BASELINE_DIR,
+    ENV_CASE_PROFILE,
+    ENV_CUDA_ARCH,
+    ENV_DEVICE,
+    ENV_TARGET,
+    ENV_TARGET_KERNELS,
+    ENV_TASK_FAMILY,
+)
 
 STEPS = ("compile", "correctness", "performance")
 PROFILES = ("full", "ci", "heldout", "heldout_ci")
@@ -56,22 +66,22 @@ class StepContext:
         workers after this, and a forked child cannot initialize CUDA its parent initialized."""
         if step not in STEPS:
             raise HarnessError(f"unknown step '{step}'; expected one of {', '.join(STEPS)}")
-        device = torch.device(environ.get("AKA_DEVICE") or ("cuda" if _cuda_visible() else "cpu"))
+        device = torch.device(environ.get(ENV_DEVICE) or ("cuda" if _cuda_visible() else "cpu"))
         if device.type not in ("cpu", "cuda"):
-            raise HarnessError(f"AKA_DEVICE={device} is neither cpu nor cuda")
+            raise HarnessError(f"{ENV_DEVICE}={device} is neither cpu nor cuda")
         if device.type == "cuda" and not _cuda_visible():
-            raise HarnessError("AKA_DEVICE asks for cuda, but torch sees no CUDA device")
-        target = environ.get("AKA_TARGET") or "candidate"
-        profile = environ.get("AKA_CASE_PROFILE") or ("ci" if device.type == "cpu" else "full")
+            raise HarnessError(f"{ENV_DEVICE} asks for cuda, but torch sees no CUDA device")
+        target = environ.get(ENV_TARGET) or "candidate"
+        profile = environ.get(ENV_CASE_PROFILE) or ("ci" if device.type == "cpu" else "full")
         if target not in ("candidate", "reference", "baseline"):
-            raise HarnessError(f"AKA_TARGET={target} is neither candidate, baseline nor reference")
+            raise HarnessError(f"{ENV_TARGET}={target} is neither candidate, baseline nor reference")
         if profile not in PROFILES:
-            raise HarnessError(f"AKA_CASE_PROFILE={profile} is not one of {', '.join(PROFILES)}")
-        baseline = environ.get("AKA_BASELINE") or "source"
-        baseline_dir = environ.get("AKA_BASELINE_DIR")
-        kernels = tuple(k for k in (environ.get("AKA_TARGET_KERNELS") or "").split(",") if k)
-        return cls(step, device, target, profile, environ.get("AKA_CUDA_ARCH") or None,
-                   environ.get("AKA_TASK_FAMILY") or family_from_config(), kernels, baseline,
+            raise HarnessError(f"{ENV_CASE_PROFILE}={profile} is not one of {', '.join(PROFILES)}")
+        baseline = environ.get(ENV_BASELINE) or "source"
+        baseline_dir = environ.get(ENV_BASELINE_DIR)
+        kernels = tuple(k for k in (environ.get(ENV_TARGET_KERNELS) or "").split(",") if k)
+        return cls(step, device, target, profile, environ.get(ENV_CUDA_ARCH) or None,
+                   environ.get(ENV_TASK_FAMILY) or family_from_config(), kernels, baseline,
                    Path(baseline_dir) if baseline_dir else None)
 
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
-CUDA_METHOD = "cuda_event_l2flush_median"
-CPU_METHOD = "wall_clock_median"
+from aka.wire import EVENTS_MEDIAN, WALL_CLOCK_MEDIAN
+
+CUDA_METHOD, CPU_METHOD = EVENTS_MEDIAN, WALL_CLOCK_MEDIAN
 DEFAULT_L2_BYTES = 256 * 1024 * 1024
 MIN_FLUSH_BYTES = 256 * 1024 * 1024
 

@@ -18,15 +18,18 @@ import torch
 
 from aka.harness.compare import Output, Overrides, compare_outputs, tolerance_for
 from aka.harness.link import ProtocolError, Reply
+from aka.wire import (
+    CRASH,
+    IMPOSSIBLE_SPEEDUP,
+    INCORRECT,
+    INFRA_ERROR,
+    PERFORMANCE_ERROR,
+    POLICY_VIOLATION,
+    TAMPERING,
+    TIMEOUT,
+)
 
-INCORRECT = "incorrect"
-POLICY = "policy_violation"
-TAMPERING = "tampering"
-IMPOSSIBLE = "impossible_speedup"
-UNTIMEABLE = "performance_error"  # a case that could not be timed fairly (aka.result.FailureKind)
-CRASH = "crash"
-TIMEOUT = "timeout"
-INFRA = "infra_error"
+POLICY, IMPOSSIBLE, UNTIMEABLE, INFRA = POLICY_VIOLATION, IMPOSSIBLE_SPEEDUP, PERFORMANCE_ERROR, INFRA_ERROR
 _SEVERITY = {TAMPERING: 4, POLICY: 3, IMPOSSIBLE: 2, CRASH: 1, TIMEOUT: 1, INCORRECT: 0, UNTIMEABLE: -1, INFRA: -2}
 _FINDINGS = {"policy_violation": POLICY, "no_launch": POLICY, "persisting_l2": POLICY}
 

@@ -110,3 +110,22 @@ def test_identity_changes_with_any_task_file(tasks_root: Path, make_toy_task) ->
     assert task_identity(task) == before
     (task_dir / "harness.py").write_text((task_dir / "harness.py").read_text() + "\n# edited\n")
     assert task_identity(task) != before
+
+
+def test_identity_changes_with_the_platform_that_judges(tasks_root: Path, make_toy_task,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frozen baseline or a result judged by another aka version is not reused on resume."""
+    import aka
+    from aka import tasks as tasks_module
+
+    make_toy_task()
+    task = select_tasks(tasks_root, ["all"])[0]
+    before = task_identity(task)
+    monkeypatch.setattr(aka, "__version__", aka.__version__ + ".upgraded")
+    tasks_module.judge_identity.cache_clear()
+    try:
+        assert task_identity(task) != before
+    finally:
+        monkeypatch.undo()
+        tasks_module.judge_identity.cache_clear()
+    assert task_identity(task) == before

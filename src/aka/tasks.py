@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,9 +45,31 @@ def task_files(task_dir: Path) -> list[Path]:
     )
 
 
+JUDGE_MODULES = ("harness", "wire.py", "evaluator.py", "step_report.py", "speedup.py", "baseline.py", "isolation.py",
+                 "confine.py", "process.py")
+
+
+@functools.cache
+def judge_identity() -> str:
+    """SHA-256 over the platform's version and the code that reaches a verdict (aka.harness, the
+    evaluator and the step contract): a result or a frozen baseline judged by other code is not
+    reused on resume (`task_identity` includes this)."""
+    from aka import __version__
+
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256(__version__.encode())
+    for name in JUDGE_MODULES:
+        target = package / name
+        for path in sorted(target.rglob("*.py")) if target.is_dir() else [target]:
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 def task_identity(task: Task) -> str:
-    """SHA-256 over every task file's path and content: config, harness and sources alike."""
-    digest = hashlib.sha256()
+    """SHA-256 over every task file's path and content (config, harness and sources alike) and
+    the judge's identity (`judge_identity`)."""
+    digest = hashlib.sha256(judge_identity().encode())
     for path in task_files(task.directory):
         digest.update(path.relative_to(task.directory).as_posix().encode())
         digest.update(b"\0")

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -190,15 +191,16 @@ class Worker:
         self.proc = subprocess.Popen([*prefix, sys.executable, __file__, "--worker", str(self.box.fd)],
                                      pass_fds=(self.box.fd,), env=env)
 
-    def ask(self, message: dict) -> dict:
+    def ask(self, message: dict[str, Any]) -> dict[str, Any]:
         self.go(message)
         return self.reply()
 
-    def go(self, message: dict) -> None:
+    def go(self, message: dict[str, Any]) -> None:
         self.box.put(0, pickle.dumps(message))
 
-    def reply(self) -> dict:
-        return json.loads(self.box.take(1))
+    def reply(self) -> dict[str, Any]:
+        reply: dict[str, Any] = json.loads(self.box.take(1))
+        return reply
 
     def close(self) -> None:
         self.go({"op": "quit"})
@@ -217,7 +219,7 @@ def cycles_per_ms() -> int:
 
 
 def measure_size(workers: list[Worker], n: int, pairs: int, gpu_flag: bool, hold_ms: float,
-                 cheat: bool = False) -> dict:
+                 cheat: bool = False) -> dict[str, Any]:
     device = torch.device("cuda")
     flush = torch.empty(512 * 1024 * 1024 // 4, dtype=torch.int32, device=device)
     private = torch.randn(n, device=device)
@@ -232,7 +234,7 @@ def measure_size(workers: list[Worker], n: int, pairs: int, gpu_flag: bool, hold
         sides.append(buffers)
     snapshot = torch.empty(n, device=device)
     stream = torch.cuda.current_stream()
-    rows = {0: [], 1: []}
+    rows: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
     serial = 0
     started = time.perf_counter()
     for pair in range(pairs):
@@ -276,7 +278,7 @@ def mad(values: list[float]) -> float:
     return statistics.median(abs(v - centre) for v in values)
 
 
-def measure_handshake(workers: list[Worker], n: int, pairs: int, hold_ms: float, swap: bool) -> dict:
+def measure_handshake(workers: list[Worker], n: int, pairs: int, hold_ms: float, swap: bool) -> dict[str, Any]:
     """GPU-side handshake both ways: the judge's stream writes the go flag after its hold, the
     worker's stream waits for it, then writes the done flag the judge's stream waits for."""
     device = torch.device("cuda")
@@ -294,7 +296,7 @@ def measure_handshake(workers: list[Worker], n: int, pairs: int, hold_ms: float,
         sides.append(buffers)
     snapshot = torch.empty(n, device=device)
     stream = torch.cuda.current_stream()
-    rows = {0: [], 1: []}
+    rows: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
     serial = 0
     started = time.perf_counter()
     for pair in range(pairs):
@@ -331,7 +333,8 @@ def measure_handshake(workers: list[Worker], n: int, pairs: int, hold_ms: float,
     return row
 
 
-def summarize(n: int, gpu_flag: bool, hold_ms: float, rows: dict, seconds: float, pairs: int) -> dict:
+def summarize(n: int, gpu_flag: bool, hold_ms: float, rows: dict[int, list[dict[str, Any]]], seconds: float,
+              pairs: int) -> dict[str, Any]:
     base, cand = rows[0], rows[1]
     u_b = [r["S"] - r["t"] for r in base]
     u_c = [r["S"] - r["t"] for r in cand]
@@ -361,7 +364,7 @@ def summarize(n: int, gpu_flag: bool, hold_ms: float, rows: dict, seconds: float
     }
 
 
-def ping_probe(worker: Worker, gpu_work: bool, count: int = 2000) -> dict:
+def ping_probe(worker: Worker, gpu_work: bool, count: int = 2000) -> dict[str, Any]:
     """Mailbox latency: judge put -> worker sees it (one way) and the round trip, with or without
     GPU work launched by the judge just before each put."""
     one_way, round_trip, launch = [], [], []
@@ -384,7 +387,7 @@ def ping_probe(worker: Worker, gpu_work: bool, count: int = 2000) -> dict:
             "round_trip_us_p10_p50_p90_p99": q(round_trip), "launch_us": q(launch) if launch else None}
 
 
-def overlap_probe(worker: Worker) -> dict:
+def overlap_probe(worker: Worker) -> dict[str, Any]:
     """Judge sleeps 5 ms on the GPU; the worker launches a 1 ms sleep meanwhile. If contexts
     share the GPU in time slices, the worker's call waits (wall ~ up to 6 ms), else ~1 ms."""
     cycles = cycles_per_ms()
@@ -395,7 +398,7 @@ def overlap_probe(worker: Worker) -> dict:
     return {"worker_1ms_alone_wall_ms": alone["wall_ms"], "worker_1ms_during_judge_5ms_wall_ms": during["wall_ms"]}
 
 
-def nested_namespace_probe() -> dict:
+def nested_namespace_probe() -> dict[str, Any]:
     """CUDA IPC into a worker in a nested PID namespace (as the evaluator's sandbox would make)."""
     prefix = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
     try:
@@ -426,7 +429,7 @@ def main() -> int:
     parser.add_argument("--hold", type=float, default=0.4)
     args = parser.parse_args()
     torch.cuda.init()
-    report: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+    report: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                     "mps_pipe": os.environ.get("CUDA_MPS_PIPE_DIRECTORY")}
     if "--handshake" in sys.argv:
         rows = []

@@ -50,7 +50,7 @@ def agent_clis() -> Path:
         if done.returncode != 0:
             pytest.fail(f"npm install {' '.join(specs)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
         stamp.write_text(" ".join(specs) + "\n")
-    return root / "node_modules" / ".bin"
+    return Path(root / "node_modules" / ".bin")
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def _script(agent: str, root: Path) -> list[Reply | Callable[[RecordedRequest], 
     """Per CLI: read the kernel, edit it with that CLI's own edit tool, then answer in text."""
     done = Reply.final("Halved TIME_MS.")
     edit = {"old_string": OLD, "new_string": NEW}
-    return {
+    scripts: dict[str, list[Reply | Callable[[RecordedRequest], Reply]]] = {
         "claude_code": [lambda r: Reply.tool("Read", file_path=_kernel(root)),
                         lambda r: Reply.tool("Edit", file_path=_kernel(root), **edit), done],
         "codex": [Reply.tool("exec_command", cmd="cat kernel.py"), Reply.tool("apply_patch", raw=PATCH), done],
@@ -84,7 +84,8 @@ def _script(agent: str, root: Path) -> list[Reply | Callable[[RecordedRequest], 
                    done],
         "opencode": [lambda r: Reply.tool("read", filePath=_kernel(root)),
                      lambda r: Reply.tool("edit", filePath=_kernel(root), oldString=OLD, newString=NEW), done],
-    }[agent]
+    }
+    return scripts[agent]
 
 
 def _agent_section(agent: str, server: ScriptedModelServer, **settings: object) -> dict[str, object]:

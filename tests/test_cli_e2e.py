@@ -87,7 +87,7 @@ def test_full_quickstart_run(tmp_path: Path) -> None:
 )
 def test_replayed_gelu_solutions(tmp_path: Path, solution_set: str, status: TaskStatus, kind: FailureKind,
                                  score_check: Callable[[float], bool]) -> None:
-    agent = {"template": "replay", "solutions_dir": str(REPO / "solutions" / solution_set)}
+    agent: dict[str, object] = {"template": "replay", "solutions_dir": str(REPO / "solutions" / solution_set)}
     done = _aka("run", str(_config(tmp_path, agent, [GELU])), "--run-suffix", solution_set, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     run_dir = _run_dir(tmp_path)

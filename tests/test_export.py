@@ -24,7 +24,7 @@ def resumed_run(make_toy_task, write_run_config) -> Path:
     first = run_experiment(config)
     (task_dir / "kernel.py").write_text(toy_kernel_source())
     run_experiment(config, resume_run=first.run_dir)
-    return first.run_dir
+    return Path(first.run_dir)
 
 
 def test_rows_are_episodes_with_the_reward_components(resumed_run: Path) -> None:

@@ -159,15 +159,15 @@ def _fake_verifiers(monkeypatch) -> None:
         def __init__(self, dataset: Any, system_prompt: str | None = None, rubric: Any = None, **kwargs: Any) -> None:
             self.dataset, self.system_prompt, self.rubric, self.kwargs = dataset, system_prompt, rubric, kwargs
 
-    vf.Rubric, vf.SingleTurnEnv, vf.Environment = Rubric, SingleTurnEnv, SingleTurnEnv
+    vf.Rubric, vf.SingleTurnEnv, vf.Environment = Rubric, SingleTurnEnv, SingleTurnEnv  # type: ignore[attr-defined]
     datasets = types.ModuleType("datasets")
 
-    class Dataset(list):
+    class Dataset(list[dict[str, Any]]):
         @classmethod
         def from_list(cls, rows: list[dict[str, Any]]) -> Dataset:
             return cls(rows)
 
-    datasets.Dataset = Dataset
+    datasets.Dataset = Dataset  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "verifiers", vf)
     monkeypatch.setitem(sys.modules, "datasets", datasets)
 

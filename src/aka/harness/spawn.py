@@ -93,7 +93,7 @@ def enter_namespaces(writable: Sequence[Path]) -> bool:
     child = os.fork()
     if child:  # stays outside, as `unshare --fork` does, and ends as the namespace's first process ends
         _, status = os.waitpid(child, 0)
-        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+        _end_as(status)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0 or libc.mount(
             b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) != 0:
@@ -107,6 +107,20 @@ def enter_namespaces(writable: Sequence[Path]) -> bool:
         print(f"aka worker: cannot confine the file system: {exc}", file=sys.stderr)
         os._exit(EXIT_FAILED)
     return True
+
+
+def _end_as(status: int) -> None:
+    """Leave as the namespace's first process left: killed by the same signal (a segfault reads as
+    signal 11 to the judge, not as an exit status), or with its exit status."""
+    if os.WIFSIGNALED(status):
+        import resource
+
+        number = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(number, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [number])
+        os.kill(os.getpid(), number)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
 def _limit_files() -> None:

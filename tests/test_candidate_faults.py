@@ -1,0 +1,92 @@
+"""Candidates that break their own process, judged by the real evaluator on the real GELU task:
+each ends in a named failure kind within its step's limits, and no process of the evaluation
+outlives it (the process table is checked)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from exploits.catalog import HONEST
+from exploits.gelu_task import copy_gelu_task
+
+from aka.device import DeviceInfo
+from aka.evaluator import evaluate_candidate
+from aka.result import FailureKind
+
+CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
+pytestmark = pytest.mark.slow
+
+FAULTS = {
+    # the worker dies of SIGSEGV in the middle of a call
+    "segfaults": ('''
+import ctypes
+
+
+def gelu(x):
+    ctypes.string_at(0)
+''', {FailureKind.CRASH}, "signal 11"),
+    # more memory than the step may have (its address-space limit): the allocation fails in the call
+    "allocates_30_gb": ('''
+def gelu(x):
+    hoard = torch.ones(30 * 2**30, dtype=torch.uint8)
+    return honest(x) + hoard[0]
+''', {FailureKind.INCORRECT, FailureKind.CRASH}, None),
+    # leaves the worker at import: its judge sees the link close
+    "exits_at_import": ('''
+os._exit(0)
+
+
+def gelu(x):
+    return honest(x)
+''', {FailureKind.CRASH, FailureKind.COMPILE_ERROR}, None),
+    # a thousand threads that never end: the verdict is its kernel's, and nothing is left behind
+    "starts_1000_threads": ('''
+import threading
+for _ in range(1000):
+    threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+
+
+def gelu(x):
+    return honest(x)
+''', {FailureKind.NONE}, None),
+}
+
+
+@pytest.fixture(scope="module")
+def gelu_task(tmp_path_factory: pytest.TempPathFactory):
+    return copy_gelu_task(tmp_path_factory.mktemp("tasks"))
+
+
+def _processes_under(root: Path) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and int(proc.name) != os.getpid() and os.readlink(proc / "cwd").startswith(
+                    str(root)):
+                found.append(proc.name + ": " + (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_a_candidate_that_breaks_its_own_process_gets_a_named_kind_and_leaves_nothing(
+        gelu_task, tmp_path: Path, name: str) -> None:
+    body, kinds, says = FAULTS[name]
+    candidate = tmp_path / "candidate"
+    shutil.copytree(gelu_task.directory, candidate)
+    (candidate / "kernel.py").write_text(HONEST + body)
+    outcomes = evaluate_candidate(gelu_task, candidate, tmp_path / "scratch", CPU, through=2)
+    failed = next((o for o in outcomes if not o.passed), None)
+    kind = failed.failure if failed else FailureKind.NONE
+    assert kind in kinds, f"{name}: {kind.value}: {failed.message if failed else ''}"
+    if says is not None and failed is not None:
+        assert says in (failed.message or "") + (tmp_path / "scratch" / "evaluation.log").read_text(), failed.message
+    deadline = time.monotonic() + 10
+    while _processes_under(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_under(tmp_path) == [], "a process of the evaluation outlived it"

@@ -182,6 +182,33 @@ def import_kernelbench_cmd(
     console.print(f"{len(result.created)} tasks written, {len(result.skipped)} files skipped", highlight=False)
 
 
+@app.command("report")
+def report_command(run_dir: Annotated[Path, typer.Argument(help="A run directory (run_<timestamp>...).")]) -> None:
+    """Write the run's reports again from its directory alone (its results and manifest)."""
+    from aka.run_reports import rereport
+
+    try:
+        console.print(str(rereport(run_dir)))
+    except AkaError as exc:
+        raise fail(exc) from None
+
+
+@app.command("score")
+def score_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (run_<timestamp>...).")],
+    scorer: Annotated[str, typer.Option("--scorer", help="A registered scorer or module:function.")],
+) -> None:
+    """Re-score the run's results with another scorer: reports in RUN/reports/scores/<scorer>/."""
+    from aka.run_reports import rescore
+
+    try:
+        folder, results = rescore(run_dir, scorer)
+    except AkaError as exc:
+        raise fail(exc) from None
+    console.print(f"{len(results)} result(s), total score {sum(r.score for r in results):.1f}: {folder}",
+                  highlight=False)
+
+
 @app.command("export")
 def export_command(
     runs: Annotated[list[Path], typer.Argument(help="Run directories (run_<timestamp>...).")],

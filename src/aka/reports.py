@@ -26,7 +26,7 @@ import json
 import math
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -155,6 +155,21 @@ def _stats_json(stats: TaskStats) -> dict[str, object]:
         key: round(value, _DECIMALS) if isinstance(value, float) else value
         for key, value in asdict(stats).items()
     }
+
+
+ReportWriter = Callable[[Sequence[TaskResult], RunHeader], str]
+REPORT_WRITERS: dict[str, ReportWriter] = {}
+
+
+def report_writer(name: str) -> Callable[[ReportWriter], ReportWriter]:
+    """Register a report: `name` is its file in `reports/`, the function renders it from the
+    results and the run's header alone (a run's reports can be re-made from its directory)."""
+    def register(writer: ReportWriter) -> ReportWriter:
+        if name in REPORT_WRITERS:
+            raise ValueError(f"a report named {name} is already registered")
+        REPORT_WRITERS[name] = writer
+        return writer
+    return register
 
 
 def render_breakdown(results: Sequence[TaskResult]) -> str:
@@ -294,17 +309,28 @@ def _scored_name(result: TaskResult | None) -> str:
     return "none" if result is None else f"{result.task_name} (score={counted_score(result):.2f})"
 
 
+@report_writer(SUMMARY_CSV_NAME)
+def _summary_csv(results: Sequence[TaskResult], header: RunHeader) -> str:
+    return render_summary_csv(results)
+
+
+@report_writer(BREAKDOWN_JSON_NAME)
+def _breakdown_json(results: Sequence[TaskResult], header: RunHeader) -> str:
+    return render_breakdown(results)
+
+
+@report_writer(REPORT_TXT_NAME)
+def _report_txt(results: Sequence[TaskResult], header: RunHeader) -> str:
+    return render_text_report(results, header)
+
+
 def report_files(results: list[TaskResult], header: RunHeader) -> dict[str, str]:
-    """The three report files of `results`, by name."""
-    return {
-        SUMMARY_CSV_NAME: render_summary_csv(results),
-        BREAKDOWN_JSON_NAME: render_breakdown(results),
-        REPORT_TXT_NAME: render_text_report(results, header),
-    }
+    """Every registered report of `results`, by file name."""
+    return {name: writer(results, header) for name, writer in REPORT_WRITERS.items()}
 
 
 def write_reports(reports_dir: Path, results: list[TaskResult], header: RunHeader) -> list[Path]:
-    """Write the three report files, replaced together (`aka.report_tree`), and return their paths."""
+    """Write every registered report, replaced together (`aka.report_tree`), and return their paths."""
     files = report_files(results, header)
     replace_tree(reports_dir, files)
     return [reports_dir / name for name in files]

@@ -30,12 +30,10 @@ from aka.completion import completed_workspace, rewrite_result
 from aka.device import DeviceInfo, detect_device, resolve_target_model
 from aka.errors import ConfigError
 from aka.experiment_schedule import Trial, interleaved_schedule
-from aka.report_tree import replace_tree
-from aka.reports import RunHeader, report_files
+from aka.reports import RunHeader
 from aka.result import RESULT_FILE_NAME, TaskResult, TaskStatus, read_task_result, write_text_atomic
 from aka.run_config import LoadedRunConfig, check_run_suffix, load_run_config
 from aka.run_layout import (
-    ARM_REPORTS_DIR,
     EVENTS_NAME,
     MANIFEST_NAME,
     REPORTS_DIR,
@@ -45,6 +43,7 @@ from aka.run_layout import (
     new_run_dir,
 )
 from aka.run_lock import holding_run
+from aka.run_reports import write_run_reports
 from aka.scoring import Scorer, finite_score, resolve_scorer
 from aka.task_pipeline import RunContext, run_task
 from aka.tasks import Task, gate_tasks, select_tasks, task_identity
@@ -311,8 +310,10 @@ def _run_locked(loaded: LoadedRunConfig, run_dir: Path, resuming: bool, model: s
             context = replace(contexts[trial.arm], repeat=trial.repeat if repeated else None,
                               label=trial.workspace_label(loaded.config.repeats))
             results.append(_run_or_reuse(context, by_name[trial.task], identities[trial.task], resuming, console))
-        _write_all_reports(run_dir, loaded, results, RunHeader(run_dir.name, loaded.experiment_name, model,
-                                                               device.name, manifest.created_at, loaded.config.scorer))
+        header = RunHeader(run_dir.name, loaded.experiment_name, model, device.name, manifest.created_at,
+                           loaded.config.scorer)
+        write_run_reports(run_dir, results, header,
+                          [(str(arm.label), arm.agent.name) for arm in loaded.arms] if loaded.multi_arm else [])
     finally:
         logging.getLogger("aka").removeHandler(handler)
         handler.close()
@@ -354,18 +355,6 @@ def _schedule(run_dir: Path, loaded: LoadedRunConfig, runnable: list[Task], mani
     order = [{"task": t.task, "arm": t.arm, "repeat": t.repeat} for t in trials]
     write_text_atomic(run_dir / SCHEDULE_NAME, json.dumps({"seed": seed, "trials": order}, indent=1) + "\n")
     return trials
-
-
-def _write_all_reports(run_dir: Path, loaded: LoadedRunConfig, results: list[TaskResult], header: RunHeader) -> None:
-    """The run's reports over every result; a multi-arm run also gets reports/arms/<label>/ per arm.
-    All of them are replaced together (`aka.report_tree`)."""
-    files = report_files(results, header)
-    for arm in loaded.arms if loaded.multi_arm else ():
-        label = str(arm.label)
-        arm_header = replace(header, agent=f"{label} ({arm.agent.name})")
-        arm_files = report_files([r for r in results if r.arm == label], arm_header)
-        files.update({f"{ARM_REPORTS_DIR}/{label}/{name}": text for name, text in arm_files.items()})
-    replace_tree(run_dir / REPORTS_DIR, files)
 
 
 def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, console: Console) -> TaskResult:

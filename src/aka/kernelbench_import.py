@@ -14,8 +14,9 @@ from string import Template
 import yaml
 
 from aka.errors import AkaError
+from aka.families import FAMILIES as REGISTERED
 
-FAMILIES = ("torch2triton", "torch2cuda")
+FAMILIES = tuple(f.name for f in REGISTERED.values() if f.importable)  # torch2triton, torch2cuda
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 STEPS = ("compile", "correctness", "performance")
 

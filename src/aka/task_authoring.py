@@ -14,13 +14,14 @@ from aka.baseline import measure_baseline
 from aka.device import DeviceInfo
 from aka.errors import AkaError, ConfigError
 from aka.evaluator import build_eval_dir, evaluate_candidate, missing_kernels
+from aka.families import FAMILIES
 from aka.repository import materialize
 from aka.result import FailureKind
 from aka.tasks import load_task, task_identity
 
-TRITON_FAMILIES = ("triton2triton", "torch2triton", "instruction2triton")
-CUDA_FAMILIES = ("cuda2cuda", "torch2cuda")
-SKELETON_FAMILIES = ("instruction2triton",)
+TRITON_FAMILIES = tuple(f.name for f in FAMILIES.values() if f.scaffold == "triton")
+CUDA_FAMILIES = tuple(f.name for f in FAMILIES.values() if f.scaffold == "cuda")
+SKELETON_FAMILIES = tuple(f.name for f in FAMILIES.values() if f.skeleton)
 
 TRITON_KERNEL = '''"""The editable source: `scale(x)` returns 2 * x, computed by the Triton kernel `scale_kernel`."""
 

@@ -10,29 +10,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from aka.errors import ConfigError, describe_validation_error
+from aka.families import FAMILIES, family_named
 
 TASK_CONFIG_NAME = "config.yaml"
 DEFAULT_STEP_TIMEOUT = 3600.0
 
-KERNEL_FAMILIES = frozenset(
-    {
-        "triton2triton",
-        "instruction2triton",
-        "torch2triton",
-        "cuda2cuda",
-        "torch2cuda",
-        "e2e",
-        "hip2hip",
-        "cuda2hip",
-        "torch2hip",
-        "triton2flydsl",
-        "torch2flydsl",
-        "flydsl2flydsl",
-        "image_kernel",
-    }
-)
 REPOSITORY_FAMILY = "repository"
-REFERENCE_BASELINE_PREFIXES = ("torch2", "instruction2")
 
 
 class BaselineSource(str, Enum):
@@ -117,9 +100,8 @@ class TaskConfig(BaseModel):
     @field_validator("task_type")
     @classmethod
     def _known_family(cls, value: str) -> str:
-        if value != REPOSITORY_FAMILY and value not in KERNEL_FAMILIES:
-            allowed = ", ".join(sorted(KERNEL_FAMILIES | {REPOSITORY_FAMILY}))
-            raise ValueError(f"unknown task type '{value}'; allowed: {allowed}")
+        if family_named(value) is None:
+            raise ValueError(f"unknown task type '{value}'; allowed: {', '.join(sorted(FAMILIES))}")
         return value
 
     @field_validator("source_file_path", "hidden_files")
@@ -157,12 +139,12 @@ class TaskConfig(BaseModel):
 
     @property
     def baseline_source(self) -> BaselineSource:
-        """Explicit `baseline`, else the family default (torch2*/instruction2*: the reference)."""
+        """Explicit `baseline`, else the family's default (aka.families: torch2* and instruction2*
+        start from a PyTorch reference, and time it)."""
         if self.baseline is not None:
             return self.baseline
-        if self.task_type.startswith(REFERENCE_BASELINE_PREFIXES):
-            return BaselineSource.REFERENCE
-        return BaselineSource.SOURCE
+        family = family_named(self.task_type)
+        return BaselineSource(family.baseline) if family is not None else BaselineSource.SOURCE
 
 
 def load_task_config(task_dir: Path) -> TaskConfig:

@@ -209,6 +209,46 @@ def score_command(
                   highlight=False)
 
 
+@app.command("serve")
+def serve_command(
+    tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root", help="Tasks to score (default tasks/).")] = None,
+    cache_dir: Annotated[Path, typer.Option("--cache-dir", help="Frozen baselines and cached results.")] = Path(
+        "~/.cache/aka-rl"),
+    host: Annotated[str, typer.Option("--host", help="Address to bind (beyond 127.0.0.1 only with a token).")] = (
+        "127.0.0.1"),
+    port: Annotated[int, typer.Option("--port")] = 8765,
+    token_env: Annotated[Optional[str], typer.Option(
+        "--token-env", help="Environment variable holding the bearer token clients must send.")] = None,
+    max_queue: Annotated[int, typer.Option("--max-queue", help="Waiting candidates before 429.")] = 256,
+    max_concurrent: Annotated[int, typer.Option("--max-concurrent", help="Evaluations at once on the device.")] = 1,
+    request_timeout: Annotated[float, typer.Option("--request-timeout", help="Seconds a job may take.")] = 1800.0,
+    scorer: Annotated[str, typer.Option("--scorer")] = "default",
+) -> None:
+    """Serve rewards over HTTP: submit/poll/result/batch and OpenRLHF's /get_reward (docs/rl.md)."""
+    import os
+
+    import uvicorn
+
+    from aka.rl.evaluator import KernelEvaluator
+    from aka.rl.server import check_binding, make_app
+
+    token = os.environ.get(token_env) if token_env else None
+    if token_env and not token:
+        raise fail(AkaError(f"--token-env {token_env}: the variable is not set (export it with the token)"))
+    try:
+        check_binding(host, token)
+        evaluator = KernelEvaluator(tasks_root or default_tasks_root(), cache_dir, scorer=scorer,
+                                    max_concurrent=max_concurrent)
+    except AkaError as exc:
+        raise fail(exc) from None
+    app_ = make_app(evaluator, token=token, max_queue=max_queue, workers=max_concurrent,
+                    request_timeout=request_timeout)
+    try:
+        uvicorn.run(app_, host=host, port=port, log_level="info")
+    finally:
+        evaluator.close()
+
+
 @app.command("export")
 def export_command(
     runs: Annotated[list[Path], typer.Argument(help="Run directories (run_<timestamp>...).")],

@@ -1,0 +1,256 @@
+"""`aka serve`: rewards over HTTP for trainers in other processes (FastAPI + uvicorn).
+
+Candidates are queued onto one `KernelEvaluator` (its device slots bound the evaluations that
+run at once; a cache hit is answered at once). The queue is bounded: a full queue answers 429
+with `Retry-After`, so a trainer backs off instead of piling up work. Each job has a deadline
+(`request_timeout`): past it the job is reported `timeout` to its client (the evaluation itself is
+bounded by its steps' own timeouts and its result still lands in the cache).
+
+It runs code sent over the network, so it binds to 127.0.0.1 unless told otherwise, refuses to
+bind elsewhere without a bearer token, checks the token on every endpoint but `/healthz`, and
+limits request sizes. Every candidate is evaluated in a scratch folder of its own, from the
+pristine task, so no request's candidate sees another's files.
+
+Endpoints: `POST /v1/submit`, `POST /v1/batch`, `GET /v1/jobs/{id}` (status, and the result
+once done), `GET /v1/jobs/{id}/result?wait=S`, OpenRLHF's `POST /get_reward`, `GET /healthz`,
+`GET /metrics` (Prometheus text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from aka.errors import AkaError
+from aka.rl.presets import reward
+from aka.rl.result import CandidateResult
+
+MAX_REQUEST_BYTES = 4 * 2**20
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+JobState = Literal["queued", "running", "done", "failed", "timeout"]
+
+
+class Submission(BaseModel):
+    """A candidate: its task and either its files or a model completion to extract them from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    files: dict[str, str] | None = None
+    completion: str | None = None
+    preset: str = "score"
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Submission:
+        if (self.files is None) == (self.completion is None):
+            raise ValueError("give exactly one of 'files' and 'completion'")
+        return self
+
+
+class Batch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    candidates: list[Submission] = Field(min_length=1, max_length=1024)
+
+
+class RewardRequest(BaseModel):
+    """OpenRLHF's remote reward request: full sequences, their prompts, and labels (task ids)."""
+
+    query: list[str]
+    prompts: list[str] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class Job:
+    id: str
+    submission: Submission
+    state: JobState = "queued"
+    submitted: float = field(default_factory=time.monotonic)
+    result: CandidateResult | None = None
+    error: str | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def view(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"id": self.id, "task_id": self.submission.task_id, "state": self.state}
+        if self.error is not None:
+            body["error"] = self.error
+        if self.result is not None:
+            chosen = reward(self.result, self.submission.preset)
+            body["reward"] = {"value": chosen.value, "preset": chosen.preset, "applicable": chosen.applicable}
+            body["result"] = self.result.model_dump(mode="json", exclude={"task_result"})
+        return body
+
+
+@dataclass
+class Counters:
+    submitted: int = 0
+    rejected: int = 0
+    done: int = 0
+    failed: int = 0
+    timed_out: int = 0
+    seconds: float = 0.0
+
+
+def make_app(evaluator: Any, token: str | None = None, max_queue: int = 256, workers: int = 1,
+             request_timeout: float = 1800.0, max_request_bytes: int = MAX_REQUEST_BYTES,
+             keep_jobs: int = 100_000) -> FastAPI:
+    """The reward server's app around `evaluator` (a `KernelEvaluator`)."""
+    queue: asyncio.Queue[Job] = asyncio.Queue(maxsize=max_queue)
+    jobs: dict[str, Job] = {}
+    counters = Counters()
+    running = 0
+
+    async def work() -> None:
+        nonlocal running
+        while True:
+            job = await queue.get()
+            job.state, started = "running", time.monotonic()
+            running += 1
+            try:
+                sub = job.submission
+                call = (evaluator.evaluate_async(sub.task_id, sub.files) if sub.files is not None
+                        else evaluator.evaluate_completion_async(sub.task_id, sub.completion or ""))
+                left = max(0.0, request_timeout - (started - job.submitted))
+                job.result = await asyncio.wait_for(asyncio.shield(call), timeout=left)
+                job.state = "done"
+                counters.done += 1
+            except asyncio.TimeoutError:
+                job.state, job.error = "timeout", f"no result within {request_timeout:.0f} s"
+                counters.timed_out += 1
+            except AkaError as exc:  # the candidate's input (an unknown task, a file it may not edit)
+                job.state, job.error = "failed", str(exc)
+                counters.failed += 1
+            except Exception as exc:  # noqa: BLE001 - one job's fault must not stop the server
+                job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
+                counters.failed += 1
+            finally:
+                running -= 1
+                counters.seconds += time.monotonic() - started
+                job.done.set()
+                queue.task_done()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):  # type: ignore[no-untyped-def]
+        tasks = [asyncio.create_task(work()) for _ in range(workers)]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    app = FastAPI(title="aka reward server", lifespan=lifespan)
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_request_bytes:
+            return JSONResponse({"detail": f"request over {max_request_bytes} bytes"}, status_code=413)
+        if token is not None and request.url.path != "/healthz":
+            given = request.headers.get("authorization", "")
+            if not secrets.compare_digest(given, f"Bearer {token}"):
+                return JSONResponse({"detail": "missing or wrong bearer token"}, status_code=401)
+        return await call_next(request)
+
+    def enqueue(submissions: list[Submission]) -> list[Job]:
+        if queue.maxsize and queue.qsize() + len(submissions) > queue.maxsize:
+            counters.rejected += len(submissions)
+            raise HTTPException(429, f"the queue is full ({queue.qsize()} waiting); retry later",
+                                headers={"Retry-After": "5"})
+        while len(jobs) + len(submissions) > keep_jobs:  # forget the oldest finished jobs
+            oldest = next((k for k, j in jobs.items() if j.done.is_set()), None)
+            if oldest is None:
+                break
+            del jobs[oldest]
+        made = []
+        for sub in submissions:
+            job = Job(secrets.token_hex(8), sub)
+            jobs[job.id] = job
+            queue.put_nowait(job)
+            made.append(job)
+        counters.submitted += len(made)
+        return made
+
+    def job_named(job_id: str) -> Job:
+        job = jobs.get(job_id)
+        if job is None:
+            raise HTTPException(404, f"no job {job_id}")
+        return job
+
+    @app.post("/v1/submit", status_code=202)
+    async def submit(sub: Submission) -> dict[str, Any]:
+        return enqueue([sub])[0].view()
+
+    @app.post("/v1/batch", status_code=202)
+    async def batch(body: Batch) -> dict[str, Any]:
+        return {"jobs": [job.view() for job in enqueue(body.candidates)]}
+
+    @app.get("/v1/jobs/{job_id}")
+    async def status(job_id: str) -> dict[str, Any]:
+        return job_named(job_id).view()
+
+    @app.get("/v1/jobs/{job_id}/result")
+    async def result(job_id: str, wait: float = 0.0) -> JSONResponse:
+        job = job_named(job_id)
+        if not job.done.is_set() and wait > 0:
+            try:
+                await asyncio.wait_for(job.done.wait(), timeout=min(wait, request_timeout))
+            except asyncio.TimeoutError:
+                pass
+        return JSONResponse(job.view(), status_code=200 if job.done.is_set() else 202)
+
+    @app.post("/get_reward")
+    async def get_reward(body: RewardRequest) -> dict[str, Any]:
+        if len(body.labels) != len(body.query) or (body.prompts and len(body.prompts) != len(body.query)):
+            raise HTTPException(422, "query, prompts and labels (the task ids) must be as long as each other")
+        prompts = body.prompts or [""] * len(body.query)
+        subs = [Submission(task_id=label, completion=query[len(prompt):] if query.startswith(prompt) else query)
+                for query, prompt, label in zip(body.query, prompts, body.labels, strict=True)]
+        made = enqueue(subs)
+        await asyncio.gather(*(job.done.wait() for job in made))
+        values: list[float] = []
+        logs: dict[str, list[float]] = {"compiled": [], "correct": [], "speedup": [], "applicable": []}
+        for job in made:
+            if job.result is None:
+                values.append(0.0)
+                for key in logs:
+                    logs[key].append(0.0)
+                continue
+            chosen = reward(job.result, job.submission.preset)
+            values.append(chosen.value)
+            logs["compiled"].append(float(job.result.compiled))
+            logs["correct"].append(float(job.result.correct))
+            logs["speedup"].append(float(job.result.speedup or 0.0))
+            logs["applicable"].append(float(chosen.applicable))
+        return {"rewards": values, "scores": values, "extra_logs": logs}
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {"ok": True, "queued": queue.qsize(), "running": running}
+
+    @app.get("/metrics")
+    async def metrics() -> PlainTextResponse:
+        lines = [f"aka_queue_waiting {queue.qsize()}", f"aka_queue_capacity {queue.maxsize}",
+                 f"aka_running {running}", f"aka_submitted_total {counters.submitted}",
+                 f"aka_rejected_total {counters.rejected}", f"aka_done_total {counters.done}",
+                 f"aka_failed_total {counters.failed}", f"aka_timed_out_total {counters.timed_out}",
+                 f"aka_evaluation_seconds_total {counters.seconds:.3f}"]
+        return PlainTextResponse("\n".join(lines) + "\n")
+
+    return app
+
+
+def check_binding(host: str, token: str | None) -> None:
+    """Code arrives over the network: anything but loopback needs a bearer token."""
+    if host not in LOOPBACK and not token:
+        raise AkaError(f"--host {host}: the server runs code it is sent; bind it beyond 127.0.0.1 only with a "
+                       "bearer token (--token-env NAME, the variable holding it)")

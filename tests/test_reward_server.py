@@ -1,0 +1,154 @@
+"""`aka serve`, started for real (uvicorn in its own process) on toy tasks: submit and poll, the
+cache, a batch, backpressure (429), OpenRLHF's /get_reward, the bearer token, request limits,
+metrics, and the refusal to bind beyond loopback without a token."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import toy_kernel_source
+
+TASK = "triton2triton/toy/answer"
+GOOD = toy_kernel_source(time_ms=2.0)  # twice as fast as the baseline's 4.0 ms: score 320
+TOKEN = "s3cret-token"
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _env(**extra: str) -> dict[str, str]:
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    return {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
+
+
+class Server:
+    def __init__(self, port: int, token: str | None) -> None:
+        self.base, self.token = f"http://127.0.0.1:{port}", token
+
+    def call(self, method: str, path: str, body: object = None, token: str | None = "default",
+             raw: bytes | None = None) -> tuple[int, Any]:
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        request = urllib.request.Request(self.base + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        given = self.token if token == "default" else token
+        if given:
+            request.add_header("Authorization", f"Bearer {given}")
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                text = response.read().decode()
+                status = response.status
+        except urllib.error.HTTPError as error:
+            text, status = error.read().decode(), error.code
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+
+@pytest.fixture
+def server(tasks_root: Path, make_toy_task, tmp_path: Path) -> Iterator[Server]:
+    make_toy_task(TASK, baseline="source")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "aka.cli", "serve", "--tasks-root", str(tasks_root),
+                             "--cache-dir", str(tmp_path / "cache"), "--port", str(port), "--max-queue", "2",
+                             "--token-env", "AKA_TEST_TOKEN"], cwd=tmp_path, env=_env(AKA_TEST_TOKEN=TOKEN),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    made = Server(port, TOKEN)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if made.call("GET", "/healthz", token=None)[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            proc.kill()
+            pytest.fail(f"the server did not start: {proc.communicate()[1][-2000:]}")
+        yield made
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _result(server: Server, job: dict[str, Any]) -> dict[str, Any]:
+    status, body = server.call("GET", f"/v1/jobs/{job['id']}/result?wait=110")
+    assert status == 200, body
+    return dict(body)
+
+
+def test_submit_poll_cache_batch_and_backpressure(server: Server) -> None:
+    status, job = server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": GOOD}})
+    assert status == 202 and job["state"] in ("queued", "running"), job
+    done = _result(server, job)
+    assert done["state"] == "done" and done["reward"] == {"value": 320.0, "preset": "score", "applicable": True}
+    assert done["result"]["speedup"] == pytest.approx(2.0) and done["result"]["cached"] is False
+
+    again = _result(server, server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": GOOD}})[1])
+    assert again["result"]["cached"] is True
+
+    completion = f"Here it is:\n```python kernel.py\n{toy_kernel_source(value=41)}```\n"
+    status, batch = server.call("POST", "/v1/batch", {"candidates": [
+        {"task_id": TASK, "completion": completion, "preset": "log_speedup"},
+        {"task_id": "no/such/task", "files": {"kernel.py": GOOD}}]})
+    assert status == 202
+    wrong, unknown = (_result(server, job) for job in batch["jobs"])
+    assert wrong["state"] == "done" and wrong["result"]["correct"] is False
+    assert wrong["reward"]["preset"] == "log_speedup"
+    assert unknown["state"] == "failed" and "unknown task id" in unknown["error"]
+
+    status, body = server.call("POST", "/v1/batch", {"candidates": [
+        {"task_id": TASK, "files": {"kernel.py": toy_kernel_source(time_ms=t)}} for t in (1.0, 1.5, 3.0)]})
+    assert status == 429 and "queue is full" in body["detail"]
+
+    status, metrics = server.call("GET", "/metrics")
+    assert status == 200 and "aka_rejected_total 3" in metrics and "aka_done_total 3" in metrics
+
+
+def test_openrlhf_get_reward(server: Server) -> None:
+    prompt = "Write the kernel.\n"
+    response = f"```python kernel.py\n{GOOD}```"
+    status, body = server.call("POST", "/get_reward", {"query": [prompt + response], "prompts": [prompt],
+                                                        "labels": [TASK]})
+    assert status == 200, body
+    assert body["rewards"] == [320.0] and body["scores"] == [320.0]
+    assert body["extra_logs"]["correct"] == [1.0] and body["extra_logs"]["speedup"] == [pytest.approx(2.0)]
+    assert server.call("POST", "/get_reward", {"query": ["a", "b"], "labels": [TASK]})[0] == 422
+
+
+def test_the_token_and_the_request_size_are_checked(server: Server) -> None:
+    assert server.call("GET", "/metrics", token=None)[0] == 401
+    assert server.call("GET", "/metrics", token="wrong")[0] == 401
+    assert server.call("GET", "/healthz", token=None)[0] == 200
+    import http.client
+
+    connection = http.client.HTTPConnection(server.base.removeprefix("http://"), timeout=30)
+    connection.putrequest("POST", "/v1/submit")  # a body over the limit is refused before it is read
+    connection.putheader("Authorization", f"Bearer {TOKEN}")
+    connection.putheader("Content-Length", str(5 * 2**20))
+    connection.endheaders()
+    assert connection.getresponse().status == 413
+    connection.close()
+    status, body = server.call("POST", "/v1/submit", {"task_id": TASK})
+    assert status == 422 and "exactly one of 'files' and 'completion'" in json.dumps(body)
+
+
+def test_binding_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "aka.cli", "serve", "--host", "0.0.0.0", "--port", str(_free_port()),
+                           "--cache-dir", str(tmp_path)], env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "only with a bearer token" in done.stderr

@@ -74,3 +74,17 @@ def test_ab_calibration_writes_its_table(tmp_path: Path) -> None:
     text = out.read_text()
     assert text in done.stdout and text.count("| A/") == 7
     assert "t-interval coverage in 94-96%" in text and "Repeats planning" in text
+
+
+def test_the_asymmetry_probe_runs_each_variant_in_its_own_judge(tmp_path: Path) -> None:
+    """On the CPU its numbers mean nothing; it must still run every variant through the real step."""
+    import os
+
+    out = tmp_path / "probe.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "asymmetry_probe.py"), "--tasks",
+                    "triton2triton/basic/gelu", "--repeats", "1", "--json", str(out)], check=True, env=env,
+                   capture_output=True, text=True, timeout=600)
+    rows = json.loads(out.read_text())
+    assert [r["variant"] for r in rows] == ["plain", "no_guard", "guard_both", "candidate_first"]
+    assert all(r["status"] == "ok" and len(r["cases"]) == 3 for r in rows), rows

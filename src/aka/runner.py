@@ -1,4 +1,5 @@
-"""A whole run: validate everything first, then run tasks one by one, then aggregate reports.
+"""A whole run: validate everything first, then run the trials (one by one, or through the
+parallel queue of `aka.parallel_run` when several device slots are asked for), then aggregate reports.
 
 Nothing is written until the config, the task selection, every task config, the scorer and the
 device preflight have passed, so a bad input never leaves a half-made run behind.
@@ -29,7 +30,9 @@ from aka import __version__
 from aka.completion import completed_workspace, rewrite_result
 from aka.device import DeviceInfo, detect_device, resolve_target_model
 from aka.errors import ConfigError
+from aka.executor import DeviceSlot, LocalExecutor, device_slots
 from aka.experiment_schedule import Trial, interleaved_schedule
+from aka.parallel_run import queue_results, supervise, work_queue
 from aka.report_tree import replace_tree
 from aka.reports import RunHeader, report_files
 from aka.result import RESULT_FILE_NAME, TaskResult, TaskStatus, read_task_result, write_text_atomic
@@ -48,6 +51,7 @@ from aka.run_lock import holding_run
 from aka.scoring import Scorer, finite_score, resolve_scorer
 from aka.task_pipeline import RunContext, run_task
 from aka.tasks import Task, gate_tasks, select_tasks, task_identity
+from aka.trial_queue import DEFAULT_LEASE_SECONDS, TrialQueue, WorkerIdentity
 
 logger = logging.getLogger(__name__)
 STATUS_STYLE = {"PASS": "green", "PARTIAL": "yellow", "FAIL": "red", "SKIP": "cyan", "INFRA": "magenta"}
@@ -132,6 +136,8 @@ def _event(ctx: RunContext, event: str, task: Task) -> None:
         record["arm"] = ctx.arm
     if ctx.repeat is not None:
         record["repeat"] = ctx.repeat
+    if ctx.worker is not None:
+        record["worker"] = ctx.worker
     with (ctx.run_dir / EVENTS_NAME).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
 
@@ -243,17 +249,55 @@ def terminated_as_exit() -> Iterator[None]:
 
 def run_experiment(config_path: Path, suffix: str | None = None, resume_run: Path | None = None,
                    resume_latest: bool = False, console: Console | None = None,
-                   device: DeviceInfo | None = None, accept_changes: bool = False) -> RunOutcome:
-    """Validate, run every selected task (skipping completed ones on resume) and write reports.
-    `accept_changes`: resume even where the config changed the task list, scorer or agents."""
+                   device: DeviceInfo | None = None, accept_changes: bool = False, gpus: str | None = None,
+                   lease_seconds: float = DEFAULT_LEASE_SECONDS, init_only: bool = False) -> RunOutcome:
+    """Validate, run every selected trial (skipping completed ones on resume) and write reports.
+    `accept_changes`: resume even where the config changed the task list, scorer or agents.
+    `gpus` overrides the config's `gpu_ids`; with several slots (GPUs x `num_parallel`) the trials
+    go through the run's queue, one worker process per slot. `init_only` (--parallel-init) makes
+    the run directory and its queue and stops there, for workers started by hand."""
     with terminated_as_exit():
-        return _run_experiment(config_path, suffix, resume_run, resume_latest, console, device, accept_changes)
+        return _run_experiment(config_path, suffix, resume_run, resume_latest, console, device, accept_changes,
+                               _Parallel(gpus, lease_seconds, init_only))
 
 
-def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | None, resume_latest: bool,
-                    console: Console | None, device: DeviceInfo | None, accept_changes: bool) -> RunOutcome:
-    console = console or Console(stderr=True)
-    check_run_suffix(suffix)
+def parallel_mode(init: bool, worker: bool, postprocess: bool, worker_id: str | None, run_name: str | None) -> str:
+    """Which of the seed's parallel modes the flags ask for ("run" when none): one at a time, each
+    with the names it needs."""
+    chosen = [name for name, on in (("init", init), ("worker", worker), ("postprocess", postprocess)) if on]
+    if len(chosen) > 1:
+        raise ConfigError("use one of --parallel-init, --parallel-worker and --postprocess-only")
+    mode = chosen[0] if chosen else "run"
+    if mode == "worker" and (worker_id is None or run_name is None):
+        raise ConfigError("--parallel-worker needs --worker-id ID and --run-name RUN")
+    if mode == "postprocess" and run_name is None:
+        raise ConfigError("--postprocess-only needs --run-name RUN")
+    if mode in ("init", "run") and run_name is not None:
+        raise ConfigError("--run-name goes with --parallel-worker or --postprocess-only; resume with --resume-run")
+    return mode
+
+
+@dataclass(frozen=True)
+class _Parallel:
+    gpus: str | None
+    lease_seconds: float
+    init_only: bool
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """The validated inputs of a run: nothing is written before they all pass."""
+
+    loaded: LoadedRunConfig
+    scorer: Scorer
+    device: DeviceInfo
+    model: str
+    runnable: list[Task]
+    dropped: list[tuple[Task, str]]
+    identities: dict[str, str]
+
+
+def _check_inputs(config_path: Path, device: DeviceInfo | None) -> _Checked:
     loaded = load_run_config(config_path)
     scorer = resolve_scorer(loaded.config.scorer, str(loaded.path))
     selected = select_tasks(loaded.tasks_root, loaded.config.tasks, str(loaded.path))
@@ -261,62 +305,178 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
     model = resolve_target_model(loaded.config.target_gpu_model, device, str(loaded.path))
     runnable, dropped = gate_tasks(selected, device.arch)
     identities = {task.name: task_identity(task) for task in runnable}
+    return _Checked(loaded, scorer, device, model, runnable, dropped, identities)
 
-    log_directory = _log_directory(loaded)
-    run_dir, resuming = _resolve_run_dir(loaded, model, suffix, resume_run, resume_latest)
+
+def _slots(checked: _Checked, gpus: str | None) -> list[DeviceSlot]:
+    config = checked.loaded.config
+    field = "--gpus" if gpus is not None else f"{checked.loaded.path}: field 'gpu_ids'"
+    slots = device_slots(gpus if gpus is not None else config.gpu_ids, config.num_parallel, field)
+    count = checked.device.count if checked.device.is_gpu else 0
+    beyond = sorted({s.gpu for s in slots if s.gpu is not None and count and int(s.gpu) >= count})
+    if beyond:
+        raise ConfigError(f"{field}: GPU {beyond[0]} does not exist here ({count} visible); list ids below {count}")
+    return slots
+
+
+def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | None, resume_latest: bool,
+                    console: Console | None, device: DeviceInfo | None, accept_changes: bool,
+                    parallel: _Parallel) -> RunOutcome:
+    console = console or Console(stderr=True)
+    check_run_suffix(suffix)
+    checked = _check_inputs(config_path, device)
+    slots = _slots(checked, parallel.gpus)
+    log_directory = _log_directory(checked.loaded)
+    run_dir, resuming = _resolve_run_dir(checked.loaded, checked.model, suffix, resume_run, resume_latest)
     with holding_run(run_dir):
-        results, manifest = _run_locked(loaded, run_dir, resuming, model, device, scorer, runnable, dropped,
-                                        identities, log_directory, console, accept_changes)
-    console.print(f"[bold]reports[/] {run_dir / REPORTS_DIR}")
+        results = _run_locked(checked, run_dir, resuming, log_directory, console, accept_changes, slots, parallel)
+    if not parallel.init_only:
+        console.print(f"[bold]reports[/] {run_dir / REPORTS_DIR}")
     return RunOutcome(run_dir, run_dir / REPORTS_DIR, results)
 
 
-def _run_locked(loaded: LoadedRunConfig, run_dir: Path, resuming: bool, model: str, device: DeviceInfo,
-                scorer: Scorer, runnable: list[Task], dropped: list[tuple[Task, str]], identities: dict[str, str],
-                log_directory: Path, console: Console, accept_changes: bool) -> tuple[list[TaskResult], RunManifest]:
+def _new_manifest(checked: _Checked, run_dir: Path, log_file: Path) -> RunManifest:
+    loaded, device, seed = checked.loaded, checked.device, checked.loaded.config.schedule_seed
+    return RunManifest(
+        run_name=run_dir.name, created_at=_now(), config_path=str(loaded.path),
+        config=_config_record(loaded), agent=loaded.experiment_name,
+        target_gpu_model=checked.model,
+        device={"kind": device.kind, "model": device.model, "name": device.name, "arch": device.arch,
+                "count": device.count, "driver": device.driver},
+        tasks=checked.identities, dropped_tasks={t.name: why for t, why in checked.dropped},
+        versions=package_versions(), git_revision=_git_revision(), log_file=str(log_file),
+        arms=[str(a.label) for a in loaded.arms] if loaded.multi_arm else [], repeats=loaded.config.repeats,
+        schedule_seed=seed if seed is not None else secrets.randbelow(2**31),
+    )
+
+
+@dataclass(frozen=True)
+class _TrialRunner:
+    """Runs one trial of the run (the serial loop's body, and a parallel worker's)."""
+
+    contexts: dict[str | None, RunContext]
+    by_name: dict[str, Task]
+    identities: dict[str, str]
+    repeats: int
+    repeated: bool
+
+    @classmethod
+    def of(cls, checked: _Checked, run_dir: Path) -> _TrialRunner:
+        loaded = checked.loaded
+        contexts = {arm.label: RunContext(run_dir, loaded.for_arm(arm), checked.device, checked.scorer, arm=arm.label)
+                    for arm in loaded.arms}
+        return cls(contexts, {task.name: task for task in checked.runnable}, checked.identities,
+                   loaded.config.repeats, loaded.multi_arm or loaded.config.repeats > 1)
+
+    def run(self, trial: Trial, resuming: bool, console: Console, worker: str | None = None) -> tuple[Path, TaskResult]:
+        context = replace(self.contexts[trial.arm], repeat=trial.repeat if self.repeated else None,
+                          label=trial.workspace_label(self.repeats), worker=worker)
+        return _run_or_reuse(context, self.by_name[trial.task], self.identities[trial.task], resuming, console)
+
+
+def _run_locked(checked: _Checked, run_dir: Path, resuming: bool, log_directory: Path, console: Console,
+                accept_changes: bool, slots: list[DeviceSlot], parallel: _Parallel) -> list[TaskResult]:
     """The run, with the run directory held by this process (`aka.run_lock`)."""
+    loaded = checked.loaded
     log_file = log_directory / f"{run_dir.parent.name}_{run_dir.name}.log"
-    manifest = _check_resumable(run_dir, loaded, identities, accept_changes) if resuming else None
+    manifest = _check_resumable(run_dir, loaded, checked.identities, accept_changes) if resuming else None
     handler = _attach_log(log_file)
     try:
         if manifest is not None:
             manifest.resumed_at.append(_now())
-            manifest.tasks.update(identities)
+            manifest.tasks.update(checked.identities)
         else:
-            seed = loaded.config.schedule_seed
-            manifest = RunManifest(
-                run_name=run_dir.name, created_at=_now(), config_path=str(loaded.path),
-                config=_config_record(loaded), agent=loaded.experiment_name,
-                target_gpu_model=model,
-                device={"kind": device.kind, "model": device.model, "name": device.name, "arch": device.arch,
-                        "count": device.count, "driver": device.driver},
-                tasks=identities, dropped_tasks={t.name: why for t, why in dropped}, versions=package_versions(),
-                git_revision=_git_revision(), log_file=str(log_file),
-                arms=[str(a.label) for a in loaded.arms] if loaded.multi_arm else [], repeats=loaded.config.repeats,
-                schedule_seed=seed if seed is not None else secrets.randbelow(2**31),
-            )
+            manifest = _new_manifest(checked, run_dir, log_file)
         write_text_atomic(run_dir / MANIFEST_NAME, manifest.model_dump_json(indent=2))
-        trials = _schedule(run_dir, loaded, runnable, manifest)
-        console.print(f"[bold]run[/] {run_dir}  agent={loaded.experiment_name}  device={device.name}  "
-                      f"tasks={len(runnable)}" + (f" (dropped {len(dropped)})" if dropped else "")
-                      + (f"  trials={len(trials)}" if len(trials) != len(runnable) else ""))
+        trials = _schedule(run_dir, loaded, checked.runnable, manifest)
+        dropped = checked.dropped
+        console.print(f"[bold]run[/] {run_dir}  agent={loaded.experiment_name}  device={checked.device.name}  "
+                      f"tasks={len(checked.runnable)}" + (f" (dropped {len(dropped)})" if dropped else "")
+                      + (f"  trials={len(trials)}" if len(trials) != len(checked.runnable) else "")
+                      + (f"  workers={len(slots)}" if len(slots) > 1 else ""))
         for task, reason in dropped:
             logger.info("dropped %s: %s", task.name, reason)
-        contexts = {arm.label: RunContext(run_dir, loaded.for_arm(arm), device, scorer, arm=arm.label)
-                    for arm in loaded.arms}
-        by_name = {task.name: task for task in runnable}
-        repeated = loaded.multi_arm or loaded.config.repeats > 1
-        results = []
-        for trial in trials:
-            context = replace(contexts[trial.arm], repeat=trial.repeat if repeated else None,
-                              label=trial.workspace_label(loaded.config.repeats))
-            results.append(_run_or_reuse(context, by_name[trial.task], identities[trial.task], resuming, console))
-        _write_all_reports(run_dir, loaded, results, RunHeader(run_dir.name, loaded.experiment_name, model,
-                                                               device.name, manifest.created_at, loaded.config.scorer))
+        runner = _TrialRunner.of(checked, run_dir)
+        if parallel.init_only or len(slots) > 1:
+            queue = TrialQueue(run_dir)
+            queue.fill(trials, parallel.lease_seconds)
+            if parallel.init_only:
+                return []
+            supervise(queue, LocalExecutor(loaded.path, run_dir), slots, console)
+            results = queue_results(queue, {t.name: t.family for t in checked.runnable}, runner.repeated)
+        else:
+            results = [runner.run(trial, resuming, console)[1] for trial in trials]
+        _write_all_reports(run_dir, loaded, results, _header(run_dir, checked, manifest))
     finally:
         logging.getLogger("aka").removeHandler(handler)
         handler.close()
-    return results, manifest
+    return results
+
+
+def _header(run_dir: Path, checked: _Checked, manifest: RunManifest) -> RunHeader:
+    return RunHeader(run_dir.name, checked.loaded.experiment_name, checked.model, str(manifest.device.get("name")),
+                     manifest.created_at, checked.loaded.config.scorer)
+
+
+def _named_run(checked: _Checked, run_name: str) -> tuple[Path, RunManifest, TrialQueue]:
+    """The run of `--run-name` (a run directory, or a run's name in the config's experiment folder)
+    with its manifest and queue; refused when it is another experiment's or has no queue."""
+    given = Path(run_name)
+    loaded = checked.loaded
+    experiment = experiment_dir(loaded.config.workspace_directory_prefix, checked.model, loaded.experiment_name)
+    run_dir = (given if given.is_absolute() or given.exists() else experiment / given).resolve()
+    if not (run_dir / MANIFEST_NAME).is_file():
+        raise ConfigError(f"--run-name {run_name}: not a run directory (no {MANIFEST_NAME}); make one with "
+                          "--parallel-init")
+    manifest = _read_manifest(run_dir)
+    if manifest.agent != loaded.experiment_name:
+        raise ConfigError(f"--run-name {run_name}: the run used '{manifest.agent}', not '{loaded.experiment_name}'; "
+                          "use the config it was made with")
+    queue = TrialQueue(run_dir)
+    if not queue.exists:
+        raise ConfigError(f"--run-name {run_name}: the run has no parallel queue; make one with --parallel-init")
+    return run_dir, manifest, queue
+
+
+def run_parallel_worker(config_path: Path, run_name: str, worker_id: str, console: Console | None = None) -> int:
+    """A worker (--parallel-worker): claim trials from the run's queue until it drains. It holds
+    no run lock (the parent `aka run`, or the person who ran --parallel-init, owns the run); the
+    queue's lock and leases keep workers apart. Returns how many trials it reported."""
+    with terminated_as_exit():
+        console = console or Console(stderr=True)
+        checked = _check_inputs(config_path, None)
+        run_dir, manifest, queue = _named_run(checked, run_name)
+        queued = {entry.task for entries in queue.entries().values() for entry in entries}
+        missing = sorted(queued - set(checked.identities))
+        if missing:
+            raise ConfigError(f"{checked.loaded.path}: the run's queue has task {missing[0]}, which this config "
+                              "does not select here; use the config the run was made with")
+        runner = _TrialRunner.of(checked, run_dir)
+        handler = _attach_log(Path(manifest.log_file))
+        try:
+            return work_queue(queue, WorkerIdentity.this_process(worker_id),
+                              lambda trial, worker: runner.run(trial, True, console, worker))
+        finally:
+            logging.getLogger("aka").removeHandler(handler)
+            handler.close()
+
+
+def postprocess_run(config_path: Path, run_name: str, console: Console | None = None) -> RunOutcome:
+    """--postprocess-only: the reports of a parallel run from its queue and workspaces alone."""
+    console = console or Console(stderr=True)
+    checked = _check_inputs(config_path, None)
+    run_dir, manifest, queue = _named_run(checked, run_name)
+    with holding_run(run_dir):
+        entries = queue.entries()
+        left = len(entries["pending"]) + len(entries["running"])
+        if left:
+            raise ConfigError(f"--run-name {run_name}: {left} trial(s) are still pending or running; wait for the "
+                              f"workers, or resume the run with `aka run CONFIG --resume-run {run_dir}`")
+        repeated = checked.loaded.multi_arm or checked.loaded.config.repeats > 1
+        results = queue_results(queue, {t.name: t.family for t in checked.runnable}, repeated)
+        _write_all_reports(run_dir, checked.loaded, results, _header(run_dir, checked, manifest))
+    console.print(f"[bold]reports[/] {run_dir / REPORTS_DIR}")
+    return RunOutcome(run_dir, run_dir / REPORTS_DIR, results)
 
 
 def _scored_by(ctx: RunContext, workspace: Path, result: TaskResult) -> TaskResult:
@@ -368,7 +528,8 @@ def _write_all_reports(run_dir: Path, loaded: LoadedRunConfig, results: list[Tas
     replace_tree(run_dir / REPORTS_DIR, files)
 
 
-def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, console: Console) -> TaskResult:
+def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool,
+                  console: Console) -> tuple[Path, TaskResult]:
     trial = " ".join(part for part in (ctx.arm, f"r{ctx.repeat}" if ctx.repeat is not None else None) if part)
     shown = f"{task.name} [{trial}]" if trial else task.name
     if resuming:
@@ -376,7 +537,7 @@ def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, co
         if done is not None:
             _event(ctx, "task_reused", task)
             console.print(f"  [dim]done[/]    {escape(shown)} (completed earlier, kept)")
-            return _scored_by(ctx, done, read_task_result(done / RESULT_FILE_NAME))
+            return done, _scored_by(ctx, done, read_task_result(done / RESULT_FILE_NAME))
     _event(ctx, "task_started", task)
     logger.info("task %s started", shown)
     workspace, result = run_task(ctx, task)
@@ -386,4 +547,4 @@ def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, co
     why = f"  ({result.failure_kind.value}: {result.failure_message})" if result.status is not TaskStatus.PASS else ""
     console.print(f"  [{style}]{result.status.value:<7}[/] {escape(shown)} score={result.score:.1f}{speedup}{why}")
     logger.info("task %s finished in %s: %s", task.name, workspace.name, result.status.value)
-    return result
+    return workspace, result

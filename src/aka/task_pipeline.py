@@ -61,6 +61,7 @@ class RunContext:
     arm: str | None = None
     repeat: int | None = None
     label: str | None = None
+    worker: str | None = None  # the worker of a parallel run that runs the trial (aka.parallel_run)
 
 
 def _run_agent(ctx: RunContext, task: Task, workspace: Path, prompt: str, baseline: BaselineRecord) -> AgentOutcome:

@@ -23,7 +23,7 @@ from aka.trial_queue import TrialEntry, TrialQueue, WorkerIdentity
 
 logger = logging.getLogger(__name__)
 SUPERVISE_SECONDS = 0.5
-IDLE_POLL_SECONDS = 0.5
+IDLE_POLL_SECONDS = 0.25
 RESTARTS_PER_SLOT = 3
 WORKER_USAGE_EXIT = 2  # a worker that exits 2 was refused its run (config error): restarting it cannot help
 
@@ -66,8 +66,8 @@ def supervise(queue: TrialQueue, executor: Executor, slots: list[DeviceSlot], co
 
 
 def _finished(queue: TrialQueue) -> int:
-    entries = queue.entries()
-    return len(entries["done"]) + len(entries["failed"])
+    counts = queue.counts()
+    return counts["done"] + counts["failed"]
 
 
 class _Heartbeat:

@@ -208,6 +208,11 @@ class TrialQueue:
         with self.locked():
             return {state: self._in(state) for state in STATES}
 
+    def counts(self) -> dict[str, int]:
+        """Trials per state (files counted, not read: the parent polls this while workers claim)."""
+        with self.locked():
+            return {state: sum(1 for _ in (self.root / state).glob("*.json")) for state in STATES}
+
     def drained(self) -> bool:
         with self.locked():
             return not any(next((self.root / state).glob("*.json"), None) for state in ("pending", "running"))

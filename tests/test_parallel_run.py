@@ -245,3 +245,15 @@ def test_a_bad_gpu_list_is_refused_before_anything_is_written(tmp_path: Path, ma
     done = _aka(tmp_path, str(write_run_config(gpu_ids="0,0")))
     assert done.returncode == 2 and "field 'gpu_ids'" in done.stderr and "distinct GPU indices" in done.stderr
     assert not (tmp_path / "workspace_cpu_noop").exists()
+
+
+def test_one_named_gpu_runs_in_one_worker_masked_to_it(tmp_path: Path, make_toy_task, write_run_config) -> None:
+    """`--gpus 3` alone must not run on the default GPU: one worker, masked to GPU 3 (a CPU
+    machine has no GPU to check the id against; the mask is set all the same)."""
+    make_toy_task()
+    done = _aka(tmp_path, str(write_run_config()), "--gpus", "3")
+    assert done.returncode == 0, done.stderr
+    run_dir = _run_dir(tmp_path)
+    assert [e["worker"] for e in _events(run_dir) if e["event"] == "task_started"] == ["gpu3-0"]
+    assert (run_dir / QUEUE_DIR / "workers" / "gpu3-0.log").is_file()
+    _assert_no_orphans(tmp_path)

@@ -115,6 +115,7 @@ class LocalExecutor:
     def stop(self) -> None:
         for proc in self.workers.values():
             _signal_group(proc.pid, signal.SIGTERM)
+            _signal_group(proc.pid, signal.SIGCONT)  # a stopped worker handles its SIGTERM too
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         for proc in self.workers.values():
             try:

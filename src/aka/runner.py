@@ -253,8 +253,9 @@ def run_experiment(config_path: Path, suffix: str | None = None, resume_run: Pat
                    lease_seconds: float = DEFAULT_LEASE_SECONDS, init_only: bool = False) -> RunOutcome:
     """Validate, run every selected trial (skipping completed ones on resume) and write reports.
     `accept_changes`: resume even where the config changed the task list, scorer or agents.
-    `gpus` overrides the config's `gpu_ids`; with several slots (GPUs x `num_parallel`) the trials
-    go through the run's queue, one worker process per slot. `init_only` (--parallel-init) makes
+    `gpus` overrides the config's `gpu_ids`; with several slots (GPUs x `num_parallel`), or one
+    on a named GPU, the trials go through the run's queue, one worker process per slot, each
+    masked to its GPU. `init_only` (--parallel-init) makes
     the run directory and its queue and stops there, for workers started by hand."""
     with terminated_as_exit():
         return _run_experiment(config_path, suffix, resume_run, resume_latest, console, device, accept_changes,
@@ -397,7 +398,7 @@ def _run_locked(checked: _Checked, run_dir: Path, resuming: bool, log_directory:
         for task, reason in dropped:
             logger.info("dropped %s: %s", task.name, reason)
         runner = _TrialRunner.of(checked, run_dir)
-        if parallel.init_only or len(slots) > 1:
+        if parallel.init_only or len(slots) > 1 or slots[0].gpu is not None:
             queue = TrialQueue(run_dir)
             queue.fill(trials, parallel.lease_seconds)
             if parallel.init_only:

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from aka.executor import DeviceSlot, Executor
 from aka.experiment_schedule import Trial
-from aka.result import RESULT_FILE_NAME, FailureKind, TaskResult, TaskStatus, read_task_result
+from aka.result import RESULT_FILE_NAME, STATUS_STYLE, FailureKind, TaskResult, TaskStatus, read_task_result
 from aka.trial_queue import TrialEntry, TrialQueue, WorkerIdentity
 
 logger = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ def supervise(queue: TrialQueue, executor: Executor, slots: list[DeviceSlot], co
     """Run the queue to the end with one worker per slot; on any exit (SIGTERM included) the
     workers are stopped before this returns."""
     restarts = dict.fromkeys(slots, 0)
-    total, shown = queue.settings().trials, -1
+    total, shown, printed = queue.settings().trials, -1, set[int]()
     try:
         for slot in slots:
             executor.start(slot)
@@ -58,11 +59,28 @@ def supervise(queue: TrialQueue, executor: Executor, slots: list[DeviceSlot], co
                 break
             finished = _finished(queue)
             if finished != shown:
+                printed = _print_finished(queue, console, printed)
                 console.print(f"  [dim]queue[/]   {finished}/{total} trial(s) finished, {len(live)} worker(s)")
                 shown = finished
             time.sleep(SUPERVISE_SECONDS)
+        _print_finished(queue, console, printed)
     finally:
         executor.stop()
+
+
+def _print_finished(queue: TrialQueue, console: Console, printed: set[int]) -> set[int]:
+    """One line per trial that ended since the last call (the serial loop prints one per task)."""
+    entries = queue.entries()
+    for entry in sorted(entries["done"] + entries["failed"], key=lambda e: e.index):
+        if entry.index in printed:
+            continue
+        trial = " ".join(p for p in (entry.arm, f"r{entry.repeat}" if entry.arm or entry.repeat > 1 else None) if p)
+        shown = f"{entry.task} [{trial}]" if trial else entry.task
+        status = entry.status or "INFRA"
+        style = STATUS_STYLE.get(status, "white")
+        why = f"  ({entry.reason})" if entry.reason else ""
+        console.print(f"  [{style}]{status:<7}[/] {escape(shown)}{why}")
+    return printed | {e.index for e in entries["done"] + entries["failed"]}
 
 
 def _finished(queue: TrialQueue) -> int:

@@ -35,7 +35,14 @@ from aka.experiment_schedule import Trial, interleaved_schedule
 from aka.parallel_run import queue_results, supervise, work_queue
 from aka.report_tree import replace_tree
 from aka.reports import RunHeader, report_files
-from aka.result import RESULT_FILE_NAME, TaskResult, TaskStatus, read_task_result, write_text_atomic
+from aka.result import (
+    RESULT_FILE_NAME,
+    STATUS_STYLE,
+    TaskResult,
+    TaskStatus,
+    read_task_result,
+    write_text_atomic,
+)
 from aka.run_config import LoadedRunConfig, check_run_suffix, load_run_config
 from aka.run_layout import (
     ARM_REPORTS_DIR,
@@ -54,7 +61,6 @@ from aka.tasks import Task, gate_tasks, select_tasks, task_identity
 from aka.trial_queue import DEFAULT_LEASE_SECONDS, TrialQueue, WorkerIdentity
 
 logger = logging.getLogger(__name__)
-STATUS_STYLE = {"PASS": "green", "PARTIAL": "yellow", "FAIL": "red", "SKIP": "cyan", "INFRA": "magenta"}
 
 
 class RunManifest(BaseModel):

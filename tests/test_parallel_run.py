@@ -257,3 +257,26 @@ def test_one_named_gpu_runs_in_one_worker_masked_to_it(tmp_path: Path, make_toy_
     assert [e["worker"] for e in _events(run_dir) if e["event"] == "task_started"] == ["gpu3-0"]
     assert (run_dir / QUEUE_DIR / "workers" / "gpu3-0.log").is_file()
     _assert_no_orphans(tmp_path)
+
+
+def test_arms_and_repeats_run_in_parallel_with_one_baseline_per_task(tmp_path: Path, make_toy_task,
+                                                                     write_run_config) -> None:
+    """Trials of one task (arms x repeats) on two workers at once: the baseline is measured once
+    per task (under its lock), each trial runs once, and the per-arm reports count every trial."""
+    tasks = ["triton2triton/toy/one", "triton2triton/toy/two"]
+    for task in tasks:
+        make_toy_task(task)
+    arms = [{"label": "a", "agent": {"template": "noop"}}, {"label": "b", "agent": {"template": "noop"}}]
+    config = write_run_config(arms=arms, repeats=2, schedule_seed=3, num_parallel=2)
+    config.write_text(config.read_text().replace("agent:\n  template: noop\n", "", 1))
+    done = _aka(tmp_path, str(config))
+    assert done.returncode == 0, done.stderr
+    run_dir = next((tmp_path / "workspace_cpu_arms-a-b").glob("run_*"))
+    started = Counter((e["task"], e["arm"], e["repeat"]) for e in _events(run_dir) if e["event"] == "task_started")
+    assert started == {(t, a, k): 1 for t in tasks for a in ("a", "b") for k in (1, 2)}
+    assert len(list((run_dir / "baselines").glob("*.json"))) == 2
+    assert len(list(run_dir.glob("*/baseline"))) == 2, "each task's baseline measured once"
+    for arm in ("a", "b"):
+        breakdown = json.loads((run_dir / "reports" / "arms" / arm / "task_type_breakdown.json").read_text())
+        assert breakdown["overall"]["task_count"] == 4
+    _assert_no_orphans(tmp_path)

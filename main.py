@@ -14,13 +14,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
 from aka.errors import AkaError  # noqa: E402
-from aka.runner import (  # noqa: E402
-    INFRA_EXIT,
-    parallel_mode,
-    postprocess_run,
-    run_experiment,
-    run_parallel_worker,
-)
+from aka.parallel_modes import parallel_mode, postprocess_run, run_parallel_worker  # noqa: E402
+from aka.runner import INFRA_EXIT, run_experiment  # noqa: E402
 from aka.trial_queue import DEFAULT_LEASE_SECONDS  # noqa: E402
 
 

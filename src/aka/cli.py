@@ -16,14 +16,8 @@ from rich.table import Table
 from aka.check_agents import checks_table, run_checks
 from aka.device import detect_device
 from aka.errors import AkaError
-from aka.runner import (
-    INFRA_EXIT,
-    package_versions,
-    parallel_mode,
-    postprocess_run,
-    run_experiment,
-    run_parallel_worker,
-)
+from aka.parallel_modes import parallel_mode, postprocess_run, run_parallel_worker
+from aka.runner import INFRA_EXIT, package_versions, run_experiment
 from aka.task_authoring import check_task, scaffold_task
 from aka.tasks import default_tasks_root, gate_tasks, select_tasks
 from aka.trial_queue import DEFAULT_LEASE_SECONDS

@@ -32,7 +32,7 @@ from aka.device import DeviceInfo, detect_device, resolve_target_model
 from aka.errors import ConfigError
 from aka.executor import DeviceSlot, LocalExecutor, device_slots
 from aka.experiment_schedule import Trial, interleaved_schedule
-from aka.parallel_run import queue_results, supervise, work_queue
+from aka.parallel_run import queue_results, supervise
 from aka.report_tree import replace_tree
 from aka.reports import RunHeader, report_files
 from aka.result import (
@@ -58,7 +58,7 @@ from aka.run_lock import holding_run
 from aka.scoring import Scorer, finite_score, resolve_scorer
 from aka.task_pipeline import RunContext, run_task
 from aka.tasks import Task, gate_tasks, select_tasks, task_identity
-from aka.trial_queue import DEFAULT_LEASE_SECONDS, TrialQueue, WorkerIdentity
+from aka.trial_queue import DEFAULT_LEASE_SECONDS, TrialQueue
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def _event(ctx: RunContext, event: str, task: Task) -> None:
         handle.write(json.dumps(record) + "\n")
 
 
-def _attach_log(path: Path) -> logging.Handler:
+def attach_log(path: Path) -> logging.Handler:
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -184,7 +184,7 @@ def _log_directory(loaded: LoadedRunConfig) -> Path:
     return directory
 
 
-def _read_manifest(run_dir: Path) -> RunManifest:
+def read_manifest(run_dir: Path) -> RunManifest:
     path = run_dir / MANIFEST_NAME
     try:
         return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
@@ -216,7 +216,7 @@ def _resume_changes(manifest: RunManifest, loaded: LoadedRunConfig, identities: 
 
 def _check_resumable(run_dir: Path, loaded: LoadedRunConfig, identities: dict[str, str],
                      accept_changes: bool) -> RunManifest:
-    manifest = _read_manifest(run_dir)
+    manifest = read_manifest(run_dir)
     field = "arms" if loaded.multi_arm else "agent.template"
     if manifest.agent != loaded.experiment_name:
         raise ConfigError(f"{loaded.path}: field '{field}': the run {run_dir.name} used "
@@ -268,22 +268,6 @@ def run_experiment(config_path: Path, suffix: str | None = None, resume_run: Pat
                                _Parallel(gpus, lease_seconds, init_only))
 
 
-def parallel_mode(init: bool, worker: bool, postprocess: bool, worker_id: str | None, run_name: str | None) -> str:
-    """Which of the seed's parallel modes the flags ask for ("run" when none): one at a time, each
-    with the names it needs."""
-    chosen = [name for name, on in (("init", init), ("worker", worker), ("postprocess", postprocess)) if on]
-    if len(chosen) > 1:
-        raise ConfigError("use one of --parallel-init, --parallel-worker and --postprocess-only")
-    mode = chosen[0] if chosen else "run"
-    if mode == "worker" and (worker_id is None or run_name is None):
-        raise ConfigError("--parallel-worker needs --worker-id ID and --run-name RUN")
-    if mode == "postprocess" and run_name is None:
-        raise ConfigError("--postprocess-only needs --run-name RUN")
-    if mode in ("init", "run") and run_name is not None:
-        raise ConfigError("--run-name goes with --parallel-worker or --postprocess-only; resume with --resume-run")
-    return mode
-
-
 @dataclass(frozen=True)
 class _Parallel:
     gpus: str | None
@@ -292,7 +276,7 @@ class _Parallel:
 
 
 @dataclass(frozen=True)
-class _Checked:
+class CheckedInputs:
     """The validated inputs of a run: nothing is written before they all pass."""
 
     loaded: LoadedRunConfig
@@ -304,7 +288,7 @@ class _Checked:
     identities: dict[str, str]
 
 
-def _check_inputs(config_path: Path, device: DeviceInfo | None) -> _Checked:
+def check_inputs(config_path: Path, device: DeviceInfo | None) -> CheckedInputs:
     loaded = load_run_config(config_path)
     scorer = resolve_scorer(loaded.config.scorer, str(loaded.path))
     selected = select_tasks(loaded.tasks_root, loaded.config.tasks, str(loaded.path))
@@ -312,10 +296,10 @@ def _check_inputs(config_path: Path, device: DeviceInfo | None) -> _Checked:
     model = resolve_target_model(loaded.config.target_gpu_model, device, str(loaded.path))
     runnable, dropped = gate_tasks(selected, device.arch)
     identities = {task.name: task_identity(task) for task in runnable}
-    return _Checked(loaded, scorer, device, model, runnable, dropped, identities)
+    return CheckedInputs(loaded, scorer, device, model, runnable, dropped, identities)
 
 
-def _slots(checked: _Checked, gpus: str | None) -> list[DeviceSlot]:
+def _slots(checked: CheckedInputs, gpus: str | None) -> list[DeviceSlot]:
     config = checked.loaded.config
     field = "--gpus" if gpus is not None else f"{checked.loaded.path}: field 'gpu_ids'"
     slots = device_slots(gpus if gpus is not None else config.gpu_ids, config.num_parallel, field)
@@ -331,7 +315,7 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
                     parallel: _Parallel) -> RunOutcome:
     console = console or Console(stderr=True)
     check_run_suffix(suffix)
-    checked = _check_inputs(config_path, device)
+    checked = check_inputs(config_path, device)
     slots = _slots(checked, parallel.gpus)
     log_directory = _log_directory(checked.loaded)
     run_dir, resuming = _resolve_run_dir(checked.loaded, checked.model, suffix, resume_run, resume_latest)
@@ -342,7 +326,7 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
     return RunOutcome(run_dir, run_dir / REPORTS_DIR, results)
 
 
-def _new_manifest(checked: _Checked, run_dir: Path, log_file: Path) -> RunManifest:
+def _new_manifest(checked: CheckedInputs, run_dir: Path, log_file: Path) -> RunManifest:
     loaded, device, seed = checked.loaded, checked.device, checked.loaded.config.schedule_seed
     return RunManifest(
         run_name=run_dir.name, created_at=_now(), config_path=str(loaded.path),
@@ -358,7 +342,7 @@ def _new_manifest(checked: _Checked, run_dir: Path, log_file: Path) -> RunManife
 
 
 @dataclass(frozen=True)
-class _TrialRunner:
+class TrialRunner:
     """Runs one trial of the run (the serial loop's body, and a parallel worker's)."""
 
     contexts: dict[str | None, RunContext]
@@ -368,7 +352,7 @@ class _TrialRunner:
     repeated: bool
 
     @classmethod
-    def of(cls, checked: _Checked, run_dir: Path) -> _TrialRunner:
+    def of(cls, checked: CheckedInputs, run_dir: Path) -> TrialRunner:
         loaded = checked.loaded
         contexts = {arm.label: RunContext(run_dir, loaded.for_arm(arm), checked.device, checked.scorer, arm=arm.label)
                     for arm in loaded.arms}
@@ -381,13 +365,13 @@ class _TrialRunner:
         return _run_or_reuse(context, self.by_name[trial.task], self.identities[trial.task], resuming, console)
 
 
-def _run_locked(checked: _Checked, run_dir: Path, resuming: bool, log_directory: Path, console: Console,
+def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_directory: Path, console: Console,
                 accept_changes: bool, slots: list[DeviceSlot], parallel: _Parallel) -> list[TaskResult]:
     """The run, with the run directory held by this process (`aka.run_lock`)."""
     loaded = checked.loaded
     log_file = log_directory / f"{run_dir.parent.name}_{run_dir.name}.log"
     manifest = _check_resumable(run_dir, loaded, checked.identities, accept_changes) if resuming else None
-    handler = _attach_log(log_file)
+    handler = attach_log(log_file)
     try:
         if manifest is not None:
             manifest.resumed_at.append(_now())
@@ -403,7 +387,7 @@ def _run_locked(checked: _Checked, run_dir: Path, resuming: bool, log_directory:
                       + (f"  workers={len(slots)}" if len(slots) > 1 else ""))
         for task, reason in dropped:
             logger.info("dropped %s: %s", task.name, reason)
-        runner = _TrialRunner.of(checked, run_dir)
+        runner = TrialRunner.of(checked, run_dir)
         if parallel.init_only or len(slots) > 1 or slots[0].gpu is not None:
             queue = TrialQueue(run_dir)
             queue.fill(trials, parallel.lease_seconds)
@@ -413,77 +397,16 @@ def _run_locked(checked: _Checked, run_dir: Path, resuming: bool, log_directory:
             results = queue_results(queue, {t.name: t.family for t in checked.runnable}, runner.repeated)
         else:
             results = [runner.run(trial, resuming, console)[1] for trial in trials]
-        _write_all_reports(run_dir, loaded, results, _header(run_dir, checked, manifest))
+        write_all_reports(run_dir, loaded, results, report_header(run_dir, checked, manifest))
     finally:
         logging.getLogger("aka").removeHandler(handler)
         handler.close()
     return results
 
 
-def _header(run_dir: Path, checked: _Checked, manifest: RunManifest) -> RunHeader:
+def report_header(run_dir: Path, checked: CheckedInputs, manifest: RunManifest) -> RunHeader:
     return RunHeader(run_dir.name, checked.loaded.experiment_name, checked.model, str(manifest.device.get("name")),
                      manifest.created_at, checked.loaded.config.scorer)
-
-
-def _named_run(checked: _Checked, run_name: str) -> tuple[Path, RunManifest, TrialQueue]:
-    """The run of `--run-name` (a run directory, or a run's name in the config's experiment folder)
-    with its manifest and queue; refused when it is another experiment's or has no queue."""
-    given = Path(run_name)
-    loaded = checked.loaded
-    experiment = experiment_dir(loaded.config.workspace_directory_prefix, checked.model, loaded.experiment_name)
-    run_dir = (given if given.is_absolute() or given.exists() else experiment / given).resolve()
-    if not (run_dir / MANIFEST_NAME).is_file():
-        raise ConfigError(f"--run-name {run_name}: not a run directory (no {MANIFEST_NAME}); make one with "
-                          "--parallel-init")
-    manifest = _read_manifest(run_dir)
-    if manifest.agent != loaded.experiment_name:
-        raise ConfigError(f"--run-name {run_name}: the run used '{manifest.agent}', not '{loaded.experiment_name}'; "
-                          "use the config it was made with")
-    queue = TrialQueue(run_dir)
-    if not queue.exists:
-        raise ConfigError(f"--run-name {run_name}: the run has no parallel queue; make one with --parallel-init")
-    return run_dir, manifest, queue
-
-
-def run_parallel_worker(config_path: Path, run_name: str, worker_id: str, console: Console | None = None) -> int:
-    """A worker (--parallel-worker): claim trials from the run's queue until it drains. It holds
-    no run lock (the parent `aka run`, or the person who ran --parallel-init, owns the run); the
-    queue's lock and leases keep workers apart. Returns how many trials it reported."""
-    with terminated_as_exit():
-        console = console or Console(stderr=True)
-        checked = _check_inputs(config_path, None)
-        run_dir, manifest, queue = _named_run(checked, run_name)
-        queued = {entry.task for entries in queue.entries().values() for entry in entries}
-        missing = sorted(queued - set(checked.identities))
-        if missing:
-            raise ConfigError(f"{checked.loaded.path}: the run's queue has task {missing[0]}, which this config "
-                              "does not select here; use the config the run was made with")
-        runner = _TrialRunner.of(checked, run_dir)
-        handler = _attach_log(Path(manifest.log_file))
-        try:
-            return work_queue(queue, WorkerIdentity.this_process(worker_id),
-                              lambda trial, worker: runner.run(trial, True, console, worker))
-        finally:
-            logging.getLogger("aka").removeHandler(handler)
-            handler.close()
-
-
-def postprocess_run(config_path: Path, run_name: str, console: Console | None = None) -> RunOutcome:
-    """--postprocess-only: the reports of a parallel run from its queue and workspaces alone."""
-    console = console or Console(stderr=True)
-    checked = _check_inputs(config_path, None)
-    run_dir, manifest, queue = _named_run(checked, run_name)
-    with holding_run(run_dir):
-        entries = queue.entries()
-        left = len(entries["pending"]) + len(entries["running"])
-        if left:
-            raise ConfigError(f"--run-name {run_name}: {left} trial(s) are still pending or running; wait for the "
-                              f"workers, or resume the run with `aka run CONFIG --resume-run {run_dir}`")
-        repeated = checked.loaded.multi_arm or checked.loaded.config.repeats > 1
-        results = queue_results(queue, {t.name: t.family for t in checked.runnable}, repeated)
-        _write_all_reports(run_dir, checked.loaded, results, _header(run_dir, checked, manifest))
-    console.print(f"[bold]reports[/] {run_dir / REPORTS_DIR}")
-    return RunOutcome(run_dir, run_dir / REPORTS_DIR, results)
 
 
 def _scored_by(ctx: RunContext, workspace: Path, result: TaskResult) -> TaskResult:
@@ -523,7 +446,7 @@ def _schedule(run_dir: Path, loaded: LoadedRunConfig, runnable: list[Task], mani
     return trials
 
 
-def _write_all_reports(run_dir: Path, loaded: LoadedRunConfig, results: list[TaskResult], header: RunHeader) -> None:
+def write_all_reports(run_dir: Path, loaded: LoadedRunConfig, results: list[TaskResult], header: RunHeader) -> None:
     """The run's reports over every result; a multi-arm run also gets reports/arms/<label>/ per arm.
     All of them are replaced together (`aka.report_tree`)."""
     files = report_files(results, header)

@@ -76,6 +76,11 @@ class Executor(Protocol):
         """Stop every worker still running (their steps go with them)."""
         ...
 
+    def kill(self, worker_id: str, pid: int) -> None:
+        """Kill a worker whose lease lapsed (silent, stopped), so that it frees the locks it holds
+        and its trial runs elsewhere; nothing when it is not this executor's."""
+        ...
+
 
 def _die_with_parent(parent: int) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -111,6 +116,12 @@ class LocalExecutor:
         for slot in ended:
             del self.workers[slot]
         return ended
+
+    def kill(self, worker_id: str, pid: int) -> None:
+        for slot, proc in self.workers.items():
+            if slot.worker_id == worker_id and proc.pid == pid and proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait()
 
     def stop(self) -> None:
         for proc in self.workers.values():

@@ -41,6 +41,9 @@ def supervise(queue: TrialQueue, executor: Executor, slots: list[DeviceSlot], co
             executor.start(slot)
         live = set(slots)
         while not queue.drained():
+            for lease in queue.lapsed_leases() + queue.take_lapsed():
+                logger.warning("worker %s (pid %d) lost its lease; killing it", lease.worker_id, lease.pid)
+                executor.kill(lease.worker_id, lease.pid)
             for entry in queue.reclaim_stale():
                 logger.warning("trial %d (%s) reclaimed: %s", entry.index, entry.task, entry.history[-1])
             for slot, code in executor.exited().items():

@@ -35,6 +35,7 @@ STATES = ("pending", "running", "done", "failed")
 SETTINGS_NAME = "queue.json"
 LOCK_NAME = "queue.lock"
 WORKERS_DIR = "workers"
+LAPSED_DIR = "lapsed"  # leases reclaimed from their workers, for the parent to kill them
 DEFAULT_LEASE_SECONDS = 60.0
 DEFAULT_MAX_ATTEMPTS = 3
 LOCK_POLL_SECONDS = 0.002  # filelock's default 0.05 s made a contended claim wait 50 ms per retry
@@ -201,6 +202,38 @@ class TrialQueue:
                 return "done"
             return self._spend_attempt(current, f"attempt {current.attempts + 1}: {reason}")
 
+    def _note_lapsed(self, lease: Lease) -> None:
+        """Keep a reclaimed lease for the parent, which kills its worker (a stopped one still holds
+        its locks: a baseline's, say, that the trial's next holder waits on)."""
+        path = self.root / LAPSED_DIR / f"{lease.worker_id}-{lease.pid}.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(lease.model_dump_json(), encoding="utf-8")
+
+    def take_lapsed(self) -> list[Lease]:
+        """The leases reclaimed since the last call (each returned once)."""
+        found = []
+        for path in sorted((self.root / LAPSED_DIR).glob("*.json")):
+            try:
+                found.append(Lease.model_validate_json(path.read_text(encoding="utf-8")))
+                path.unlink()
+            except (OSError, ValidationError):
+                continue
+        return found
+
+    def lapsed_leases(self) -> list[Lease]:
+        """Leases of running trials that no longer hold, read without the lock: a worker stopped
+        while holding the lock (or another one, such as a baseline's) must not stop the one who
+        reads this to kill it."""
+        lease_seconds, now, found = self.settings().lease_seconds, time.time(), []
+        for path in (self.root / "running").glob("*.json"):
+            try:
+                entry = TrialEntry.model_validate_json(path.read_text(encoding="utf-8"))
+            except (OSError, ValidationError):
+                continue
+            if entry.lease is not None and lease_problem(entry.lease, now, lease_seconds) is not None:
+                found.append(entry.lease)
+        return found
+
     def reclaim_stale(self) -> list[TrialEntry]:
         with self.locked():
             return self._reclaim_stale()
@@ -232,6 +265,8 @@ class TrialQueue:
         for entry in self._in("running"):
             problem = lease_problem(entry.lease, now, lease_seconds) if entry.lease else "no lease recorded"
             if problem is not None:
+                if entry.lease is not None:
+                    self._note_lapsed(entry.lease)
                 entry.lease, entry.workspace, entry.status = None, None, None
                 self._spend_attempt(entry, f"attempt {entry.attempts + 1}: {problem}")
                 reclaimed.append(entry)

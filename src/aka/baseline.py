@@ -12,6 +12,7 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
+from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
 from aka.device import DeviceInfo
@@ -98,3 +99,14 @@ def measure_baseline(run_dir: Path, task: Task, identity: str, device: DeviceInf
     path = baseline_path(run_dir, task)
     write_text_atomic(path, record.model_dump_json(indent=2))
     return record
+
+
+def frozen_or_measured(run_dir: Path, task: Task, identity: str, device: DeviceInfo, work_dir: Path) -> BaselineRecord:
+    """The run's frozen baseline, or one measured now, under a per-task file lock: two workers of
+    a parallel run on two trials of one task (arms, repeats) measure it once, and neither clears
+    the builds the other's performance step is reading."""
+    path = baseline_path(run_dir, task)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(path.with_name(f"{path.stem}.lock")):
+        return load_frozen_baseline(run_dir, task, identity, device) or measure_baseline(
+            run_dir, task, identity, device, work_dir)

@@ -16,9 +16,11 @@ from rich.table import Table
 from aka.check_agents import checks_table, run_checks
 from aka.device import detect_device
 from aka.errors import AkaError
+from aka.parallel_modes import parallel_mode, postprocess_run, run_parallel_worker
 from aka.runner import INFRA_EXIT, package_versions, run_experiment
 from aka.task_authoring import check_task, scaffold_task
 from aka.tasks import default_tasks_root, gate_tasks, select_tasks
+from aka.trial_queue import DEFAULT_LEASE_SECONDS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 tasks_app = typer.Typer(no_args_is_help=True, help="Inspect the task suite.")
@@ -44,15 +46,42 @@ def run(
     resume_latest: Annotated[bool, typer.Option("--resume-latest", help="Resume the newest run.")] = False,
     accept_changes: Annotated[bool, typer.Option(
         "--accept-changes", help="Resume although the config changed the tasks, scorer or agents (recorded).")] = False,
+    gpus: Annotated[Optional[str], typer.Option(
+        "--gpus", help="GPUs for a parallel run, e.g. 0,1,2,3 (overrides gpu_ids): one worker per GPU.")] = None,
+    lease_seconds: Annotated[float, typer.Option(
+        "--lease-seconds", help="A parallel worker silent this long loses its trial.")] = DEFAULT_LEASE_SECONDS,
+    parallel_init: Annotated[bool, typer.Option(
+        "--parallel-init", help="Make the run directory and its trial queue, print its path, stop.")] = False,
+    parallel_worker: Annotated[bool, typer.Option(
+        "--parallel-worker", help="Claim trials of --run-name's queue until it drains.")] = False,
+    worker_id: Annotated[Optional[str], typer.Option(
+        "--worker-id", help="This worker's name (--parallel-worker).")] = None,
+    run_name: Annotated[Optional[str], typer.Option(
+        "--run-name", help="The run of --parallel-worker / --postprocess-only (a name or a directory).")] = None,
+    postprocess_only: Annotated[bool, typer.Option(
+        "--postprocess-only", help="Write --run-name's reports from its queue and workspaces.")] = False,
 ) -> None:
     """Run every selected task with the configured agent, then write the reports."""
     if resume_run is not None and resume_latest:
         raise fail(AkaError("use either --resume-run or --resume-latest, not both"))
     try:
-        outcome = run_experiment(config, run_suffix, resume_run, resume_latest, err_console,
-                                 accept_changes=accept_changes)
+        mode = parallel_mode(parallel_init, parallel_worker, postprocess_only, worker_id, run_name)
+        if mode == "worker":
+            assert run_name is not None and worker_id is not None
+            run_parallel_worker(config, run_name, worker_id, err_console)
+            return
+        if mode == "postprocess":
+            assert run_name is not None
+            outcome = postprocess_run(config, run_name, err_console)
+        else:
+            outcome = run_experiment(config, run_suffix, resume_run, resume_latest, err_console,
+                                     accept_changes=accept_changes, gpus=gpus, lease_seconds=lease_seconds,
+                                     init_only=mode == "init")
     except AkaError as exc:
         raise fail(exc) from None
+    if mode == "init":
+        console.print(str(outcome.run_dir))
+        return
     console.print(str(outcome.reports_dir))
     problem = outcome.infra_message()
     if problem is not None:

@@ -54,6 +54,9 @@ class TaskStatus(str, Enum):
     INFRA = "INFRA"
 
 
+STATUS_STYLE = {"PASS": "green", "PARTIAL": "yellow", "FAIL": "red", "SKIP": "cyan", "INFRA": "magenta"}  # console
+
+
 class CaseTiming(BaseModel):
     """Per-case timing of baseline and candidate, matched by case id."""
 

@@ -53,8 +53,8 @@ class RunConfig(BaseModel):
     workspace_directory_prefix: str = "workspace"
     tasks_root: str | None = None
     scorer: str = "default"
-    gpu_ids: str | None = None
-    num_parallel: int | None = Field(default=None, ge=1)
+    gpu_ids: str | int | list[int] | None = None  # GPUs of a parallel run (aka.executor.device_slots)
+    num_parallel: int | None = Field(default=None, ge=1)  # workers per GPU (or CPU workers without gpu_ids)
     run_mode: str | None = None
 
     @field_validator("tasks", mode="before")

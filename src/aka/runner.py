@@ -1,4 +1,5 @@
-"""A whole run: validate everything first, then run tasks one by one, then aggregate reports.
+"""A whole run: validate everything first, then run the trials (one by one, or through the
+parallel queue of `aka.parallel_run` when several device slots are asked for), then aggregate reports.
 
 Nothing is written until the config, the task selection, every task config, the scorer and the
 device preflight have passed, so a bad input never leaves a half-made run behind.
@@ -29,9 +30,18 @@ from aka import __version__
 from aka.completion import completed_workspace, rewrite_result
 from aka.device import DeviceInfo, detect_device, resolve_target_model
 from aka.errors import ConfigError
+from aka.executor import DeviceSlot, LocalExecutor, device_slots
 from aka.experiment_schedule import Trial, interleaved_schedule
+from aka.parallel_run import queue_results, supervise
 from aka.reports import RunHeader
-from aka.result import RESULT_FILE_NAME, TaskResult, TaskStatus, read_task_result, write_text_atomic
+from aka.result import (
+    RESULT_FILE_NAME,
+    STATUS_STYLE,
+    TaskResult,
+    TaskStatus,
+    read_task_result,
+    write_text_atomic,
+)
 from aka.run_config import LoadedRunConfig, check_run_suffix, load_run_config
 from aka.run_layout import (
     EVENTS_NAME,
@@ -47,9 +57,9 @@ from aka.run_reports import write_run_reports
 from aka.scoring import Scorer, finite_score, resolve_scorer
 from aka.task_pipeline import RunContext, run_task
 from aka.tasks import Task, gate_tasks, select_tasks, task_identity
+from aka.trial_queue import DEFAULT_LEASE_SECONDS, TrialQueue
 
 logger = logging.getLogger(__name__)
-STATUS_STYLE = {"PASS": "green", "PARTIAL": "yellow", "FAIL": "red", "SKIP": "cyan", "INFRA": "magenta"}
 
 
 class RunManifest(BaseModel):
@@ -131,11 +141,13 @@ def _event(ctx: RunContext, event: str, task: Task) -> None:
         record["arm"] = ctx.arm
     if ctx.repeat is not None:
         record["repeat"] = ctx.repeat
+    if ctx.worker is not None:
+        record["worker"] = ctx.worker
     with (ctx.run_dir / EVENTS_NAME).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
 
 
-def _attach_log(path: Path) -> logging.Handler:
+def attach_log(path: Path) -> logging.Handler:
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -171,7 +183,7 @@ def _log_directory(loaded: LoadedRunConfig) -> Path:
     return directory
 
 
-def _read_manifest(run_dir: Path) -> RunManifest:
+def read_manifest(run_dir: Path) -> RunManifest:
     path = run_dir / MANIFEST_NAME
     try:
         return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
@@ -203,7 +215,7 @@ def _resume_changes(manifest: RunManifest, loaded: LoadedRunConfig, identities: 
 
 def _check_resumable(run_dir: Path, loaded: LoadedRunConfig, identities: dict[str, str],
                      accept_changes: bool) -> RunManifest:
-    manifest = _read_manifest(run_dir)
+    manifest = read_manifest(run_dir)
     field = "arms" if loaded.multi_arm else "agent.template"
     if manifest.agent != loaded.experiment_name:
         raise ConfigError(f"{loaded.path}: field '{field}': the run {run_dir.name} used "
@@ -242,17 +254,40 @@ def terminated_as_exit() -> Iterator[None]:
 
 def run_experiment(config_path: Path, suffix: str | None = None, resume_run: Path | None = None,
                    resume_latest: bool = False, console: Console | None = None,
-                   device: DeviceInfo | None = None, accept_changes: bool = False) -> RunOutcome:
-    """Validate, run every selected task (skipping completed ones on resume) and write reports.
-    `accept_changes`: resume even where the config changed the task list, scorer or agents."""
+                   device: DeviceInfo | None = None, accept_changes: bool = False, gpus: str | None = None,
+                   lease_seconds: float = DEFAULT_LEASE_SECONDS, init_only: bool = False) -> RunOutcome:
+    """Validate, run every selected trial (skipping completed ones on resume) and write reports.
+    `accept_changes`: resume even where the config changed the task list, scorer or agents.
+    `gpus` overrides the config's `gpu_ids`; with several slots (GPUs x `num_parallel`), or one
+    on a named GPU, the trials go through the run's queue, one worker process per slot, each
+    masked to its GPU. `init_only` (--parallel-init) makes
+    the run directory and its queue and stops there, for workers started by hand."""
     with terminated_as_exit():
-        return _run_experiment(config_path, suffix, resume_run, resume_latest, console, device, accept_changes)
+        return _run_experiment(config_path, suffix, resume_run, resume_latest, console, device, accept_changes,
+                               _Parallel(gpus, lease_seconds, init_only))
 
 
-def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | None, resume_latest: bool,
-                    console: Console | None, device: DeviceInfo | None, accept_changes: bool) -> RunOutcome:
-    console = console or Console(stderr=True)
-    check_run_suffix(suffix)
+@dataclass(frozen=True)
+class _Parallel:
+    gpus: str | None
+    lease_seconds: float
+    init_only: bool
+
+
+@dataclass(frozen=True)
+class CheckedInputs:
+    """The validated inputs of a run: nothing is written before they all pass."""
+
+    loaded: LoadedRunConfig
+    scorer: Scorer
+    device: DeviceInfo
+    model: str
+    runnable: list[Task]
+    dropped: list[tuple[Task, str]]
+    identities: dict[str, str]
+
+
+def check_inputs(config_path: Path, device: DeviceInfo | None) -> CheckedInputs:
     loaded = load_run_config(config_path)
     scorer = resolve_scorer(loaded.config.scorer, str(loaded.path))
     selected = select_tasks(loaded.tasks_root, loaded.config.tasks, str(loaded.path))
@@ -260,64 +295,117 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
     model = resolve_target_model(loaded.config.target_gpu_model, device, str(loaded.path))
     runnable, dropped = gate_tasks(selected, device.arch)
     identities = {task.name: task_identity(task) for task in runnable}
+    return CheckedInputs(loaded, scorer, device, model, runnable, dropped, identities)
 
-    log_directory = _log_directory(loaded)
-    run_dir, resuming = _resolve_run_dir(loaded, model, suffix, resume_run, resume_latest)
+
+def _slots(checked: CheckedInputs, gpus: str | None) -> list[DeviceSlot]:
+    config = checked.loaded.config
+    field = "--gpus" if gpus is not None else f"{checked.loaded.path}: field 'gpu_ids'"
+    slots = device_slots(gpus if gpus is not None else config.gpu_ids, config.num_parallel, field)
+    count = checked.device.count if checked.device.is_gpu else 0
+    beyond = sorted({s.gpu for s in slots if s.gpu is not None and count and int(s.gpu) >= count})
+    if beyond:
+        raise ConfigError(f"{field}: GPU {beyond[0]} does not exist here ({count} visible); list ids below {count}")
+    return slots
+
+
+def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | None, resume_latest: bool,
+                    console: Console | None, device: DeviceInfo | None, accept_changes: bool,
+                    parallel: _Parallel) -> RunOutcome:
+    console = console or Console(stderr=True)
+    check_run_suffix(suffix)
+    checked = check_inputs(config_path, device)
+    slots = _slots(checked, parallel.gpus)
+    log_directory = _log_directory(checked.loaded)
+    run_dir, resuming = _resolve_run_dir(checked.loaded, checked.model, suffix, resume_run, resume_latest)
     with holding_run(run_dir):
-        results, manifest = _run_locked(loaded, run_dir, resuming, model, device, scorer, runnable, dropped,
-                                        identities, log_directory, console, accept_changes)
-    console.print(f"[bold]reports[/] {run_dir / REPORTS_DIR}")
+        results = _run_locked(checked, run_dir, resuming, log_directory, console, accept_changes, slots, parallel)
+    if not parallel.init_only:
+        console.print(f"[bold]reports[/] {run_dir / REPORTS_DIR}")
     return RunOutcome(run_dir, run_dir / REPORTS_DIR, results)
 
 
-def _run_locked(loaded: LoadedRunConfig, run_dir: Path, resuming: bool, model: str, device: DeviceInfo,
-                scorer: Scorer, runnable: list[Task], dropped: list[tuple[Task, str]], identities: dict[str, str],
-                log_directory: Path, console: Console, accept_changes: bool) -> tuple[list[TaskResult], RunManifest]:
+def _new_manifest(checked: CheckedInputs, run_dir: Path, log_file: Path) -> RunManifest:
+    loaded, device, seed = checked.loaded, checked.device, checked.loaded.config.schedule_seed
+    return RunManifest(
+        run_name=run_dir.name, created_at=_now(), config_path=str(loaded.path),
+        config=_config_record(loaded), agent=loaded.experiment_name,
+        target_gpu_model=checked.model,
+        device={"kind": device.kind, "model": device.model, "name": device.name, "arch": device.arch,
+                "count": device.count, "driver": device.driver},
+        tasks=checked.identities, dropped_tasks={t.name: why for t, why in checked.dropped},
+        versions=package_versions(), git_revision=_git_revision(), log_file=str(log_file),
+        arms=[str(a.label) for a in loaded.arms] if loaded.multi_arm else [], repeats=loaded.config.repeats,
+        schedule_seed=seed if seed is not None else secrets.randbelow(2**31),
+    )
+
+
+@dataclass(frozen=True)
+class TrialRunner:
+    """Runs one trial of the run (the serial loop's body, and a parallel worker's)."""
+
+    contexts: dict[str | None, RunContext]
+    by_name: dict[str, Task]
+    identities: dict[str, str]
+    repeats: int
+    repeated: bool
+
+    @classmethod
+    def of(cls, checked: CheckedInputs, run_dir: Path) -> TrialRunner:
+        loaded = checked.loaded
+        contexts = {arm.label: RunContext(run_dir, loaded.for_arm(arm), checked.device, checked.scorer, arm=arm.label)
+                    for arm in loaded.arms}
+        return cls(contexts, {task.name: task for task in checked.runnable}, checked.identities,
+                   loaded.config.repeats, loaded.multi_arm or loaded.config.repeats > 1)
+
+    def run(self, trial: Trial, resuming: bool, console: Console, worker: str | None = None) -> tuple[Path, TaskResult]:
+        context = replace(self.contexts[trial.arm], repeat=trial.repeat if self.repeated else None,
+                          label=trial.workspace_label(self.repeats), worker=worker)
+        return _run_or_reuse(context, self.by_name[trial.task], self.identities[trial.task], resuming, console)
+
+
+def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_directory: Path, console: Console,
+                accept_changes: bool, slots: list[DeviceSlot], parallel: _Parallel) -> list[TaskResult]:
     """The run, with the run directory held by this process (`aka.run_lock`)."""
+    loaded = checked.loaded
     log_file = log_directory / f"{run_dir.parent.name}_{run_dir.name}.log"
-    manifest = _check_resumable(run_dir, loaded, identities, accept_changes) if resuming else None
-    handler = _attach_log(log_file)
+    manifest = _check_resumable(run_dir, loaded, checked.identities, accept_changes) if resuming else None
+    handler = attach_log(log_file)
     try:
         if manifest is not None:
             manifest.resumed_at.append(_now())
-            manifest.tasks.update(identities)
+            manifest.tasks.update(checked.identities)
         else:
-            seed = loaded.config.schedule_seed
-            manifest = RunManifest(
-                run_name=run_dir.name, created_at=_now(), config_path=str(loaded.path),
-                config=_config_record(loaded), agent=loaded.experiment_name,
-                target_gpu_model=model,
-                device={"kind": device.kind, "model": device.model, "name": device.name, "arch": device.arch,
-                        "count": device.count, "driver": device.driver},
-                tasks=identities, dropped_tasks={t.name: why for t, why in dropped}, versions=package_versions(),
-                git_revision=_git_revision(), log_file=str(log_file),
-                arms=[str(a.label) for a in loaded.arms] if loaded.multi_arm else [], repeats=loaded.config.repeats,
-                schedule_seed=seed if seed is not None else secrets.randbelow(2**31),
-            )
+            manifest = _new_manifest(checked, run_dir, log_file)
         write_text_atomic(run_dir / MANIFEST_NAME, manifest.model_dump_json(indent=2))
-        trials = _schedule(run_dir, loaded, runnable, manifest)
-        console.print(f"[bold]run[/] {run_dir}  agent={loaded.experiment_name}  device={device.name}  "
-                      f"tasks={len(runnable)}" + (f" (dropped {len(dropped)})" if dropped else "")
-                      + (f"  trials={len(trials)}" if len(trials) != len(runnable) else ""))
+        trials = _schedule(run_dir, loaded, checked.runnable, manifest)
+        dropped = checked.dropped
+        console.print(f"[bold]run[/] {run_dir}  agent={loaded.experiment_name}  device={checked.device.name}  "
+                      f"tasks={len(checked.runnable)}" + (f" (dropped {len(dropped)})" if dropped else "")
+                      + (f"  trials={len(trials)}" if len(trials) != len(checked.runnable) else "")
+                      + (f"  workers={len(slots)}" if len(slots) > 1 else ""))
         for task, reason in dropped:
             logger.info("dropped %s: %s", task.name, reason)
-        contexts = {arm.label: RunContext(run_dir, loaded.for_arm(arm), device, scorer, arm=arm.label)
-                    for arm in loaded.arms}
-        by_name = {task.name: task for task in runnable}
-        repeated = loaded.multi_arm or loaded.config.repeats > 1
-        results = []
-        for trial in trials:
-            context = replace(contexts[trial.arm], repeat=trial.repeat if repeated else None,
-                              label=trial.workspace_label(loaded.config.repeats))
-            results.append(_run_or_reuse(context, by_name[trial.task], identities[trial.task], resuming, console))
-        header = RunHeader(run_dir.name, loaded.experiment_name, model, device.name, manifest.created_at,
-                           loaded.config.scorer)
-        write_run_reports(run_dir, results, header,
-                          [(str(arm.label), arm.agent.name) for arm in loaded.arms] if loaded.multi_arm else [])
+        runner = TrialRunner.of(checked, run_dir)
+        if parallel.init_only or len(slots) > 1 or slots[0].gpu is not None:
+            queue = TrialQueue(run_dir)
+            queue.fill(trials, parallel.lease_seconds)
+            if parallel.init_only:
+                return []
+            supervise(queue, LocalExecutor(loaded.path, run_dir), slots, console)
+            results = queue_results(queue, {t.name: t.family for t in checked.runnable}, runner.repeated)
+        else:
+            results = [runner.run(trial, resuming, console)[1] for trial in trials]
+        write_all_reports(run_dir, loaded, results, report_header(run_dir, checked, manifest))
     finally:
         logging.getLogger("aka").removeHandler(handler)
         handler.close()
-    return results, manifest
+    return results
+
+
+def report_header(run_dir: Path, checked: CheckedInputs, manifest: RunManifest) -> RunHeader:
+    return RunHeader(run_dir.name, checked.loaded.experiment_name, checked.model, str(manifest.device.get("name")),
+                     manifest.created_at, checked.loaded.config.scorer)
 
 
 def _scored_by(ctx: RunContext, workspace: Path, result: TaskResult) -> TaskResult:
@@ -357,7 +445,15 @@ def _schedule(run_dir: Path, loaded: LoadedRunConfig, runnable: list[Task], mani
     return trials
 
 
-def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, console: Console) -> TaskResult:
+def write_all_reports(run_dir: Path, loaded: LoadedRunConfig, results: list[TaskResult], header: RunHeader) -> None:
+    """The run's reports over every result; a multi-arm run also gets reports/arms/<label>/ per arm
+    (`aka.run_reports`, which `aka report` uses too)."""
+    write_run_reports(run_dir, results, header,
+                      [(str(arm.label), arm.agent.name) for arm in loaded.arms] if loaded.multi_arm else [])
+
+
+def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool,
+                  console: Console) -> tuple[Path, TaskResult]:
     trial = " ".join(part for part in (ctx.arm, f"r{ctx.repeat}" if ctx.repeat is not None else None) if part)
     shown = f"{task.name} [{trial}]" if trial else task.name
     if resuming:
@@ -365,7 +461,7 @@ def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, co
         if done is not None:
             _event(ctx, "task_reused", task)
             console.print(f"  [dim]done[/]    {escape(shown)} (completed earlier, kept)")
-            return _scored_by(ctx, done, read_task_result(done / RESULT_FILE_NAME))
+            return done, _scored_by(ctx, done, read_task_result(done / RESULT_FILE_NAME))
     _event(ctx, "task_started", task)
     logger.info("task %s started", shown)
     workspace, result = run_task(ctx, task)
@@ -375,4 +471,4 @@ def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool, co
     why = f"  ({result.failure_kind.value}: {result.failure_message})" if result.status is not TaskStatus.PASS else ""
     console.print(f"  [{style}]{result.status.value:<7}[/] {escape(shown)} score={result.score:.1f}{speedup}{why}")
     logger.info("task %s finished in %s: %s", task.name, workspace.name, result.status.value)
-    return result
+    return workspace, result

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from aka import __version__
 from aka.agents.registry import AgentContext
-from aka.baseline import BaselineRecord, baseline_builds, load_frozen_baseline, measure_baseline
+from aka.baseline import BaselineRecord, baseline_builds, frozen_or_measured
 from aka.completion import source_hashes, write_completion
 from aka.device import DeviceInfo
 from aka.evaluator import (
@@ -61,6 +61,7 @@ class RunContext:
     arm: str | None = None
     repeat: int | None = None
     label: str | None = None
+    worker: str | None = None  # the worker of a parallel run that runs the trial (aka.parallel_run)
 
 
 def _run_agent(ctx: RunContext, task: Task, workspace: Path, prompt: str, baseline: BaselineRecord) -> AgentOutcome:
@@ -259,8 +260,7 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
     identity = task_identity(task)  # the task folder's (config pins a repository's revision)
     try:
         task = materialize(task, ctx.run_dir / REPOSITORIES_DIR)
-        baseline = load_frozen_baseline(ctx.run_dir, task, identity, ctx.device) or measure_baseline(
-            ctx.run_dir, task, identity, ctx.device, workspace / "baseline")
+        baseline = frozen_or_measured(ctx.run_dir, task, identity, ctx.device, workspace / "baseline")
         if baseline.status is FailureKind.INFRA_ERROR:
             result = _infra_result(ctx, task, baseline.message or "baseline failed")
             write_task_result(workspace, _of_trial(ctx, result))

@@ -53,8 +53,9 @@ smoke: install
 lint: install-test
 	$(VENV)/bin/ruff check src tests scripts benchmarks main.py tasks solutions/examples solutions/wrong
 	$(VENV)/bin/mypy
-	MYPYPATH=tests:benchmarks $(VENV)/bin/mypy --explicit-package-bases --allow-untyped-defs --allow-incomplete-defs \
-		--allow-untyped-calls --allow-untyped-decorators --no-warn-unused-ignores tests benchmarks scripts
+	MYPYPATH=src:tests:benchmarks $(VENV)/bin/mypy --explicit-package-bases --allow-untyped-defs --allow-incomplete-defs \
+		--allow-untyped-calls --allow-untyped-decorators --no-warn-unused-ignores --implicit-reexport --no-strict-optional \
+		--no-strict-equality tests benchmarks scripts
 
 test: lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15 $(PYTEST_ARGS)

@@ -55,7 +55,7 @@ def _patch(variant: str) -> None:
                   *rest: Any) -> None:
             original(self, directory, task_file, task_name, device, True, *rest)
 
-        remote.RemoteSide.setup = setup  # type: ignore[method-assign]
+        remote.RemoteSide.setup = setup  # type: ignore[method-assign, assignment]
     elif variant == "candidate_first":
         from aka.harness.remote import RemoteSide
 

@@ -144,7 +144,7 @@ def test_exhaustive_search_covers_the_grid_once_starting_from_the_start() -> Non
 
 @pytest.mark.parametrize("seed", range(5))
 def test_sampled_search_descends_to_the_optimum(seed: int) -> None:
-    values = list(range(10))
+    values: list[int | float | str | bool] = list(range(10))
     space = SearchSpace.of(("I", "J"), [values, values], start=(0, 0))
     search = VariantSearch(space, budget=30, seed=seed, margin=0.01)
     assert not search.exhaustive and search.random_quota == 14

@@ -183,7 +183,8 @@ class _Source:
 
 
 def _run(source: _Source, gpu: bool = True, **config: float) -> PairedResult:
-    settings = PairedConfig(**{"budget_s": 0.05, "target_rel_halfwidth": 1e-9, "max_pairs": 400, **config})
+    fields: dict[str, object] = {"budget_s": 0.05, "target_rel_halfwidth": 1e-9, "max_pairs": 400, **config}
+    settings = PairedConfig(**fields)  # type: ignore[arg-type]
     calibration = calibrate(source, settings, gpu)
     source.pairing = True
     return time_paired(source, calibration, settings, gpu)

@@ -51,8 +51,8 @@ def test_a_real_candidate_is_judged_and_rewarded(judged) -> None:
 def test_the_adapters_give_the_apis_reward_from_the_cache(judged) -> None:
     evaluator, completion, result = judged
     assert trl.make_reward_func(evaluator)(["p"], [completion], None, task_id=[GELU]) == [result.score]
-    scored = asyncio.run(trl.make_async_reward_func(evaluator, preset="kernelgym")(["p"], [completion], None,
-                                                                                    task_id=[GELU]))
+    scoring = trl.make_async_reward_func(evaluator, preset="kernelgym")(["p"], [completion], None, task_id=[GELU])
+    scored: list[float | None] = asyncio.run(scoring)  # type: ignore[arg-type]
     assert scored == [pytest.approx(0.5 + 0.5 * min(result.speedup or 0.0, 3.0))]
     set_default_evaluator(evaluator)
     try:

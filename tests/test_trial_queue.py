@@ -119,3 +119,24 @@ def test_refilling_is_refused_while_a_live_worker_holds_a_trial(tmp_path: Path) 
     queue.fail_remaining("stopped")
     queue.fill(_trials(2))
     assert len(queue.entries()["pending"]) == 2
+
+
+def test_a_holder_dead_but_not_reaped_counts_as_dead() -> None:
+    """Where nothing reaps orphans (some containers' init), a killed worker stays a zombie: its
+    /proc entry keeps its start time, but it holds nothing."""
+    import os
+    import time
+
+    from aka.trial_queue import pid_start_time
+
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 10
+        while pid_start_time(child) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pid_start_time(child) is None
+        assert pid_start_time(os.getpid()) is not None
+    finally:
+        os.waitpid(child, 0)

@@ -101,9 +101,12 @@ class WorkerIdentity:
 
 def pid_start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat): a pid
-    reused by another process after the holder died has another one."""
+    reused by another process after the holder died has another one. None for a process that is
+    gone, or dead but not yet reaped (a zombie keeps its stat: where nothing reaps orphans, as in
+    some containers, a killed worker stays one)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else fields[19]
     except (OSError, IndexError):
         return None
 

@@ -7,6 +7,7 @@ evaluation outcomes are deterministic without a GPU or the Triton interpreter.
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -130,3 +131,20 @@ def write_run_config(tmp_path: Path, tasks_root: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+def processes_under(root: Path, by_command_line: bool = False) -> list[str]:
+    """Processes (other than this one) working under `root` (or, `by_command_line`, also started
+    with a path under it): what a test checks is gone after a timeout, a kill or a run."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(proc / "cwd")
+            if cwd.startswith(str(root)) or (by_command_line and str(root) in cmdline):
+                found.append(f"{proc.name}: {cmdline} (in {cwd})")
+        except OSError:
+            continue
+    return found

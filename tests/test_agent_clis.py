@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from conftest import processes_under
 from scripted_model_server import RecordedRequest, Reply, ScriptedModelServer
 from typer.testing import CliRunner
 
@@ -157,15 +158,6 @@ def test_turn_limit_ends_the_run(agent: str, agent_clis: Path, model_server: Ser
         assert len(requests) == 1 and OLD in (workspace / "work" / "kernel.py").read_text()
 
 
-def _processes_under(root: Path) -> list[str]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and os.readlink(proc / "cwd").startswith(str(root)):
-                found.append(proc.name + ": " + (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:
-            continue
-    return found
 
 
 SLEEP = {"claude_code": Reply.tool("Bash", command="sleep 300"), "codex": Reply.tool("exec_command", cmd="sleep 300"),
@@ -185,7 +177,7 @@ def test_timeout_kills_the_cli_and_its_tools(agent: str, agent_clis: Path, model
     assert out is not None and (out.ok, out.exit_reason) == (False, "timeout"), out.message
     # 45 s: a node CLI took over 25 s to send its first request on a loaded two-core machine
     assert 44 <= out.wall_seconds < 90 and server.agent_requests, "the CLI never reached the server"
-    assert _processes_under(tmp_path) == [], "a CLI or tool process outlived the timeout"
+    assert processes_under(tmp_path) == [], "a CLI or tool process outlived the timeout"
 
 
 @pytest.mark.parametrize("agent", ["claude_code", "codex"])
@@ -198,7 +190,7 @@ def test_timeout_when_the_model_never_answers(agent: str, agent_clis: Path, mode
     assert out is not None and (out.ok, out.exit_reason) == (False, "timeout"), out.message
     # 20 s: the CLI's first request took over 5 s on a loaded two-core machine
     assert out.message == "killed after 20 s (timeout_seconds)" and server.requests
-    assert _processes_under(tmp_path) == [], "a CLI process outlived the timeout"
+    assert processes_under(tmp_path) == [], "a CLI process outlived the timeout"
 
 
 STAND_IN = textwrap.dedent("""\

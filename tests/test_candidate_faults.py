@@ -4,12 +4,12 @@ outlives it (the process table is checked)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from pathlib import Path
 
 import pytest
+from conftest import processes_under
 from exploits.catalog import HONEST
 from exploits.gelu_task import copy_gelu_task
 
@@ -61,16 +61,6 @@ def gelu_task(tmp_path_factory: pytest.TempPathFactory):
     return copy_gelu_task(tmp_path_factory.mktemp("tasks"))
 
 
-def _processes_under(root: Path) -> list[str]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and int(proc.name) != os.getpid() and os.readlink(proc / "cwd").startswith(
-                    str(root)):
-                found.append(proc.name + ": " + (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:
-            continue
-    return found
 
 
 @pytest.mark.parametrize("name", sorted(FAULTS))
@@ -87,6 +77,6 @@ def test_a_candidate_that_breaks_its_own_process_gets_a_named_kind_and_leaves_no
     if says is not None and failed is not None:
         assert says in (failed.message or "") + (tmp_path / "scratch" / "evaluation.log").read_text(), failed.message
     deadline = time.monotonic() + 10
-    while _processes_under(tmp_path) and time.monotonic() < deadline:
+    while processes_under(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _processes_under(tmp_path) == [], "a process of the evaluation outlived it"
+    assert processes_under(tmp_path) == [], "a process of the evaluation outlived it"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import toy_kernel_source
+from conftest import processes_under, toy_kernel_source
 
 from aka.result import FailureKind, TaskResult, TaskStatus, read_task_result
 
@@ -150,17 +150,6 @@ def test_tasks_list_and_doctor(tmp_path: Path) -> None:
     assert "noop" in doctor.stdout and "replay" in doctor.stdout and "triton" in doctor.stdout
 
 
-def _processes_in(root: Path) -> list[str]:
-    """Processes (other than this one) whose working directory is under `root`."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and int(proc.name) != os.getpid() and os.readlink(proc / "cwd").startswith(
-                    str(root)):
-                found.append(proc.name + ": " + (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:
-            continue
-    return found
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
@@ -176,16 +165,17 @@ def test_stopping_the_run_stops_every_step_it_started(tmp_path: Path, make_toy_t
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any("harness.py correctness" in p for p in _processes_in(tmp_path)):
+        while time.monotonic() < deadline and not any("harness.py correctness" in p
+                                                      for p in processes_under(tmp_path)):
             time.sleep(0.2)
-        assert any("harness.py correctness" in p for p in _processes_in(tmp_path)), "the step never started"
+        assert any("harness.py correctness" in p for p in processes_under(tmp_path)), "the step never started"
         time.sleep(1.0)  # the step reads its token and calls the hanging kernel
         proc.send_signal(stop)
         assert proc.wait(timeout=30) == (128 + signal.SIGTERM if stop == signal.SIGTERM else -signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _processes_in(tmp_path):
+        while time.monotonic() < deadline and processes_under(tmp_path):
             time.sleep(0.2)
-        assert _processes_in(tmp_path) == [], "a step process outlived the run"
+        assert processes_under(tmp_path) == [], "a step process outlived the run"
     finally:
         if proc.poll() is None:
             proc.kill()

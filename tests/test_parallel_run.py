@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import toy_kernel_source
+from conftest import processes_under, toy_kernel_source
 
 from aka.trial_queue import QUEUE_DIR, STATES, TrialEntry
 
@@ -41,27 +41,17 @@ def _start(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _processes_in(root: Path) -> list[str]:
-    """Processes (other than this one) working under `root` or started with a path under it."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if not proc.name.isdigit() or int(proc.name) == os.getpid():
-                continue
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            cwd = os.readlink(proc / "cwd")
-            if cwd.startswith(str(root)) or str(root) in cmdline:
-                found.append(f"{proc.name}: {cmdline} (in {cwd})")
-        except OSError:
-            continue
-    return found
+
+
+def _step_running(root: Path, task: str) -> bool:
+    return any("harness.py correctness" in p and task in p for p in processes_under(root, by_command_line=True))
 
 
 def _assert_no_orphans(root: Path) -> None:
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and _processes_in(root):
+    while time.monotonic() < deadline and processes_under(root, by_command_line=True):
         time.sleep(0.2)
-    assert _processes_in(root) == [], "a worker or step outlived the run"
+    assert processes_under(root, by_command_line=True) == [], "a worker or step outlived the run"
 
 
 def _wait_for(condition, what: str, timeout: float = 120) -> None:  # type: ignore[no-untyped-def]
@@ -121,7 +111,7 @@ def test_a_worker_killed_mid_trial_loses_it_to_another_and_it_counts_once(tmp_pa
     make_toy_task("triton2triton/toy/fast")
     proc = _start(tmp_path, str(write_run_config(num_parallel=2)))
     try:
-        _wait_for(lambda: any("harness.py correctness" in p and "toy_slow" in p for p in _processes_in(tmp_path)),
+        _wait_for(lambda: _step_running(tmp_path, "toy_slow"),
                   "the slow trial's step")
         run_dir = _run_dir(tmp_path)
         holder = _held_by(run_dir, "triton2triton/toy/slow")
@@ -150,7 +140,7 @@ def test_a_silent_worker_loses_its_trial_after_the_lease(tmp_path: Path, make_to
     make_toy_task("triton2triton/toy/fast")
     proc = _start(tmp_path, str(write_run_config(num_parallel=2)), "--lease-seconds", "4")
     try:
-        _wait_for(lambda: any("harness.py correctness" in p and "toy_slow" in p for p in _processes_in(tmp_path)),
+        _wait_for(lambda: _step_running(tmp_path, "toy_slow"),
                   "the slow trial's step")
         run_dir = _run_dir(tmp_path)
         holder = _held_by(run_dir, "triton2triton/toy/slow")
@@ -174,7 +164,7 @@ def test_stopping_the_parent_stops_every_worker_and_step_and_the_run_resumes(
     config = write_run_config(num_parallel=2)
     proc = _start(tmp_path, str(config))
     try:
-        _wait_for(lambda: any("harness.py correctness" in p and "toy_hang" in p for p in _processes_in(tmp_path)),
+        _wait_for(lambda: _step_running(tmp_path, "toy_hang"),
                   "the hanging step")
         _wait_for(lambda: len(_queue(_run_dir(tmp_path))["done"]) == 1, "the fast trial")
         proc.send_signal(stop)

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from aka.errors import AkaError
 from aka.reports import counted_score, trusted_speedup
-from aka.result import RESULT_FILE_NAME, TaskResult, TaskStatus, read_task_result
-from aka.run_layout import MANIFEST_NAME, WORKSPACE_SUFFIX
+from aka.result import RESULT_FILE_NAME, TaskResult, TaskStatus
+from aka.run_layout import MANIFEST_NAME
+from aka.run_reports import counted_results
 
 
 class CompareError(AkaError):
@@ -80,28 +81,15 @@ def _attempt(result: TaskResult) -> Attempt:
                    speedup=speedup, score=counted_score(result), log_halfwidth=_log_halfwidth(result), result=result)
 
 
-def _workspace_order(path: Path) -> tuple[str, int]:
-    match = WORKSPACE_SUFFIX.search(path.name)
-    return (match.group(1), int(match.group(2) or 1)) if match else ("", 0)
-
-
 def read_run(run_dir: Path) -> dict[str | None, ArmData]:
     """The arms of one run directory, keyed by the results' arm (None: a single-arm run)."""
     if not run_dir.is_dir():
         raise CompareError(f"{run_dir}: no such run directory (pass a folder made by aka run)")
     if not (run_dir / MANIFEST_NAME).is_file():
         raise CompareError(f"{run_dir}: not a run directory (no {MANIFEST_NAME}); pass a folder made by aka run")
-    newest: dict[tuple[str | None, str, int], TaskResult] = {}
-    for path in sorted((p.parent for p in run_dir.glob(f"*/{RESULT_FILE_NAME}")), key=_workspace_order):
-        try:
-            result = read_task_result(path / RESULT_FILE_NAME)
-        except (OSError, ValueError) as exc:
-            raise CompareError(f"{path / RESULT_FILE_NAME}: unreadable result ({type(exc).__name__}); "
-                               "re-run the task or remove its workspace") from exc
-        newest[(result.arm, result.task_name, result.repeat or 1)] = result
     arms: dict[str | None, ArmData] = {}
-    for (arm, _task, _repeat), result in newest.items():
-        data = arms.setdefault(arm, ArmData(label=arm or run_dir.name, run_dir=run_dir))
+    for result in counted_results(run_dir):  # the newest result of each trial, as the run's reports count
+        data = arms.setdefault(result.arm, ArmData(label=result.arm or run_dir.name, run_dir=run_dir))
         if result.status is TaskStatus.INFRA:
             data.infra_errors += 1
         elif result.status is TaskStatus.SKIP:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from aka.errors import AkaError
 from aka.result import RESULT_FILE_NAME, read_task_result, write_text_atomic
-from aka.run_layout import MANIFEST_NAME, WORKSPACE_SUFFIX
+from aka.run_layout import MANIFEST_NAME, result_workspaces
 
 EXPORT_SCHEMA_VERSION = 1
 PROMPT_FILE = "prompt.md"
@@ -97,16 +97,6 @@ def _mapping(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _workspaces(run_dir: Path) -> list[Path]:
-    """Task workspaces with a result, oldest first (by the timestamp and counter in their names)."""
-    found = []
-    for path in run_dir.iterdir():
-        match = WORKSPACE_SUFFIX.search(path.name)
-        if path.is_dir() and match and (path / RESULT_FILE_NAME).is_file():
-            found.append((match.group(1), int(match.group(2) or 1), path.name, path))
-    return [p for *_, p in sorted(found)]
-
-
 def run_rows(run_dir: Path) -> list[EpisodeRow]:
     """Every episode of one run, in the order they ran."""
     run_dir = run_dir.resolve()
@@ -117,7 +107,7 @@ def run_rows(run_dir: Path) -> list[EpisodeRow]:
                   for arm in config.get("arms") or [] if isinstance(arm, dict)}
     identities = _mapping(manifest.get("tasks"))
     rows: list[EpisodeRow] = []
-    for workspace in _workspaces(run_dir):
+    for workspace in result_workspaces(run_dir):
         try:
             result = read_task_result(workspace / RESULT_FILE_NAME)
         except (OSError, ValueError, ValidationError) as exc:

@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from aka.errors import ConfigError
+from aka.result import RESULT_FILE_NAME
 from aka.tasks import Task
 
 TIMESTAMP_FORMAT = "%Y%m%d_%H%M%S"
@@ -82,3 +83,14 @@ def task_workspaces(run_dir: Path, task: Task, label: str | None = None) -> list
         if path.is_dir() and match and path.name[: match.start()] == stem:
             found.append((match.group(1), int(match.group(2) or 1), path))
     return [p for _, _, p in sorted(found)]
+
+
+def result_workspaces(run_dir: Path) -> list[Path]:
+    """Every task workspace of the run with a `task_result.yaml`, oldest first (by the timestamp
+    and counter in their names): export reads them all, reports the newest per trial."""
+    found = []
+    for path in run_dir.iterdir():
+        match = WORKSPACE_SUFFIX.search(path.name)
+        if path.is_dir() and match and (path / RESULT_FILE_NAME).is_file():
+            found.append((match.group(1), int(match.group(2) or 1), path.name, path))
+    return [path for *_, path in sorted(found)]

@@ -18,7 +18,7 @@ from aka.errors import AkaError
 from aka.report_tree import replace_tree
 from aka.reports import RunHeader, report_files
 from aka.result import RESULT_FILE_NAME, TaskResult, TaskStatus, read_task_result
-from aka.run_layout import ARM_REPORTS_DIR, MANIFEST_NAME, REPORTS_DIR, WORKSPACE_SUFFIX
+from aka.run_layout import ARM_REPORTS_DIR, MANIFEST_NAME, REPORTS_DIR, result_workspaces
 from aka.scoring import finite_score, resolve_scorer
 
 SCORES_DIR = "scores"  # reports/scores/<scorer>/: a re-scoring, beside the run's own reports
@@ -40,7 +40,7 @@ def write_run_reports(run_dir: Path, results: Sequence[TaskResult], header: RunH
 def counted_results(run_dir: Path) -> list[TaskResult]:
     """The newest result of every trial, in the order the trials first ran."""
     newest: dict[tuple[str | None, str, int | None], TaskResult] = {}
-    for workspace in sorted((p.parent for p in run_dir.glob(f"*/{RESULT_FILE_NAME}")), key=_started):
+    for workspace in result_workspaces(run_dir):
         try:
             result = read_task_result(workspace / RESULT_FILE_NAME)
         except (OSError, ValueError) as exc:
@@ -48,11 +48,6 @@ def counted_results(run_dir: Path) -> list[TaskResult]:
                            "resume the run to re-run it") from None
         newest[(result.arm, result.task_name, result.repeat)] = result
     return list(newest.values())
-
-
-def _started(workspace: Path) -> tuple[str, int]:
-    match = WORKSPACE_SUFFIX.search(workspace.name)
-    return (match.group(1), int(match.group(2) or 1)) if match else ("", 0)
 
 
 def _manifest(run_dir: Path) -> dict[str, object]:

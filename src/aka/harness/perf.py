@@ -45,7 +45,7 @@ from aka.harness.sides import load_side, source_dir
 from aka.harness.speed_of_light import case_floor
 from aka.harness.task import HarnessError, KernelTask, StepContext
 from aka.harness.timing import CPU_METHOD, CUDA_METHOD
-from aka.harness.turns import CaseMemory, Turn
+from aka.harness.turns import CaseMemory, Turn, nbytes
 from aka.harness.verify import (
     IMPOSSIBLE,
     INCORRECT,
@@ -172,8 +172,7 @@ def _time_case(task: KernelTask, ctx: StepContext, baseline: RemoteSide, candida
         cand_memory.close()
     floor = None
     if ctx.device.type == "cuda":
-        floor = case_floor(task, case, ctx.device, output_bytes=sum(t.numel() * t.element_size()
-                                                                    for t in cand_memory.snapshots))
+        floor = case_floor(task, case, ctx.device, output_bytes=nbytes(cand_memory.snapshots))
     if floor is not None and floor.rejects(paired.candidate_ms):
         return CaseResult(case, correct=False, kind=IMPOSSIBLE, floor_ms=floor.ms,
                           message=f"[{IMPOSSIBLE}] {paired.candidate_ms:.4f} ms is below the speed-of-light "

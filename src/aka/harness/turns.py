@@ -71,7 +71,7 @@ def _flush(device: torch.device) -> torch.Tensor:
     return torch.empty(2 * l2_cache_bytes(device) // 4, dtype=torch.int32, device=device)
 
 
-def _nbytes(tensors: Sequence[torch.Tensor]) -> int:
+def nbytes(tensors: Sequence[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
@@ -99,7 +99,7 @@ def input_sets(device: torch.device, inputs: Sequence[torch.Tensor], outputs: Se
     own output and the L2 flush."""
     if device.type != "cuda":
         return 2
-    ins, outs = _nbytes(inputs), _nbytes(outputs)
+    ins, outs = nbytes(inputs), nbytes(outputs)
     free = free_gpu_bytes(device)
     fixed = 2 * sides * outs + 2 * (ins + outs) + 2 * l2_cache_bytes(device)
     for sets in (2, 1):

@@ -14,9 +14,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
 from aka.errors import AkaError  # noqa: E402
-from aka.parallel_modes import parallel_mode, postprocess_run, run_parallel_worker  # noqa: E402
-from aka.runner import INFRA_EXIT, run_experiment  # noqa: E402
-from aka.trial_queue import DEFAULT_LEASE_SECONDS  # noqa: E402
+from aka.parallel.queue import DEFAULT_LEASE_SECONDS  # noqa: E402
+from aka.parallel.seed_modes import parallel_mode, postprocess_run, run_parallel_worker  # noqa: E402
+from aka.run.runner import INFRA_EXIT, run_experiment  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

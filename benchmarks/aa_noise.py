@@ -31,8 +31,8 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
 from suite_copy import copy_tasks, evaluate, freeze_baseline, kernel_pair, shard, write_report  # noqa: E402
 
+from aka.config.tasks import Task, select_tasks  # noqa: E402
 from aka.device import detect_device  # noqa: E402
-from aka.tasks import Task, select_tasks  # noqa: E402
 
 
 def do_bench_ratios(task: Task, repeats: int, scratch: Path) -> list[float]:

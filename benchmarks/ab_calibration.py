@@ -1,6 +1,6 @@
 """Calibration of `aka compare` by simulation: coverage, A/A false positives, power against detection.
 
-Each scenario simulates EXPERIMENTS A/B experiments with a known true effect (aka.ab_simulation),
+Each scenario simulates EXPERIMENTS A/B experiments with a known true effect (aka.compare.simulation),
 runs the real comparison on each and tallies: how often the 95% t-interval and the bootstrap
 interval cover the true effect, how often each test rejects at alpha = 0.05, and the power the
 analysis predicts next to the detection rate observed. Writes a markdown table.
@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from aka.ab_simulation import Calibration, Scenario, calibrate, planned_repeats
+from aka.compare.simulation import Calibration, Scenario, calibrate, planned_repeats
 
 SCENARIOS = (
     Scenario("A/A, 30 tasks, K=2"),
@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         f"# aka compare calibration ({datetime.now(timezone.utc):%Y-%m-%d})",
         "",
         f"Command: `PYTHONPATH=src {command}` ({time.monotonic() - started:.0f} s on the CPU).",
-        f"{args.experiments} simulated experiments per scenario; alpha = 0.05; model in `src/aka/ab_simulation.py`.",
+        f"{args.experiments} simulated experiments per scenario; alpha = 0.05; "
+        "model in `src/aka/compare/simulation.py`.",
         "",
         table(rows),
         "",

@@ -77,11 +77,12 @@ def run_one(task_name: str, variant: str) -> dict[str, Any]:
     """One performance step of `task_name`'s own sources on both sides, under `variant`."""
     from suite_copy import copy_tasks
 
+    from aka.config.tasks import select_tasks
     from aka.device import detect_device
-    from aka.evaluator import Step, Target, build_eval_dir, step_environment
+    from aka.evaluation.eval_dir import build_eval_dir
+    from aka.evaluation.step_spec import Step, Target, step_environment
     from aka.harness.runner import judge_step
     from aka.harness.task import KernelTask, StepContext
-    from aka.tasks import select_tasks
 
     device = detect_device()
     lines: list[str] = []

@@ -5,7 +5,7 @@
 The exporter allocates with `aka.harness.cuda_driver.export` (a POSIX file descriptor handle)
 and passes the descriptor to an importer process, which maps it and reads the first value.
 Varied: the exporter undumpable or not, and the importer a plain child or started as aka's
-workers are (fresh PID and mount namespaces, a /proc of its own, behind `aka.confine`).
+workers are (fresh PID and mount namespaces, a /proc of its own, behind `aka.evaluation.confine`).
 `--exporter-namespaced` re-runs this script as the exporter inside a PID namespace of its own,
 as a step's judge runs (legacy CUDA IPC handles failed there with error 201).
 """
@@ -23,8 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from aka.evaluation.sandbox import confine_argv  # noqa: E402
 from aka.harness import cuda_driver  # noqa: E402
-from aka.isolation import confine_argv  # noqa: E402
 
 IMPORTER = """
 import os, sys

@@ -1,6 +1,6 @@
 """The parallel queue's cost and scaling on CPU (docs/benchmarks/*_queue_scaling.md).
 
-`sleep` mode: N worker processes run the real worker loop (aka.parallel_run.work_queue: claim,
+`sleep` mode: N worker processes run the real worker loop (aka.parallel.pool.work_queue: claim,
 heartbeat thread, report) over TRIALS trials that each sleep TRIAL_SECONDS; it measures the
 per-claim overhead (claim + report, under the queue's file lock) and the mechanism's parallel
 efficiency, (TRIALS x TRIAL_SECONDS / N) / wall, free of the machine's core count.
@@ -32,10 +32,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "tests"))
 
-from aka.experiment_schedule import Trial  # noqa: E402
-from aka.parallel_run import work_queue  # noqa: E402
-from aka.result import TaskResult, TaskStatus  # noqa: E402
-from aka.trial_queue import TrialQueue, WorkerIdentity  # noqa: E402
+from aka.parallel.pool import work_queue  # noqa: E402
+from aka.parallel.queue import TrialQueue, WorkerIdentity  # noqa: E402
+from aka.results.task_result import TaskResult, TaskStatus  # noqa: E402
+from aka.run.schedule import Trial  # noqa: E402
 
 
 class _TimedQueue(TrialQueue):

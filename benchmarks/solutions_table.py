@@ -26,8 +26,8 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
 from suite_copy import SOLUTIONS, copy_tasks, evaluate, shard, write_report  # noqa: E402
 
+from aka.config.tasks import select_tasks  # noqa: E402
 from aka.device import detect_device  # noqa: E402
-from aka.tasks import select_tasks  # noqa: E402
 
 
 def render(rows: list[dict[str, Any]], device: str) -> str:

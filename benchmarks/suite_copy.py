@@ -23,13 +23,16 @@ from typing import Any
 
 import yaml
 
-from aka.baseline import BaselineRecord, baseline_builds, measure_baseline
+from aka.authoring.task_tools import SKELETON_FAMILIES
+from aka.config.tasks import Task, select_tasks, task_identity
 from aka.device import DeviceInfo
-from aka.evaluator import BASELINE_SOURCES_DIR, Step, build_eval_dir, evaluate_candidate
-from aka.repository import materialize
-from aka.step_report import CaseReport
-from aka.task_authoring import SKELETON_FAMILIES
-from aka.tasks import Task, select_tasks, task_identity
+from aka.evaluation.baseline import BaselineRecord, baseline_builds, measure_baseline
+from aka.evaluation.eval_dir import build_eval_dir
+from aka.evaluation.step_report import CaseReport
+from aka.evaluation.step_spec import Step
+from aka.evaluation.steps import evaluate_candidate
+from aka.evaluation.wire import BASELINE_SOURCES_DIR
+from aka.run.repository import materialize
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "solutions" / "examples"
@@ -116,7 +119,7 @@ class FrozenBaseline:
 
 
 def freeze_baseline(task: Task, scratch: Path, device: DeviceInfo, repos: Path) -> FrozenBaseline:
-    """`aka.baseline.measure_baseline` on the task's copy, into a scratch run directory."""
+    """`aka.evaluation.baseline.measure_baseline` on the task's copy, into a scratch run directory."""
     run_dir = scratch / "run"
     started = time.monotonic()
     record = measure_baseline(run_dir, materialize(task, repos), task_identity(task), device, scratch / "baseline")

@@ -22,10 +22,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from aka.config.tasks import select_tasks  # noqa: E402
 from aka.device import detect_device  # noqa: E402
-from aka.evaluator import Step, Target, build_eval_dir, evaluate_candidate, step_environment  # noqa: E402
-from aka.tasks import select_tasks  # noqa: E402
-from aka.wire import ENV_SHARED_CACHE  # noqa: E402
+from aka.evaluation.eval_dir import build_eval_dir  # noqa: E402
+from aka.evaluation.step_spec import Step, Target, step_environment  # noqa: E402
+from aka.evaluation.steps import evaluate_candidate  # noqa: E402
+from aka.evaluation.wire import ENV_SHARED_CACHE  # noqa: E402
 
 
 def startup_seconds(code: str) -> float:

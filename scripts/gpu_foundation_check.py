@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from aka.device import detect_device  # noqa: E402
-from aka.result import FailureKind, TaskResult, TaskStatus  # noqa: E402
-from aka.runner import run_experiment  # noqa: E402
+from aka.results.task_result import FailureKind, TaskResult, TaskStatus  # noqa: E402
+from aka.run.runner import run_experiment  # noqa: E402
 
 STARTERS = ["triton2triton/basic/gelu", "torch2triton/basic/softmax", "cuda2cuda/basic/vector_add"]
 EXPERIMENTS = {

@@ -25,7 +25,7 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
 from suite_copy import SOLUTIONS, kernel_pair, shard  # noqa: E402
 
-from aka.tasks import select_tasks  # noqa: E402
+from aka.config.tasks import select_tasks  # noqa: E402
 
 
 def device_summary() -> dict[str, Any]:

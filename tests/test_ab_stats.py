@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from aka import ab_stats
-from aka.ab_simulation import Scenario, calibrate, simulated_arms, true_log_effect
-from aka.comparison import CompareOptions, compare_pair
+from aka.compare import stats as ab_stats
+from aka.compare.comparison import CompareOptions, compare_pair
+from aka.compare.simulation import Scenario, calibrate, simulated_arms, true_log_effect
 
 
 def test_holm_step_down_matches_the_textbook_example() -> None:

@@ -22,12 +22,12 @@ from conftest import processes_under
 from scripted_model_server import RecordedRequest, Reply, ScriptedModelServer
 from typer.testing import CliRunner
 
+from aka.agents.check import run_checks
 from aka.agents.cli_runner import AGENT_CLI_DIR_ENV, PROMPT_FILE_NAME, agent_cli_dir, cli_agents, npm_specs
-from aka.check_agents import run_checks
 from aka.cli import app
 from aka.errors import ConfigError
-from aka.result import FailureKind, TaskResult, TaskStatus
-from aka.runner import run_experiment
+from aka.results.task_result import FailureKind, TaskResult, TaskStatus
+from aka.run.runner import run_experiment
 
 pytestmark = pytest.mark.slow
 PINS_FILE = "aka-pins.txt"

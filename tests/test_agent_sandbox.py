@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aka.agents.cli_runner import AGENT_CLI_DIR_ENV
-from aka.runner import run_experiment
+from aka.run.runner import run_experiment
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
                                 reason="bubblewrap is not installed (CI installs it)")

@@ -7,11 +7,11 @@ from pydantic import BaseModel
 
 from aka.agents import AgentContext, AgentSettings, agent_names, agent_type_enum, get_agent, register_agent
 from aka.agents.replay import ReplayOptions
-from aka.baseline import BaselineRecord
+from aka.config.task_config import BaselineSource
+from aka.config.tasks import Task, select_tasks
 from aka.device import DeviceInfo
-from aka.result import AgentOutcome
-from aka.task_config import BaselineSource
-from aka.tasks import Task, select_tasks
+from aka.evaluation.baseline import BaselineRecord
+from aka.results.task_result import AgentOutcome
 
 
 def _context(name: str, options: BaseModel, toy: Task, task: str = "fam/suite/t") -> AgentContext:

@@ -18,12 +18,12 @@ from aka.agents.autotune import AutotuneOptions
 from aka.agents.autotune.knobs import KnobError, read_knob, write_knob
 from aka.agents.autotune.search import SearchSpace, VariantSearch
 from aka.agents.autotune.tuner import LOG_NAME, SCRATCH_NAME, TuningLog
-from aka.baseline import BaselineRecord
+from aka.config.task_config import BaselineSource
+from aka.config.tasks import load_task
 from aka.device import DeviceInfo
-from aka.result import AgentOutcome, FailureKind, TaskStatus
-from aka.runner import run_experiment
-from aka.task_config import BaselineSource
-from aka.tasks import load_task
+from aka.evaluation.baseline import BaselineRecord
+from aka.results.task_result import AgentOutcome, FailureKind, TaskStatus
+from aka.run.runner import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aka.bytecode import warm_bytecode
+from aka.evaluation.bytecode import warm_bytecode
 
 
 def test_warm_up_writes_bytecode_even_when_the_environment_forbids_it(tmp_path: Path,

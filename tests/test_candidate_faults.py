@@ -14,8 +14,8 @@ from exploits.catalog import HONEST
 from exploits.gelu_task import copy_gelu_task
 
 from aka.device import DeviceInfo
-from aka.evaluator import evaluate_candidate
-from aka.result import FailureKind
+from aka.evaluation.steps import evaluate_candidate
+from aka.results.task_result import FailureKind
 
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import processes_under, toy_kernel_source
 
-from aka.result import FailureKind, TaskResult, TaskStatus, read_task_result
+from aka.results.task_result import FailureKind, TaskResult, TaskStatus, read_task_result
 
 REPO = Path(__file__).resolve().parents[1]
 GELU = "triton2triton/basic/gelu"

@@ -10,11 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from aka.cli import app
-from aka.compare_render import pair_facts
-from aka.compare_runs import CompareError, load_arms
-from aka.comparison import CompareOptions, compare_arms
-from aka.result import CaseTiming, TaskResult, TaskStatus, write_task_result
-from aka.run_layout import MANIFEST_NAME
+from aka.compare.comparison import CompareOptions, compare_arms
+from aka.compare.render import pair_facts
+from aka.compare.runs import CompareError, load_arms
+from aka.results.task_result import CaseTiming, TaskResult, TaskStatus, write_task_result
+from aka.run.layout import MANIFEST_NAME
 
 runner = CliRunner()
 

@@ -6,10 +6,14 @@ import json
 import os
 from pathlib import Path
 
+from aka.config.tasks import select_tasks
 from aka.device import DeviceInfo
-from aka.evaluator import Step, Target, build_eval_dir, missing_kernels, run_step
-from aka.result import FailureKind
-from aka.tasks import select_tasks
+from aka.evaluation.eval_dir import build_eval_dir
+from aka.evaluation.kernel_check import missing_kernels
+from aka.evaluation.step_process import StepSetup
+from aka.evaluation.step_spec import Step, Target
+from aka.evaluation.steps import run_step
+from aka.results.task_result import FailureKind
 
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 GOOD_REPORT = json.dumps({"format": "aka-step-report/1", "step": "correctness", "status": "ok",
@@ -30,7 +34,7 @@ def _payload_task(tasks_root: Path, make_toy_task, name: str, payload: str, afte
 def _run(task, tmp_path: Path, step: Step = Step.CORRECTNESS):
     eval_dir = tmp_path / "eval"
     build_eval_dir(task, eval_dir, None)
-    return run_step(task, step, eval_dir, tmp_path / "reports", CPU, Target.CANDIDATE, tmp_path / "log")
+    return run_step(StepSetup(task, CPU, eval_dir, tmp_path / "reports", tmp_path / "log"), step, Target.CANDIDATE)
 
 
 def test_nonzero_exit_fails_even_with_an_ok_report(tasks_root, make_toy_task, tmp_path: Path) -> None:
@@ -174,10 +178,10 @@ def test_steps_cannot_see_or_signal_the_evaluator(tasks_root, make_toy_task, tmp
 
 
 def test_cuda_kernels_are_found_behind_launch_bounds(tmp_path: Path) -> None:
-    from aka.evaluator import _defined_names
+    from aka.evaluation.kernel_check import defined_names
 
     source = tmp_path / "kernel.cu"
     source.write_text("__global__ void __launch_bounds__(256, 2) row_sum_kernel(const float* x) {}\n"
                       "__launch_bounds__(128) __global__ void other_kernel(float* y) {}\n"
                       "template <int N> __global__ void tiled_kernel(float* y) {}\n")
-    assert {"row_sum_kernel", "other_kernel", "tiled_kernel"} <= (_defined_names(source) or set())
+    assert {"row_sum_kernel", "other_kernel", "tiled_kernel"} <= (defined_names(source) or set())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aka.errors import ConfigError
-from aka.executor import DeviceSlot, device_slots, slot_environment
+from aka.parallel.executor import DeviceSlot, device_slots, slot_environment
 
 
 def test_slots_are_gpus_times_workers_per_gpu_or_cpu_workers() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aka.experiment_schedule import Trial, interleaved_schedule
+from aka.run.schedule import Trial, interleaved_schedule
 
 
 def test_schedule_is_balanced_interleaved_and_reproducible() -> None:

@@ -11,12 +11,12 @@ from conftest import toy_kernel_source
 from rich.console import Console
 from typer.testing import CliRunner
 
-from aka.check_agents import run_checks
+from aka.agents.check import run_checks
 from aka.cli import app
+from aka.config.run_config import load_run_config
 from aka.errors import ConfigError
-from aka.run_config import load_run_config
-from aka.run_layout import MANIFEST_NAME, SCHEDULE_NAME
-from aka.runner import run_experiment
+from aka.run.layout import MANIFEST_NAME, SCHEDULE_NAME
+from aka.run.runner import run_experiment
 
 TASKS = ("triton2triton/toy/one", "triton2triton/toy/two")
 

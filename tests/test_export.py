@@ -11,8 +11,8 @@ from conftest import toy_kernel_source
 from typer.testing import CliRunner
 
 from aka.cli import app
-from aka.export import EpisodeRow, run_rows
-from aka.runner import run_experiment
+from aka.reports.export import EpisodeRow, run_rows
+from aka.run.runner import run_experiment
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_parquet_without_pyarrow_says_how_to_get_it(resumed_run: Path, tmp_path:
     import sys
 
     from aka.errors import AkaError
-    from aka.export import ExportFormat, export_runs
+    from aka.reports.export import ExportFormat, export_runs
 
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(AkaError, match=r"needs pyarrow: pip install 'agentkernelarena\[export\]'"):

@@ -1,4 +1,4 @@
-"""Task families as a registry (aka.families): the rules every module used to spell out, and a
+"""Task families as a registry (aka.config.families): the rules every module used to spell out, and a
 family added by registering it."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aka import families
-from aka.families import FAMILIES, Family, register_family
+from aka.authoring.kernelbench import FAMILIES as IMPORTABLE
+from aka.authoring.task_tools import CUDA_FAMILIES, SKELETON_FAMILIES, TRITON_FAMILIES
+from aka.config import families
+from aka.config.families import FAMILIES, Family, register_family
+from aka.config.task_config import BaselineSource, load_task_config
 from aka.harness.task import policy_applies
-from aka.kernelbench_import import FAMILIES as IMPORTABLE
-from aka.task_authoring import CUDA_FAMILIES, SKELETON_FAMILIES, TRITON_FAMILIES
-from aka.task_config import BaselineSource, load_task_config
 
 
 def test_the_registry_keeps_the_rules_the_modules_had() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from aka.evaluation.step_report import StepReport, StepStatus, parse_step_message
 from aka.harness import (
     CPU_METHOD,
     NO_GPU_MESSAGE,
@@ -43,7 +44,6 @@ from aka.harness.candidates import (
 from aka.harness.channel import ReportChannel
 from aka.harness.paired import LateLaunchError
 from aka.harness.report import CaseResult
-from aka.step_report import StepReport, StepStatus, parse_step_message
 
 CPU = torch.device("cpu")
 

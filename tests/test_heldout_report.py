@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from aka.heldout_report import heldout_lines, heldout_summary
-from aka.result import HeldoutOutcome, HeldoutResult, TaskResult
+from aka.reports.heldout import heldout_lines, heldout_summary
+from aka.results.task_result import HeldoutOutcome, HeldoutResult, TaskResult
 
 
 def _result(outcome: HeldoutOutcome | None, correct: bool = True, speedup: float | None = None,

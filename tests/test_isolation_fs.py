@@ -1,4 +1,4 @@
-"""The read-only file system of step commands (aka.confine behind the unshare sandbox): candidate
+"""The read-only file system of step commands (aka.evaluation.confine behind the unshare sandbox): candidate
 code may write only its evaluation directory, its build caches and its private TMPDIR, never the
 pristine task, the platform, site-packages or the run's frozen baseline builds."""
 
@@ -15,12 +15,21 @@ import pytest
 from exploits.filesystem import writes_outside
 from exploits.gelu_task import copy_gelu_task
 
-from aka import isolation
-from aka.confine import DEV_LINKS, DEVICE_NODES, KEPT_CAPABILITIES, MS_NODEV, MS_NOSUID, parse_args, parse_mountinfo
+from aka.config.tasks import Task
 from aka.device import DeviceInfo
-from aka.evaluator import SRC_ROOT, StepOutcome, evaluate_candidate
-from aka.isolation import CONFINE_SCRIPT, PRIVATE_DEV, READ_ONLY_FILESYSTEM, Sandbox, detect_sandbox
-from aka.tasks import Task
+from aka.evaluation import sandbox as isolation
+from aka.evaluation.confine import (
+    DEV_LINKS,
+    DEVICE_NODES,
+    KEPT_CAPABILITIES,
+    MS_NODEV,
+    MS_NOSUID,
+    parse_args,
+    parse_mountinfo,
+)
+from aka.evaluation.sandbox import CONFINE_SCRIPT, PRIVATE_DEV, READ_ONLY_FILESYSTEM, Sandbox, detect_sandbox
+from aka.evaluation.step_spec import SRC_ROOT
+from aka.evaluation.steps import StepOutcome, evaluate_candidate
 
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 SANDBOX = detect_sandbox()
@@ -31,9 +40,9 @@ needs_private_dev = pytest.mark.skipif(PRIVATE_DEV not in SANDBOX.features, reas
 
 def _confined(writable: list[Path], script: str, *args: str, cwd: Path,
               host_dev: bool = False) -> subprocess.CompletedProcess[str]:
-    """`sh -c script args...` as `python -m aka.confine` runs it inside the evaluator's namespaces."""
+    """`sh -c script args...` as `python -m aka.evaluation.confine` runs it inside the evaluator's namespaces."""
     env = {**os.environ, "PYTHONPATH": str(SRC_ROOT)}
-    confine = [sys.executable, "-m", "aka.confine", *(["--host-dev"] if host_dev else []),
+    confine = [sys.executable, "-m", "aka.evaluation.confine", *(["--host-dev"] if host_dev else []),
                *(a for p in writable for a in ("--writable", str(p))), "--"]
     return subprocess.run([*SANDBOX.prefix, *confine, "sh", "-c", script, "sh", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
@@ -69,8 +78,7 @@ def test_wrap_adds_confinement_only_where_it_works() -> None:
 
 def test_a_refused_read_only_bind_of_a_kernel_tunable_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
     """Like any mount but /, it does not stop the step: the rest of the confinement still holds."""
-    from aka import confine
-
+    from aka.evaluation import confine
     def refuse(source: str | None, target: str, flags: int, *rest: object) -> None:
         if target == "/proc/sys":
             raise confine.ConfineError("mount /proc/sys: Operation not permitted (errno 1)")
@@ -78,7 +86,8 @@ def test_a_refused_read_only_bind_of_a_kernel_tunable_is_a_warning(monkeypatch: 
     monkeypatch.setattr(confine, "_mount", refuse)
     monkeypatch.setattr(confine.os.path, "exists", lambda path: True)
     assert confine._read_only_kernel_tunables() == [
-        "aka.confine: warning: /proc/sys stays as it was: mount /proc/sys: Operation not permitted (errno 1)"]
+        "aka.evaluation.confine: warning: /proc/sys stays as it was: mount /proc/sys: Operation not permitted "
+        "(errno 1)"]
 
 
 @pytest.mark.parametrize("nvidia, outside, behind, expected", [
@@ -222,7 +231,7 @@ def test_a_mount_point_with_a_space_becomes_read_only(tmp_path: Path) -> None:
     spaced, writable = tmp_path / "with space", tmp_path / "writable"
     spaced.mkdir()
     writable.mkdir()
-    confine = f'"{sys.executable}" -m aka.confine --writable "$2" --'
+    confine = f'"{sys.executable}" -m aka.evaluation.confine --writable "$2" --'
     script = f'mount -t tmpfs none "$1" && exec {confine} sh -c \'if touch "$1/file"; then echo WROTE; fi\' sh "$1"'
     done = subprocess.run([*SANDBOX.prefix, "sh", "-c", script, "sh", str(spaced), str(writable)],
                           env={**os.environ, "PYTHONPATH": str(SRC_ROOT)}, capture_output=True, text=True,
@@ -236,13 +245,15 @@ def test_confine_fails_closed_without_privileges(tmp_path: Path) -> None:
     """Not root of its namespace (an unmapped user): it must refuse to run the command at all."""
     env = {**os.environ, "PYTHONPATH": str(SRC_ROOT)}
     marker = tmp_path / "ran"
-    argv = ["unshare", "--user", sys.executable, "-m", "aka.confine", "--", "sh", "-c", f"echo ran > {marker}"]
+    argv = ["unshare", "--user", sys.executable, "-m", "aka.evaluation.confine", "--", "sh", "-c",
+            f"echo ran > {marker}"]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
     if "unshare failed" in done.stderr or "unshare:" in done.stderr:
         pytest.skip(f"no user namespaces here: {done.stderr.strip()}")
     assert done.returncode == 126 and not marker.exists()
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("aka.confine: cannot confine the file system:"), done.stderr
+    prefix = "aka.evaluation.confine: cannot confine the file system:"
+    assert len(lines) == 1 and lines[0].startswith(prefix), done.stderr
 
 
 def _evaluate(task: Task, tmp_path: Path, source: str, **kwargs: object) -> tuple[list[StepOutcome], str]:

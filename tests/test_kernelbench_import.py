@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from aka.authoring.kernelbench import import_kernelbench, snake_case
+from aka.config.task_config import load_task_config
+from aka.config.tasks import select_tasks
 from aka.harness import StepContext
 from aka.harness.runner import judge_step
-from aka.kernelbench_import import import_kernelbench, snake_case
-from aka.task_config import load_task_config
-from aka.tasks import select_tasks
 
 PROBLEMS = {
     "19_ReLU.py": """

@@ -22,10 +22,10 @@ from scripted_model_server import RecordedRequest, Reply, ScriptedModelServer
 
 from aka.agents.llm.protocols import AnthropicMessages, ChatCompletions, RequestSettings
 from aka.agents.llm.tools import TOOL_SPECS
+from aka.config.run_config import load_run_config
 from aka.errors import ConfigError
-from aka.result import AgentOutcome, FailureKind, TaskResult, TaskStatus
-from aka.run_config import load_run_config
-from aka.runner import run_experiment
+from aka.results.task_result import AgentOutcome, FailureKind, TaskResult, TaskStatus
+from aka.run.runner import run_experiment
 
 KEY_ENV, KEY = "AKA_TEST_LLM_KEY", "sk-llm-test-key"
 OLD, NEW = "TIME_MS = 4.0", "TIME_MS = 2.0"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from aka import report_tree
-from aka.report_tree import replace_tree
+from aka.reports import tree as report_tree
+from aka.reports.tree import replace_tree
 
 
 def _tree(root: Path) -> dict[str, str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aka.reports import (
+from aka.reports.writers import (
     BREAKDOWN_JSON_NAME,
     REPORT_TXT_NAME,
     SUMMARY_CSV_NAME,
@@ -18,7 +18,7 @@ from aka.reports import (
     task_line,
     write_reports,
 )
-from aka.result import FailureKind, TaskResult, TaskStatus
+from aka.results.task_result import FailureKind, TaskResult, TaskStatus
 
 HEADER = RunHeader(
     run_name="run_20250101_120000_ab",

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from aka.config.tasks import select_tasks
 from aka.errors import AkaError
-from aka.repository import materialize, pinned_commit
-from aka.result import FailureKind, TaskResult, TaskStatus
-from aka.runner import run_experiment
-from aka.tasks import select_tasks
+from aka.results.task_result import FailureKind, TaskResult, TaskStatus
+from aka.run.repository import materialize, pinned_commit
+from aka.run.runner import run_experiment
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

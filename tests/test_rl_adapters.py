@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from aka.result import FailureKind, TaskResult, TaskStatus
+from aka.results.task_result import FailureKind, TaskResult, TaskStatus
 from aka.rl import adapters
 from aka.rl.adapters import openrlhf, slime, trl, verl
 from aka.rl.adapters import verifiers as vf_adapter

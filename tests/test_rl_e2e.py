@@ -13,7 +13,7 @@ import pytest
 
 import aka
 from aka.device import DeviceInfo
-from aka.result import FailureKind, TaskStatus
+from aka.results.task_result import FailureKind, TaskStatus
 from aka.rl.adapters import set_default_evaluator, trl, verl
 
 pytestmark = pytest.mark.slow

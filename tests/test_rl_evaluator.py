@@ -13,11 +13,11 @@ from conftest import TOY_KERNEL, toy_kernel_source
 
 import aka
 import aka.rl.evaluator as rl_evaluator
-from aka.baseline import baseline_path
+from aka.config.tasks import task_identity
 from aka.device import DeviceInfo
-from aka.result import FailureKind, TaskStatus
-from aka.runner import run_experiment
-from aka.tasks import task_identity
+from aka.evaluation.baseline import baseline_path
+from aka.results.task_result import FailureKind, TaskStatus
+from aka.run.runner import run_experiment
 
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 TASK = "triton2triton/toy/answer"

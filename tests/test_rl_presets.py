@@ -7,7 +7,7 @@ import math
 import pytest
 
 from aka.errors import AkaError
-from aka.result import FailureKind, TaskResult, TaskStatus
+from aka.results.task_result import FailureKind, TaskResult, TaskStatus
 from aka.rl.presets import PRESETS, reward
 from aka.rl.result import CandidateResult
 

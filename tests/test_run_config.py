@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from aka.agents.replay import ReplayOptions
+from aka.config.run_config import check_run_suffix, load_run_config
 from aka.errors import ConfigError
-from aka.run_config import check_run_suffix, load_run_config
 
 
 def test_defaults_and_agent_config_merge(write_run_config) -> None:

@@ -14,8 +14,8 @@ import yaml
 from conftest import toy_kernel_source
 
 from aka.errors import ConfigError
-from aka.run_layout import MANIFEST_NAME
-from aka.runner import run_experiment
+from aka.run.layout import MANIFEST_NAME
+from aka.run.runner import run_experiment
 
 
 def _env() -> dict[str, str]:
@@ -67,7 +67,7 @@ def test_resume_refuses_a_changed_task_list_or_scorer_unless_told(make_toy_task,
     write_run_config(tasks=["triton2triton/toy/one", "triton2triton/toy/two"])
     with pytest.raises(ConfigError, match=r"field 'tasks'.*--accept-changes"):
         run_experiment(config, resume_run=run_dir)
-    write_run_config(tasks=["triton2triton/toy/one"], scorer="aka.scoring:default_score")
+    write_run_config(tasks=["triton2triton/toy/one"], scorer="aka.results.scoring:default_score")
     with pytest.raises(ConfigError, match=r"field 'scorer'.*--accept-changes"):
         run_experiment(config, resume_run=run_dir)
     write_run_config(tasks=["triton2triton/toy/one", "triton2triton/toy/two"])
@@ -107,7 +107,7 @@ def test_new_directories_are_claimed_by_mkdir_never_by_a_check(tmp_path: Path) -
     """Two processes making a run (or a trial's workspace) in the same second each get their own."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from aka.run_layout import new_run_dir
+    from aka.run.layout import new_run_dir
 
     with ThreadPoolExecutor(8) as pool:
         made = list(pool.map(lambda _: new_run_dir(tmp_path / "exp", "same"), range(16)))

@@ -11,10 +11,10 @@ from conftest import toy_kernel_source
 from typer.testing import CliRunner
 
 from aka.cli import app
-from aka.reports import REPORT_WRITERS, report_writer
-from aka.result import RESULT_FILE_NAME, read_task_result
-from aka.run_reports import counted_results, rereport
-from aka.runner import run_experiment
+from aka.reports.rebuild import counted_results, rereport
+from aka.reports.writers import REPORT_WRITERS, report_writer
+from aka.results.task_result import RESULT_FILE_NAME, read_task_result
+from aka.run.runner import run_experiment
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import yaml
 from conftest import toy_kernel_source
 
 from aka.errors import ConfigError, PreflightError
-from aka.result import FailureKind, TaskStatus, read_task_result
-from aka.run_layout import MANIFEST_NAME
-from aka.runner import run_experiment
+from aka.results.task_result import FailureKind, TaskStatus, read_task_result
+from aka.run.layout import MANIFEST_NAME
+from aka.run.runner import run_experiment
 
 CASES = {
     "good": toy_kernel_source(time_ms=2.0),
@@ -207,7 +207,7 @@ def test_exports_run_only_for_accepted_candidates(make_toy_task, write_run_confi
 
 def test_editing_the_harness_in_the_workspace_is_tampering(make_toy_task, write_run_config) -> None:
     from aka.agents import register_agent
-    from aka.result import AgentOutcome
+    from aka.results.task_result import AgentOutcome
 
     @register_agent("test_harness_editor")
     def launch_agent(eval_config, task_config_dir: Path, workspace: Path) -> AgentOutcome:
@@ -265,8 +265,8 @@ def test_heldout_cases_stay_hidden_and_measure_generalization(make_toy_task, wri
 
 
 def test_edited_sources_are_the_editable_files_the_agent_changed(make_toy_task, tmp_path: Path) -> None:
-    from aka.task_pipeline import copy_for_agent, edited_sources
-    from aka.tasks import load_task
+    from aka.config.tasks import load_task
+    from aka.run.task_pipeline import copy_for_agent, edited_sources
 
     directory = make_toy_task("triton2triton/toy/edits")
     task = load_task(directory.parents[2], directory)

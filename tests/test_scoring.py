@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from aka.errors import ConfigError
-from aka.result import TaskResult
-from aka.scoring import default_score, register_scorer, resolve_scorer
+from aka.results.scoring import default_score, register_scorer, resolve_scorer
+from aka.results.task_result import TaskResult
 
 
 def _result(**fields: object) -> TaskResult:
@@ -25,8 +25,8 @@ def test_registry_and_module_paths() -> None:
         return float(result.pass_correctness)
 
     assert resolve_scorer("binary") is binary
-    assert resolve_scorer("aka.scoring:default_score") is default_score
+    assert resolve_scorer("aka.results.scoring:default_score") is default_score
     with pytest.raises(ConfigError, match="unknown scorer 'nope'"):
         resolve_scorer("nope")
     with pytest.raises(ConfigError, match="cannot load"):
-        resolve_scorer("aka.scoring:missing")
+        resolve_scorer("aka.results.scoring:missing")

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from aka.baseline import BaselineRecord
-from aka.result import TaskResult
-from aka.speedup import apply_timings, slowed_baselines
-from aka.step_report import CaseReport
-from aka.task_config import BaselineSource
+from aka.config.task_config import BaselineSource
+from aka.evaluation.baseline import BaselineRecord
+from aka.evaluation.speedup import apply_timings, slowed_baselines
+from aka.evaluation.step_report import CaseReport
+from aka.results.task_result import TaskResult
 
 
 def _baseline(*times: float) -> BaselineRecord:

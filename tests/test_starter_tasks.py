@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from aka.config.task_config import load_task_config
+from aka.config.tasks import load_task
 from aka.device import DeviceInfo
-from aka.evaluator import Step, Target, build_eval_dir, run_isolated, step_environment
-from aka.step_report import StepReport, StepStatus, parse_step_message
-from aka.task_config import load_task_config
-from aka.tasks import load_task
+from aka.evaluation.eval_dir import build_eval_dir
+from aka.evaluation.step_process import StepSetup, run_isolated
+from aka.evaluation.step_report import StepReport, StepStatus, parse_step_message
+from aka.evaluation.step_spec import Step, Target
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "tasks"
@@ -49,8 +51,8 @@ def _run(eval_dir: Path, step: str, target: str = "candidate") -> StepReport:
     """One step through the evaluator's sandbox and result channel, exactly as a run does it."""
     task = load_task(TASKS, TASKS / _TASK_OF[eval_dir])
     (command,) = getattr(task.config, f"{step}_command")
-    env = step_environment(task, CPU, Step(step), Target(target), eval_dir)
-    ran, received, token = run_isolated(command, task, Step(step), eval_dir, env, CPU, eval_dir.parent / "log")
+    setup = StepSetup(task, CPU, eval_dir, eval_dir.parent / "reports", eval_dir.parent / "log")
+    ran, received, token = run_isolated(setup, command, Step(step), Target(target))
     assert ran.ok, f"`{command}` failed: {ran.describe()}\n{(eval_dir.parent / 'log').read_text()[-3000:]}"
     return parse_step_message(received, token)
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from aka.authoring.task_tools import check_task, scaffold_task
 from aka.cli import app
+from aka.config.task_config import load_task_config
 from aka.device import DeviceInfo
 from aka.errors import AkaError
-from aka.task_authoring import check_task, scaffold_task
-from aka.task_config import load_task_config
 
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 pytestmark = pytest.mark.slow

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from aka.config.task_config import BaselineSource, load_task_config
+from aka.config.tasks import gate_tasks, select_tasks, task_identity
 from aka.errors import ConfigError
-from aka.task_config import BaselineSource, load_task_config
-from aka.tasks import gate_tasks, select_tasks, task_identity
 
 
 def test_valid_toy_task_loads(make_toy_task) -> None:
@@ -116,8 +116,7 @@ def test_identity_changes_with_the_platform_that_judges(tasks_root: Path, make_t
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A frozen baseline or a result judged by another aka version is not reused on resume."""
     import aka
-    from aka import tasks as tasks_module
-
+    from aka.config import tasks as tasks_module
     make_toy_task()
     task = select_tasks(tasks_root, ["all"])[0]
     before = task_identity(task)

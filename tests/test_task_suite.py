@@ -19,12 +19,12 @@ from types import ModuleType
 
 import pytest
 
+from aka.authoring.task_tools import SKELETON_FAMILIES, check_task
+from aka.config.tasks import Task, select_tasks
 from aka.device import DeviceInfo
-from aka.evaluator import evaluate_candidate
+from aka.evaluation.steps import evaluate_candidate
 from aka.harness import Case
-from aka.repository import materialize
-from aka.task_authoring import SKELETON_FAMILIES, check_task
-from aka.tasks import Task, select_tasks
+from aka.run.repository import materialize
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS_ROOT = REPO / "tasks"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from aka.experiment_schedule import Trial
-from aka.trial_queue import QueueBusy, TrialQueue, WorkerIdentity, lease_problem, pid_start_time
+from aka.parallel.queue import QueueBusy, TrialQueue, WorkerIdentity, lease_problem, pid_start_time
+from aka.run.schedule import Trial
 
 
 def _trials(count: int) -> list[Trial]:
@@ -127,7 +127,7 @@ def test_a_holder_dead_but_not_reaped_counts_as_dead() -> None:
     import os
     import time
 
-    from aka.trial_queue import pid_start_time
+    from aka.parallel.queue import pid_start_time
 
     child = os.fork()
     if child == 0:

@@ -1,16 +1,16 @@
-"""The wire contract (aka.wire) is the one both sides use: the evaluator's pydantic models, the
+"""The wire contract (aka.evaluation.wire) is the one both sides use: the evaluator's pydantic models, the
 harness's plain dataclasses, the failure kinds and the step environment agree with it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from aka import wire
+from aka.evaluation import wire
+from aka.evaluation.step_report import CaseReport, StepReport, parse_step_message
 from aka.harness import Case
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.task import StepContext
-from aka.result import FailureKind
-from aka.step_report import CaseReport, StepReport, parse_step_message
+from aka.results.task_result import FailureKind
 
 
 def test_the_report_models_of_both_sides_have_the_contracts_fields_in_order() -> None:

@@ -13,14 +13,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from aka.check_agents import checks_table, run_checks
+from aka.agents.check import checks_table, run_checks
+from aka.authoring.task_tools import check_task, scaffold_task
+from aka.config.tasks import default_tasks_root, gate_tasks, select_tasks
 from aka.device import detect_device
 from aka.errors import AkaError
-from aka.parallel_modes import parallel_mode, postprocess_run, run_parallel_worker
-from aka.runner import INFRA_EXIT, package_versions, run_experiment
-from aka.task_authoring import check_task, scaffold_task
-from aka.tasks import default_tasks_root, gate_tasks, select_tasks
-from aka.trial_queue import DEFAULT_LEASE_SECONDS
+from aka.parallel.queue import DEFAULT_LEASE_SECONDS
+from aka.parallel.seed_modes import parallel_mode, postprocess_run, run_parallel_worker
+from aka.run.runner import INFRA_EXIT, package_versions, run_experiment
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 tasks_app = typer.Typer(no_args_is_help=True, help="Inspect the task suite.")
@@ -101,9 +101,9 @@ def compare(
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write the forest and distribution plots.")] = True,
 ) -> None:
     """Paired statistics of each arm against the first (docs/comparing.md)."""
-    from aka.compare_render import print_comparison, render_markdown, write_outputs
-    from aka.compare_runs import load_arms
-    from aka.comparison import CompareOptions, compare_arms, default_output_dir
+    from aka.compare.comparison import CompareOptions, compare_arms, default_output_dir
+    from aka.compare.render import print_comparison, render_markdown, write_outputs
+    from aka.compare.runs import load_arms
 
     if output_format not in ("table", "markdown", "json"):
         raise fail(AkaError(f"--format {output_format}: use table, markdown or json"))
@@ -200,7 +200,7 @@ def import_kernelbench_cmd(
     suite: Annotated[Optional[str], typer.Option("--suite", help="Suite folder name.")] = None,
 ) -> None:
     """Turn KernelBench problems into task folders (docs/kernelbench-import.md)."""
-    from aka.kernelbench_import import import_kernelbench
+    from aka.authoring.kernelbench import import_kernelbench
 
     try:
         result = import_kernelbench(directory, family, out or default_tasks_root(), level, suite)
@@ -214,7 +214,7 @@ def import_kernelbench_cmd(
 @app.command("report")
 def report_command(run_dir: Annotated[Path, typer.Argument(help="A run directory (run_<timestamp>...).")]) -> None:
     """Write the run's reports again from its directory alone (its results and manifest)."""
-    from aka.run_reports import rereport
+    from aka.reports.rebuild import rereport
 
     try:
         console.print(str(rereport(run_dir)))
@@ -228,7 +228,7 @@ def score_command(
     scorer: Annotated[str, typer.Option("--scorer", help="A registered scorer or module:function.")],
 ) -> None:
     """Re-score the run's results with another scorer: reports in RUN/reports/scores/<scorer>/."""
-    from aka.run_reports import rescore
+    from aka.reports.rebuild import rescore
 
     try:
         folder, results = rescore(run_dir, scorer)
@@ -285,7 +285,7 @@ def export_command(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (jsonl: stdout).")] = None,
 ) -> None:
     """One row per episode of the runs (task, agent, prompt hash, reward components, tokens, times)."""
-    from aka.export import ExportFormat, export_runs
+    from aka.reports.export import ExportFormat, export_runs
 
     if format_ not in {f.value for f in ExportFormat}:
         raise fail(AkaError(f"--format {format_}: use jsonl or parquet"))

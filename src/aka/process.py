@@ -120,7 +120,7 @@ class StartedCommand:
     """A command started now and finished later: `finish` feeds its stdin and enforces the timeout.
 
     Starting early lets a step command pay its start-up (Python, torch) while earlier commands
-    run; it blocks on its standard input until `finish` (see aka.evaluator).
+    run; it blocks on its standard input until `finish` (see aka.evaluation.step_process).
     """
 
     def __init__(self, command: str | list[str], cwd: Path, env: dict[str, str], log_path: Path,

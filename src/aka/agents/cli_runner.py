@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from aka.agents.agent_sandbox import SandboxUnavailableError, bwrap_prefix, hidden_from_agent
 from aka.agents.registry import AgentContext, AgentSettings, load_agents, register_agent
 from aka.process import CommandOutcome, run_command
-from aka.result import AgentOutcome
+from aka.results.task_result import AgentOutcome
 
 logger = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from aka.baseline import BaselineRecord
+from aka.config.tasks import Task
 from aka.device import DeviceInfo
-from aka.result import AgentOutcome
-from aka.tasks import Task
+from aka.evaluation.baseline import BaselineRecord
+from aka.results.task_result import AgentOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class AgentContext:
     """What a launcher gets as `eval_config`: who it is, its settings, the task and its prompt.
 
     `task`, `device` and `baseline` let built-in agents evaluate their own candidates through
-    `aka.evaluator.evaluate_candidate`, exactly as the final evaluation will.
+    `aka.evaluation.steps.evaluate_candidate`, exactly as the final evaluation will.
     """
 
     agent_name: str

@@ -26,9 +26,9 @@ from typing import cast
 
 import torch
 
+from aka.evaluation.wire import BASELINE_SOURCES_DIR
 from aka.harness import interpreter_bfloat16
 from aka.harness.jit_globals import check_jit_globals
-from aka.wire import BASELINE_SOURCES_DIR
 
 DEFAULT_ARCH = "sm_90"
 BASE_FLAGS = ("-O3", "-shared", "-Xcompiler", "-fPIC")

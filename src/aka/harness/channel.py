@@ -19,7 +19,7 @@ import secrets
 import sys
 from dataclasses import dataclass
 
-from aka.wire import ENV_RESULT_FD, READY_LINE
+from aka.evaluation.wire import ENV_RESULT_FD, READY_LINE
 
 _HIDDEN_FD_RANGE = (300, 1000)
 

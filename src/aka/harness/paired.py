@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from aka.wire import PAIRED_EVENTS, PAIRED_WALL_CLOCK
+from aka.evaluation.wire import PAIRED_EVENTS, PAIRED_WALL_CLOCK
 
 EVENT_METHOD, CPU_METHOD = PAIRED_EVENTS, PAIRED_WALL_CLOCK
 MAD_TO_SD = 1.4826

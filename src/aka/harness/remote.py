@@ -1,7 +1,7 @@
 """A worker seen from the judge: started, fed requests with deadlines, paused, stopped.
 
 Where this machine allows it, a worker runs in PID and mount namespaces of its own behind
-`aka.confine` (`aka.harness.spawn`): it cannot see or signal the judge or the other worker,
+`aka.evaluation.confine` (`aka.harness.spawn`): it cannot see or signal the judge or the other worker,
 cannot read their memory, and can write only its own folder, its build cache and its temporary
 folder (so the candidate's worker cannot plant anything the baseline's worker or the judge would
 later import or load). Where it does not, the worker shares the judge's namespaces and the judge

@@ -1,6 +1,6 @@
 """The step report (`aka-step-report/1`) as plain dataclasses.
 
-This mirrors `aka.step_report` without pydantic so that step processes import nothing but the
+This mirrors `aka.evaluation.step_report` without pydantic so that step processes import nothing but the
 standard library and torch; the evaluator validates what is sent here with the pydantic model.
 The judge writes it; no worker ever sees the channel it goes through.
 """
@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from aka.evaluation.wire import STEP_REPORT_FORMAT
 from aka.harness.cases import Case, Param
-from aka.wire import STEP_REPORT_FORMAT
 
 Status = Literal["ok", "failed", "skipped"]
 MESSAGE_LIMIT = 500

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from aka.evaluation.wire import ENV_STEP, StepExit
 from aka.harness.channel import ReportChannel
 from aka.harness.checks import correctness_step, reference_for
 from aka.harness.link import WorkerFailure
@@ -28,7 +29,6 @@ from aka.harness.sides import StepWorkers, load_side, set_up
 from aka.harness.task import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext
 from aka.harness.turns import CaseMemory, MemoryShortfall, candidate_took, free_gpu_bytes
 from aka.harness.verify import UNTIMEABLE
-from aka.wire import ENV_STEP, StepExit
 
 JUDGE_FEATURE = "separate-judge"
 TRITON_COMPILE_ERRORS = {"CompilationError", "CompileTimeAssertionFailure", "OutOfResources"}

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import torch
 
+from aka.evaluation.wire import BASELINE_SOURCES_DIR, ENV_SHARED_CACHE
 from aka.harness.cases import Case
 from aka.harness.link import WorkerFailure
 from aka.harness.remote import RemoteError, RemoteSide
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.task import HELDOUT_MODULE, HarnessError, KernelTask, StepContext, policy_applies
 from aka.harness.turns import free_gpu_bytes
-from aka.wire import BASELINE_SOURCES_DIR, ENV_SHARED_CACHE
 
 log = logging.getLogger(__name__)
 

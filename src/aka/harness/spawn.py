@@ -8,7 +8,7 @@ descriptor but its socket (the judge's result pipe and standard input, the token
 included), the judge's environment, its signal handlers. Then it enters fresh PID and mount
 namespaces (as root of this namespace, else through a user namespace), forks once more to be the
 first process of its PID namespace, mounts a /proc of its own (CUDA does not initialize in a PID
-namespace without one), confines its file system with `aka.confine` (read-only but its own
+namespace without one), confines its file system with `aka.evaluation.confine` (read-only but its own
 folders, capabilities cut) and serves. Where the namespaces cannot be had, it serves in the
 judge's; where CUDA does not initialize inside them, the judge starts a fresh interpreter
 without them instead (`start_plain`).
@@ -98,7 +98,7 @@ def enter_namespaces(writable: Sequence[Path]) -> bool:
     if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0 or libc.mount(
             b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) != 0:
         os._exit(EXIT_FAILED)  # half in: no way back to the judge's namespaces
-    from aka.confine import ConfineError, confine
+    from aka.evaluation.confine import ConfineError, confine
 
     try:
         for warning in confine([str(p) for p in writable], host_dev=True):

@@ -15,12 +15,8 @@ from pathlib import Path
 
 import torch
 
-from aka.families import family_named
-from aka.harness.cases import Case, make_generator, sync
-from aka.harness.compare import Output, Tolerance
-from aka.harness.paired import PairedConfig
-from aka.harness.timing import TimingConfig
-from aka.wire import (
+from aka.config.families import family_named
+from aka.evaluation.wire import (
     ENV_BASELINE,
     ENV_BASELINE_DIR,
     ENV_CASE_PROFILE,
@@ -30,6 +26,10 @@ from aka.wire import (
     ENV_TARGET_KERNELS,
     ENV_TASK_FAMILY,
 )
+from aka.harness.cases import Case, make_generator, sync
+from aka.harness.compare import Output, Tolerance
+from aka.harness.paired import PairedConfig
+from aka.harness.timing import TimingConfig
 
 STEPS = ("compile", "correctness", "performance")
 PROFILES = ("full", "ci", "heldout", "heldout_ci")
@@ -39,7 +39,7 @@ KERNEL_LANGUAGES = ("triton", "cuda", "hip", "flydsl")
 
 
 def policy_applies(family: str) -> bool:
-    """Kernel families must do the work in their kernels (aka.families); e2e and repository tasks
+    """Kernel families must do the work in their kernels (aka.config.families); e2e and repository tasks
     are exempt. A family the registry does not know is held to it when its name ends in a kernel
     language (a step run by hand on a task of a newer aka)."""
     known = family_named(family)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aka.wire import EVENTS_MEDIAN, WALL_CLOCK_MEDIAN
+from aka.evaluation.wire import EVENTS_MEDIAN, WALL_CLOCK_MEDIAN
 
 CUDA_METHOD, CPU_METHOD = EVENTS_MEDIAN, WALL_CLOCK_MEDIAN
 DEFAULT_L2_BYTES = 256 * 1024 * 1024

@@ -16,9 +16,7 @@ from typing import Any
 
 import torch
 
-from aka.harness.compare import Output, Overrides, compare_outputs, tolerance_for
-from aka.harness.link import ProtocolError, Reply
-from aka.wire import (
+from aka.evaluation.wire import (
     CRASH,
     IMPOSSIBLE_SPEEDUP,
     INCORRECT,
@@ -28,6 +26,8 @@ from aka.wire import (
     TAMPERING,
     TIMEOUT,
 )
+from aka.harness.compare import Output, Overrides, compare_outputs, tolerance_for
+from aka.harness.link import ProtocolError, Reply
 
 POLICY, IMPOSSIBLE, UNTIMEABLE, INFRA = POLICY_VIOLATION, IMPOSSIBLE_SPEEDUP, PERFORMANCE_ERROR, INFRA_ERROR
 _SEVERITY = {TAMPERING: 4, POLICY: 3, IMPOSSIBLE: 2, CRASH: 1, TIMEOUT: 1, INCORRECT: 0, UNTIMEABLE: -1, INFRA: -2}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from aka.result import FailureKind, write_text_atomic
+from aka.results.task_result import FailureKind, write_text_atomic
 from aka.rl.result import RL_RESULT_SCHEMA_VERSION, CandidateResult
 
 logger = logging.getLogger(__name__)

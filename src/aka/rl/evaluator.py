@@ -27,21 +27,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aka.baseline import BaselineRecord, baseline_builds, load_frozen_baseline, measure_baseline
+from aka.config.task_config import TASK_CONFIG_NAME
+from aka.config.tasks import Task, gate_tasks, load_task, task_identity
 from aka.device import DeviceInfo, detect_device
-from aka.evaluator import evaluate_candidate
-from aka.prompt import FENCE, build_prompt
-from aka.repository import materialize
-from aka.result import AgentOutcome, FailureKind, TaskResult, TaskStatus
+from aka.evaluation.baseline import BaselineRecord, baseline_builds, load_frozen_baseline, measure_baseline
+from aka.evaluation.steps import evaluate_candidate
+from aka.results.scoring import finite_score, resolve_scorer
+from aka.results.task_result import AgentOutcome, FailureKind, TaskResult, TaskStatus
 from aka.rl.cache import ResultCache, cache_key, candidate_sha256
 from aka.rl.extract import CandidateError, CompletionError, extract_files
 from aka.rl.result import Candidate, CandidateResult
-from aka.run_layout import REPOSITORIES_DIR
-from aka.runner import package_versions
-from aka.scoring import finite_score, resolve_scorer
-from aka.task_config import TASK_CONFIG_NAME
-from aka.task_pipeline import judge_outcomes
-from aka.tasks import Task, gate_tasks, load_task, task_identity
+from aka.run.layout import REPOSITORIES_DIR
+from aka.run.prompt import FENCE, build_prompt
+from aka.run.repository import materialize
+from aka.run.runner import package_versions
+from aka.run.task_pipeline import judge_outcomes
 
 logger = logging.getLogger(__name__)
 API_AGENT = "rl"

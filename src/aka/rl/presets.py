@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aka.errors import AkaError
-from aka.result import CHEATING_KINDS, FailureKind
+from aka.results.task_result import CHEATING_KINDS, FailureKind
 from aka.rl.result import CandidateResult
 
 LOG_SPEEDUP_CLIP = 2.0

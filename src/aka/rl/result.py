@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
-from aka.result import FailureKind, TaskResult, TaskStatus
+from aka.results.task_result import FailureKind, TaskResult, TaskStatus
 
 RL_RESULT_SCHEMA_VERSION = 1
 

@@ -1,7 +1,7 @@
 """`autotune`: searches a task's declared tunables and keeps the fastest correct variant.
 
 Every variant is judged by the platform's own compile, correctness and performance steps
-(`aka.evaluator.evaluate_candidate`) in a scratch folder next to the agent log, never in the
+(`aka.evaluation.steps.evaluate_candidate`) in a scratch folder next to the agent log, never in the
 workspace; only the winner is written back, by changing the knobs' values and nothing else.
 No model and no API key are needed, so it is the quickstart's agent and a baseline for LLM agents.
 """
@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from aka.agents.autotune.knobs import KnobError, TunedSources
 from aka.agents.autotune.tuner import LOG_NAME, Tuner, TuningLog
 from aka.agents.registry import AgentContext, register_agent
-from aka.result import AgentOutcome, FailureKind
+from aka.results.task_result import AgentOutcome, FailureKind
 
 
 class AutotuneOptions(BaseModel):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
 
-from aka.task_config import TaskConfig, Tunable
+from aka.config.task_config import TaskConfig, Tunable
 
 Value = Union[int, float, str, bool]
 PYTHON_SUFFIXES = frozenset({".py"})

@@ -1,7 +1,7 @@
 """The tuning loop: each variant is judged by the platform's own steps in a scratch directory,
 recorded in the variant log, and offered to the search; the loop keeps to the iteration and time budget.
 
-Variants are ranked by the platform's own speedup (`aka.speedup.apply_timings`, the number the
+Variants are ranked by the platform's own speedup (`aka.evaluation.speedup.apply_timings`, the number the
 score is made of): the mean over cases of baseline / variant time, paired cases preferred. When the
 baseline has no times, the first correct variant stands in for it.
 """
@@ -20,10 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from aka.agents.autotune.knobs import TunedSources, Value
 from aka.agents.autotune.search import SearchSpace, Variant, VariantSearch
 from aka.agents.registry import AgentContext
-from aka.evaluator import evaluate_candidate
-from aka.result import FailureKind, TaskResult, write_text_atomic
-from aka.speedup import apply_timings
-from aka.tasks import Task
+from aka.config.tasks import Task
+from aka.evaluation.speedup import apply_timings
+from aka.evaluation.steps import evaluate_candidate
+from aka.results.task_result import FailureKind, TaskResult, write_text_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from aka.agents.llm.loop import AgentLoop, Limits
 from aka.agents.llm.protocols import AnthropicMessages, ChatCompletions, Conversation, RequestSettings
 from aka.agents.llm.tools import TOOL_SPECS, Toolbox, Workspace
 from aka.agents.registry import AgentContext, register_agent
-from aka.result import AgentOutcome
+from aka.results.task_result import AgentOutcome
 
 DEFAULT_TIMEOUT_SECONDS = 3600.0
 RESERVED_BODY_KEYS = frozenset({"model", "messages", "tools", "system"})

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aka.agents.llm.protocols import ApiError, Conversation, JsonObject, ModelTurn, ToolCall, ToolOutput, post_json
 from aka.agents.llm.tools import TOOL_SPECS, Toolbox
-from aka.result import AgentOutcome
+from aka.results.task_result import AgentOutcome
 
 TRANSCRIPT_NAME = "agent_transcript.jsonl"
 TRANSCRIPT_FORMAT = "aka-llm-transcript/1"

@@ -3,7 +3,7 @@
 Paths are relative to the workspace; absolute paths, `..` and symlinks that resolve outside it are
 refused. Only the task's editable files can be written, and never through a symlink. Every refusal
 is a tool error the model reads, never an exception. `run_evaluation` judges a copy of the editable
-files with `aka.evaluator.evaluate_candidate` in a scratch folder next to the agent log.
+files with `aka.evaluation.steps.evaluate_candidate` in a scratch folder next to the agent log.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from pathlib import Path, PurePosixPath
 from aka.agents.autotune.tuner import capped_task
 from aka.agents.llm.protocols import JsonObject, ToolCall, ToolOutput, ToolSpec
 from aka.agents.registry import AgentContext
-from aka.evaluator import Step, StepOutcome, evaluate_candidate
-from aka.result import TaskResult
-from aka.speedup import apply_timings
+from aka.evaluation.speedup import apply_timings
+from aka.evaluation.step_spec import Step
+from aka.evaluation.steps import StepOutcome, evaluate_candidate
+from aka.results.task_result import TaskResult
 
 SCRATCH_NAME = "llm_evaluations"
 READ_LIMIT_CHARS = 100_000

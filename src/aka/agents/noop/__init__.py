@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aka.agents.registry import AgentContext, register_agent
-from aka.result import AgentOutcome
+from aka.results.task_result import AgentOutcome
 
 
 @register_agent("noop")

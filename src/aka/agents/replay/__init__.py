@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from aka.agents.registry import AgentContext, register_agent
-from aka.result import AgentOutcome
+from aka.results.task_result import AgentOutcome
 
 
 class ReplayOptions(BaseModel):

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from aka.config.tasks import default_tasks_root
 from aka.rl.presets import Metric, reward
 from aka.rl.result import CandidateResult
-from aka.tasks import default_tasks_root
 
 TASK_ID_KEY = "task_id"
 

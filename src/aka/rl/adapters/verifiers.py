@@ -73,8 +73,8 @@ def load_environment(task_ids: Sequence[str] | None = None, preset: str | None =
                           "dropped for verifiers.v1: pip install 'verifiers<0.4'")
     scorer = evaluator or default_evaluator()
     if task_ids is None:
+        from aka.config.tasks import select_tasks
         from aka.rl.evaluator import KernelEvaluator
-        from aka.tasks import select_tasks
 
         if not isinstance(scorer, KernelEvaluator):
             raise ValueError("load_environment: pass task_ids with a custom evaluator")

@@ -1,0 +1,281 @@
+"""Read-only file system for a step command, except the paths it must write, and no way to the kernel's
+raw interfaces.
+
+    python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] --writable PATH [--writable PATH ...] -- CMD ARGS...
+
+Why: a step process imports and runs untrusted candidate code. Without this, that code could
+write wherever the evaluator's user can: the pristine task directory, the aka sources,
+site-packages (e.g. patch torch's timing on disk) or the run's frozen baseline builds, and so
+poison every LATER evaluation. The evaluator runs this as root of the `unshare` sandbox
+(aka.evaluation.sandbox); it
+
+1. moves into a private mount namespace of its own, so it can never change the caller's mounts;
+2. bind-mounts each existing writable PATH onto itself (a read-write mount of its own);
+3. replaces /dev with a private one (a read-only tmpfs) holding only the character devices a
+   step needs: null, zero, full, random, urandom, tty and the accelerators' nodes (nvidia*, as
+   NVIDIA's container toolkit passes them; dri and kfd for ROCm), plus a private /dev/shm. No
+   disk, memory or port device is reachable, and the host's /dev cannot be changed. With
+   `--host-dev` (the evaluator's fallback where the accelerator fails behind a private /dev)
+   the host's /dev stays, as before;
+4. remounts every other mount read-only ("/" included; failing there exits 126: fail closed),
+   except /proc and /dev, /sys included; in the step's own /proc, the kernel's tunables
+   (/proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus, /proc/fs) are bound read-only (where
+   that fails, with a warning, like any mount other than "/");
+5. drops every capability outside Docker's default set, and CAP_MKNOD too, from the bounding,
+   inheritable, permitted and effective sets (mount, kernel modules, raw I/O, ptrace, ...), so
+   not even root regains them on exec, and sets no_new_privs (setuid binaries gain nothing);
+6. execs the command.
+
+Where the evaluator is real root (no user namespace), candidate code is root here: steps 3-5 are
+what keeps it off the host's disks, sysctls and devices.
+
+Standard library only (no torch: it runs before every step). The evaluator starts it as
+`python3 -I -S .../aka/evaluation/confine.py`, so nothing in the working directory or in `PYTHON*`
+variables can shadow the modules it imports while it still holds every capability.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from collections.abc import Sequence
+from typing import NamedTuple
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+CLONE_NEWNS = 0x00020000
+O_PATH = 0o10000000
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+# Docker's default set (chown, dac_override, fowner, fsetid, kill, setgid, setuid, setpcap,
+# net_bind_service, net_raw, sys_chroot, audit_write, setfcap) without mknod: all that is kept.
+KEPT_CAPABILITIES = frozenset((0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31))
+CAP_SYS_ADMIN = 21
+_LAST_CAPABILITY_FALLBACK = 40
+_CAPABILITY_VERSION_3 = 0x20080522
+DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+ACCELERATOR_NODES = ("nvidia*", "dri", "kfd")
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+             ("stderr", "/proc/self/fd/2"))
+# Per-mount flags a remount must repeat (in a user namespace they are locked: leaving one out is EPERM).
+_KEPT_FLAGS = {b"nosuid": MS_NOSUID, b"nodev": MS_NODEV, b"noexec": MS_NOEXEC}
+KERNEL_TREES = ("/proc", "/dev")  # handled on their own (/sys is remounted read-only like the rest)
+EXIT_NOT_CONFINED = 126
+USAGE = "usage: python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] [--writable PATH]... -- CMD ARGS..."
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+class ConfineError(Exception):
+    """A mount or capability call failed; the message names it and the error."""
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise ConfineError(f"{what}: {os.strerror(errno)} (errno {errno})")
+
+
+def _mount(source: str | None, target: str, flags: int, fstype: str | None = None, data: str | None = None) -> None:
+    _check(_libc.mount(os.fsencode(source) if source else None, os.fsencode(target),
+                       fstype.encode() if fstype else None, flags, data.encode() if data else None),
+           f"mount {target}")
+
+
+def parse_mountinfo(info: bytes) -> list[tuple[str, int]]:
+    """Every mount point of a /proc/PID/mountinfo text (octal escapes such as `\\040` undone), with
+    the per-mount flags a remount must keep."""
+    found: list[tuple[str, int]] = []
+    for line in info.splitlines():
+        fields = line.split()
+        if len(fields) < 6:
+            continue
+        head, *escaped = fields[4].split(b"\\")  # a backslash is escaped too (\134)
+        point = os.fsdecode(head + b"".join(bytes([int(e[:3], 8)]) + e[3:] for e in escaped))
+        options = fields[5].split(b",")
+        found.append((point, sum(flag for name, flag in _KEPT_FLAGS.items() if name in options)))
+    return found
+
+
+def _under(path: str, tree: str) -> bool:
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
+
+
+def _last_capability() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as text:
+            return int(text.read())
+    except (OSError, ValueError):
+        return _LAST_CAPABILITY_FALLBACK
+
+
+def dropped_capabilities(keep_admin: bool = False) -> list[int]:
+    """Every capability this kernel knows, except Docker's defaults (less mknod); with
+    `keep_admin`, CAP_SYS_ADMIN stays too (see `confine`)."""
+    kept = KEPT_CAPABILITIES | ({CAP_SYS_ADMIN} if keep_admin else set())
+    return [c for c in range(_last_capability() + 1) if c not in kept]
+
+
+def _drop_capabilities(keep_admin: bool = False) -> None:
+    dropped = dropped_capabilities(keep_admin)
+    for capability in dropped:
+        _check(_libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0), f"drop capability {capability}")
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # absent before Linux 4.3: nothing to clear
+    header, data = _CapHeader(_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    _check(_libc.capget(ctypes.byref(header), data), "capget")
+    for word in range(2):
+        mask = ~sum(1 << (c - 32 * word) for c in dropped if c // 32 == word) & 0xFFFFFFFF
+        data[word].effective &= mask
+        data[word].permitted &= mask
+        data[word].inheritable &= mask
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
+
+
+def _device_nodes() -> list[str]:
+    """Names under the host's /dev that the private /dev keeps."""
+    import glob  # only here: the module stays quick to start
+
+    names = [n for n in DEVICE_NODES if os.path.exists(f"/dev/{n}")]
+    for pattern in ACCELERATOR_NODES:
+        names += sorted(os.path.basename(p) for p in glob.glob(f"/dev/{pattern}"))
+    return [n for n in names if not os.path.islink(f"/dev/{n}")]
+
+
+def _private_dev() -> None:
+    """A read-only tmpfs over /dev with only `_device_nodes()` (bound from the host's) and its own /dev/shm."""
+    kept = {name: os.open(f"/dev/{name}", O_PATH | os.O_NOFOLLOW) for name in _device_nodes()}
+    try:
+        _mount("tmpfs", "/dev", MS_NOSUID | MS_NOEXEC, "tmpfs", "mode=0755,size=64k")
+        for name, fd in kept.items():
+            target = f"/dev/{name}"
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.mkdir(target)
+            else:
+                os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
+            _mount(f"/proc/self/fd/{fd}", target, MS_BIND | MS_REC)
+    finally:
+        for fd in kept.values():
+            os.close(fd)
+    for name, to in DEV_LINKS:
+        os.symlink(to, f"/dev/{name}")
+    os.mkdir("/dev/shm")
+    _mount("tmpfs", "/dev/shm", MS_NOSUID | MS_NODEV, "tmpfs", "mode=1777")
+    _mount(None, "/dev", MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
+
+
+def _read_only_kernel_tunables() -> list[str]:
+    """The step's own /proc (a PID namespace's) still reaches the host's sysctls: bind those
+    read-only. Returns warnings: where that fails (a container's /proc usually has them read-only
+    already), the rest of the confinement still holds."""
+    warnings = []
+    for path in PROC_READ_ONLY:
+        if not os.path.exists(path):
+            continue
+        try:
+            _mount(path, path, MS_BIND | MS_REC)
+            _mount(None, path, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        except ConfineError as exc:
+            warnings.append(f"aka.evaluation.confine: warning: {path} stays as it was: {exc}")
+    return warnings
+
+
+def confine(writable: Sequence[str], host_dev: bool = False, keep_admin: bool = False) -> list[str]:
+    """Make everything but `writable` read-only here; returns warnings (mounts left writable).
+
+    `keep_admin` keeps CAP_SYS_ADMIN, for an aka.harness judge only: it runs no candidate code,
+    and it needs the capability to start each worker in fresh PID and mount namespaces with a
+    /proc of their own (CUDA does not initialize in a PID namespace without one); each worker is
+    confined again behind its own `confine`, which drops it."""
+    _check(_libc.unshare(CLONE_NEWNS), "unshare a mount namespace")
+    _mount(None, "/", MS_REC | MS_PRIVATE)
+    keep = [os.path.realpath(p) for p in writable if os.path.exists(p)]
+    for path in keep:
+        _mount(path, path, MS_BIND | MS_REC)
+    if not host_dev:
+        try:
+            _private_dev()
+        except OSError as exc:
+            raise ConfineError(f"private /dev: {exc}") from exc
+    warnings = _read_only_kernel_tunables()
+    try:
+        os.chdir(os.getcwd())  # a working directory under a writable path: onto its new mount
+    except OSError:
+        pass
+    with open("/proc/self/mountinfo", "rb") as info:
+        flags_of = dict(parse_mountinfo(info.read()))  # the last mount at a point is the visible one
+    _mount(None, "/", MS_REMOUNT | MS_BIND | MS_RDONLY | flags_of.get("/", 0))
+    for point, flags in flags_of.items():
+        if point == "/" or any(_under(point, tree) for tree in (*keep, *KERNEL_TREES)):
+            continue
+        try:
+            _mount(None, point, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+        except ConfineError as exc:
+            warnings.append(f"aka.evaluation.confine: warning: {point} stays writable: {exc}")
+    _drop_capabilities(keep_admin)
+    return warnings
+
+
+class Arguments(NamedTuple):
+    writable: list[str]
+    host_dev: bool
+    command: list[str]
+    keep_admin: bool = False
+
+
+def parse_args(args: Sequence[str]) -> Arguments | None:
+    """`[--host-dev] [--keep-admin] [--writable PATH]... -- CMD ARGS...`; None when malformed.
+    By hand, not argparse: its imports would double this module's start-up."""
+    if "--" not in args:
+        return None
+    split = list(args).index("--")
+    options, command = list(args[:split]), list(args[split + 1:])
+    flags = {flag: flag in options for flag in ("--host-dev", "--keep-admin")}
+    options = [option for option in options if option not in flags]
+    if not command or len(options) % 2 or any(flag != "--writable" for flag in options[::2]):
+        return None
+    return Arguments(options[1::2], flags["--host-dev"], command, flags["--keep-admin"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parsed = parse_args(sys.argv[1:] if argv is None else argv)
+    if parsed is None:
+        print(USAGE, file=sys.stderr)
+        return 2
+    writable, host_dev, command, keep_admin = parsed
+    try:
+        for warning in confine(writable, host_dev, keep_admin):
+            print(warning, file=sys.stderr)
+    except ConfineError as exc:
+        print(f"aka.evaluation.confine: cannot confine the file system: {exc}", file=sys.stderr)
+        return EXIT_NOT_CONFINED
+    sys.stderr.flush()
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        print(f"aka.evaluation.confine: cannot run {command[0]}: {exc}", file=sys.stderr)
+    return 127
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

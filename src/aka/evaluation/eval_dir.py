@@ -1,0 +1,57 @@
+"""The evaluation directory: the pristine task with only the declared sources of the candidate, so
+nothing else an agent wrote (a rewritten harness, a planted module) is ever run by the evaluator."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from aka.config.tasks import IGNORED_NAMES, Task
+from aka.evaluation.wire import BASELINE_SOURCES_DIR
+
+
+def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[str]:
+    """Copy the pristine task to `dest`, then only the declared sources from `candidate_dir`.
+
+    The pristine editable files also go to `.aka_baseline/`, so a step can time the original
+    next to the candidate in one process. Returns the editable files the candidate no longer has
+    (deleted by the agent); those keep no copy at all, so a deleted kernel fails instead of
+    silently falling back to the original.
+    """
+    _clear_in_place(dest)
+    shutil.copytree(task.directory, dest, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"),
+                    dirs_exist_ok=True)
+    copy_original_sources(task, dest)
+    missing: list[str] = []
+    if candidate_dir is not None:
+        for rel in task.config.source_file_path:
+            source, target = candidate_dir / rel, dest / rel
+            if source.is_file() and not source.is_symlink():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+            else:
+                target.unlink(missing_ok=True)
+                missing.append(rel)
+    return missing
+
+
+def copy_original_sources(task: Task, dest: Path) -> None:
+    """The pristine editable files into `dest/.aka_baseline/`, where the performance step loads
+    the baseline from (in the evaluation directory, and in the agent's workspace for self-checks)."""
+    for rel in task.config.source_file_path:
+        pristine = dest / BASELINE_SOURCES_DIR / rel
+        pristine.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(task.directory / rel, pristine)
+
+
+def _clear_in_place(directory: Path) -> None:
+    """Empty `directory` but keep it (its inode): step processes started early have it as their cwd."""
+    if not directory.is_dir() or directory.is_symlink():
+        if directory.is_symlink() or directory.exists():
+            directory.unlink()
+        return
+    for entry in directory.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()

@@ -1,0 +1,134 @@
+"""Isolation of candidate code: its own PID, network and mount namespaces, a read-only file
+system, and resource limits.
+
+Candidate kernels run inside the task's step processes. In a new PID namespace they cannot see,
+signal or stall the evaluator (their parent is invisible to them); in a new network namespace
+they have no network. Both come from `unshare`, as root or through an unprivileged user
+namespace; where neither works the steps run without them and results say so
+(`isolation: []`). Inside, `aka.evaluation.confine` makes every mount read-only except the paths a step
+must write (`Sandbox.wrap`; feature `read-only-filesystem`), so candidate code cannot change the
+pristine task, the platform, site-packages or a run's frozen baseline builds, and gives the step
+a private /dev without disks (feature `private-dev`; where CUDA initializes outside the sandbox
+but not behind a private /dev, steps keep the host's /dev and results lack it). Resource limits
+bound CPU time, core dumps and, on the CPU only, memory (CUDA reserves far more virtual memory
+than it uses, so an address-space limit would break it).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import logging
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+_UNSHARE_FLAGS = ["--pid", "--net", "--fork", "--mount-proc", "--kill-child"]
+CPU_MEMORY_LIMIT_BYTES = 16 * 1024**3
+READ_ONLY_FILESYSTEM = "read-only-filesystem"
+PRIVATE_DEV = "private-dev"
+CONFINE_SCRIPT = Path(__file__).resolve().with_name("confine.py")
+# cuInit, then a context on the first visible device (which opens its /dev/nvidiaN): 0 when CUDA works.
+CUDA_INIT_PROBE = ("import ctypes, sys; cuda = ctypes.CDLL('libcuda.so.1'); d, c = ctypes.c_int(), ctypes.c_void_p(); "
+                   "sys.exit(cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(d), 0) "
+                   "or cuda.cuDevicePrimaryCtxRetain(ctypes.byref(c), d))")
+log = logging.getLogger(__name__)
+
+
+def confine_argv(writable: Sequence[str | Path], host_dev: bool = False, keep_admin: bool = False) -> list[str]:
+    """`aka.evaluation.confine` in isolated mode (no working directory, `PYTHON*` variables or site on its
+    path: it runs with every capability until it execs), up to its `--`."""
+    paths = [arg for path in writable for arg in ("--writable", str(path))]
+    flags = [*(["--host-dev"] if host_dev else []), *(["--keep-admin"] if keep_admin else [])]
+    return [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), *flags, *paths, "--"]
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The argv prefix that puts a command in fresh namespaces, and what it provides."""
+
+    prefix: tuple[str, ...]
+    features: tuple[str, ...]
+
+    @property
+    def confines(self) -> bool:
+        """Commands it wraps see a read-only file system outside their writable paths."""
+        return READ_ONLY_FILESYSTEM in self.features
+
+    def wrap(self, argv: Sequence[str], writable: Sequence[str | Path] = (), keep_admin: bool = False) -> list[str]:
+        """`argv` inside the namespaces and, where this machine allows it, behind `aka.evaluation.confine`
+        with only the existing paths of `writable` writable. An empty `argv` gives the prefix.
+        `keep_admin`: an aka.harness judge, which starts its workers in namespaces of their own."""
+        confine = (confine_argv(writable, host_dev=PRIVATE_DEV not in self.features, keep_admin=keep_admin)
+                   if self.confines else [])
+        return [*self.prefix, *confine, *argv]
+
+
+def _runs(argv: list[str]) -> bool:
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _cuda_works_behind(prefix: list[str]) -> bool:
+    """CUDA initializes behind `prefix` wherever it initializes outside (no NVIDIA device: nothing to lose)."""
+    if not glob.glob("/dev/nvidia*"):
+        return True
+    probe = [sys.executable, "-I", "-S", "-c", CUDA_INIT_PROBE]
+    return not _runs(probe) or _runs([*prefix, *probe])
+
+
+def _confinement(prefix: list[str]) -> list[str]:
+    """The file-system features `aka.evaluation.confine` gives behind `prefix` on this machine."""
+    with tempfile.TemporaryDirectory(prefix="aka-confine-probe-") as probe:
+        private = [*prefix, *confine_argv([probe])]
+        mounts = _runs([*private, "true"])
+        if mounts and _cuda_works_behind(private):
+            return [READ_ONLY_FILESYSTEM, PRIVATE_DEV]
+        if _runs([*prefix, *confine_argv([probe], host_dev=True), "true"]):
+            why = "CUDA does not initialize behind a private one" if mounts else "a private one cannot be mounted"
+            log.warning("the step sandbox keeps the host's /dev: %s", why)
+            return [READ_ONLY_FILESYSTEM]
+    return []
+
+
+@functools.cache
+def detect_sandbox() -> Sandbox:
+    """Namespaces (and the read-only file system inside them) this machine allows, probed once
+    per process; disabled by AKA_NO_SANDBOX=1."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.environ.get("AKA_NO_SANDBOX") == "1":
+        return Sandbox((), ())
+    for extra in ([], ["--user", "--map-root-user"]):
+        prefix = [unshare, *extra, *_UNSHARE_FLAGS]
+        if _runs([*prefix, "true"]):
+            return Sandbox(tuple(prefix), ("pid-namespace", "no-network", *_confinement(prefix)))
+    return Sandbox((), ())
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    """Applied in the child just before exec (`preexec_fn`)."""
+
+    cpu_seconds: int
+    memory_bytes: int | None
+
+    def apply(self) -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds, self.cpu_seconds + 5))
+        if self.memory_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (self.memory_bytes, self.memory_bytes))
+
+
+def step_limits(timeout_seconds: float, on_gpu: bool) -> ResourceLimits:
+    """CPU time: the wall budget times the cores (threads count too); memory only on the CPU."""
+    cores = max(os.cpu_count() or 1, 2)
+    return ResourceLimits(int(timeout_seconds * cores) + 10, None if on_gpu else CPU_MEMORY_LIMIT_BYTES)

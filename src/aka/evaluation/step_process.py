@@ -1,0 +1,211 @@
+"""One step command as a process: started sandboxed (possibly early), waiting for its token, then
+given its turn with a killing timeout. `StepSetup` is what every step command of one evaluation
+shares; `Prestarted` starts a sequence of steps together so their start-up overlaps."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aka.config.tasks import Task
+from aka.device import DeviceInfo
+from aka.evaluation.channel import ResultPipe
+from aka.evaluation.sandbox import detect_sandbox, step_limits
+from aka.evaluation.step_spec import Step, Target, step_commands, step_environment, step_timeout
+from aka.evaluation.wire import ENV_RESULT_FD, ENV_SHARED_CACHE
+from aka.process import CommandOutcome, StartedCommand
+
+
+@dataclass(frozen=True)
+class BuildCaches:
+    """Compiled-kernel caches of one evaluation (see `aka.harness.sides`).
+
+    `shared`: the candidate's builds, kept across its steps (compiled once per evaluation).
+    `trusted`: the frozen baseline's builds, made from pristine code only; copied into each
+    performance command's fresh cache, where the baseline is built before any candidate code
+    runs, so the baseline is not recompiled for every evaluation.
+    """
+
+    shared: Path | None = None
+    trusted: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        return {ENV_SHARED_CACHE: str(self.shared)} if self.shared else {}
+
+    def seed_for(self, step: Step) -> Path | None:
+        return self.trusted if step is Step.PERFORMANCE else None
+
+
+@dataclass(frozen=True)
+class StepSetup:
+    """What every step command of one evaluation shares. `rebuild` recreates the evaluation
+    directory before each command, so nothing a candidate wrote in one step survives into the next."""
+
+    task: Task
+    device: DeviceInfo
+    eval_dir: Path
+    reports_dir: Path
+    log_path: Path
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    rebuild: Callable[[], object] | None = None
+    caches: BuildCaches = BuildCaches()
+
+    def environment(self, step: Step, target: Target) -> dict[str, str]:
+        return step_environment(self.task, self.device, step, target, self.eval_dir,
+                                {**self.extra_env, **self.caches.env()})
+
+
+@dataclass
+class StepProcess:
+    """One step command, started (possibly early) in the sandbox and waiting for its token."""
+
+    command: str
+    step: Step
+    started: StartedCommand
+    pipe: ResultPipe
+    token: str
+    cache: Path
+    timeout: float
+    seed_cache: Path | None = None
+    scratch: Path | None = None
+
+    def remove_private_dirs(self) -> None:
+        """Its Triton cache and temporary directory (after its turn, or when it never gets one)."""
+        for path in (self.cache, self.scratch):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def start_isolated(setup: StepSetup, command: str, step: Step, target: Target,
+                   log_path: Path | None = None) -> StepProcess:
+    """Start one step command sandboxed, with a private result pipe; it waits for its token.
+
+    Its Triton cache (also `TORCH_EXTENSIONS_DIR`, and where CUDA builds go) is a fresh,
+    unguessable path, so no other step can plant compiled kernels there (e.g. a slow binary under
+    the baseline's cache key): with the read-only file system it is made now and only this
+    command may write it; without, it is made only when the command gets its turn. The frozen
+    baseline's own builds (`caches.seed_for(step)`) are copied into it at that moment. Its
+    `TMPDIR` is a private folder next to the evaluation directory, removed after the step. With
+    the read-only file system (`Sandbox.wrap`) the command may write only there, in the
+    evaluation directory and in the evaluation's shared build cache.
+    """
+    sandbox = detect_sandbox()
+    eval_dir, caches = setup.eval_dir, setup.caches
+    cache = eval_dir.parent / f"triton-{secrets.token_hex(12)}"
+    scratch = Path(tempfile.mkdtemp(prefix=f"tmp-{step.value}-", dir=eval_dir.parent))
+    pipe = ResultPipe()
+    timeout = step_timeout(setup.task, step)
+    private = {"TRITON_CACHE_DIR": str(cache), "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+               "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch), ENV_RESULT_FD: str(pipe.write_fd)}
+    try:
+        if sandbox.confines:
+            cache.mkdir(mode=0o700)
+        writable = [eval_dir, cache, scratch, *([caches.shared] if caches.shared else [])]
+        judge = is_harness_script(command, eval_dir)  # starts its workers in namespaces of their own
+        started = StartedCommand(
+            command, eval_dir, {**setup.environment(step, target), **private}, log_path or setup.log_path,
+            with_stdin=True, pass_fds=(pipe.write_fd,), prefix=tuple(sandbox.wrap([], writable, keep_admin=judge)),
+            preexec=step_limits(timeout, setup.device.is_gpu).apply)
+    except BaseException:
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    finally:
+        os.close(pipe.write_fd)
+    return StepProcess(command, step, started, pipe, secrets.token_hex(16), cache, timeout,
+                       caches.seed_for(step), scratch)
+
+
+def finish_isolated(process: StepProcess) -> tuple[CommandOutcome, bytes, str]:
+    """Give a started command its token and its turn; return how it ended and what it sent."""
+    try:
+        if process.seed_cache is not None and process.seed_cache.is_dir():
+            shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
+        process.cache.mkdir(mode=0o700, exist_ok=True)
+        ran = process.started.finish(f"{process.token}\n".encode(), process.timeout)
+    finally:
+        process.remove_private_dirs()
+    return ran, process.pipe.payload(), process.token
+
+
+def run_isolated(setup: StepSetup, command: str, step: Step, target: Target) -> tuple[CommandOutcome, bytes, str]:
+    """Run one step command sandboxed, with a private result pipe and a one-time token on stdin."""
+    return finish_isolated(start_isolated(setup, command, step, target))
+
+
+def uses_aka_harness(task: Task, steps: list[Step], eval_dir: Path) -> bool:
+    """Every command of `steps` is an aka.harness script (they say `ready` and share caches safely)."""
+    commands = [c for step in steps for c in step_commands(task, step)]
+    return bool(commands) and all(is_harness_script(c, eval_dir) for c in commands)
+
+
+def is_harness_script(command: str, eval_dir: Path) -> bool:
+    """`python3 SCRIPT.py ...` where the script ends in aka.harness's `run_task` (which says `ready`)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    if len(argv) < 2 or not Path(argv[0]).name.startswith("python") or not argv[1].endswith(".py"):
+        return False
+    script = eval_dir / argv[1]
+    return script.is_file() and "run_task(" in script.read_text(encoding="utf-8", errors="replace")
+
+
+@dataclass
+class Prestarted:
+    """Every command of a sequence of steps, started at once so their start-up (Python, torch,
+    the harness) overlaps; each still runs alone, in turn, after the directory is rebuilt.
+
+    Only with the PID-namespace sandbox (a waiting process is invisible to the candidate code
+    of earlier steps) and only for aka.harness scripts, which load the harness and then wait
+    for their token: all of them are loaded before any candidate code runs.
+    """
+
+    eval_dir: Path
+    inode: int
+    processes: dict[Step, list[StepProcess]]
+    log_path: Path
+
+    @classmethod
+    def start(cls, setup: StepSetup, steps: list[tuple[Step, Target]]) -> Prestarted | None:
+        if not detect_sandbox().prefix or not uses_aka_harness(setup.task, [s for s, _ in steps], setup.eval_dir):
+            return None
+        processes = {step: [start_isolated(setup, c, step, target, own_log(setup.log_path, step, i))
+                            for i, c in enumerate(step_commands(setup.task, step))]
+                     for step, target in steps}
+        for process in (p for group in processes.values() for p in group):
+            process.pipe.ready.wait(timeout=process.timeout)
+        return cls(setup.eval_dir, setup.eval_dir.stat().st_ino, processes, setup.log_path)
+
+    def replaced(self) -> bool:
+        """Candidate code swapped the evaluation directory for another (waiting steps would not see it)."""
+        try:
+            return self.eval_dir.stat().st_ino != self.inode
+        except OSError:
+            return True
+
+    def abandon(self) -> None:
+        """Kill the commands that never got their turn (an earlier step failed); keep their logs."""
+        for process in (p for group in self.processes.values() for p in group):
+            if process.started.proc.poll() is None:
+                process.started.abandon()
+            process.remove_private_dirs()
+            append_log(process.started.log_path, self.log_path)
+
+
+def own_log(log_path: Path, step: Step, index: int) -> Path:
+    return log_path.with_name(f"{log_path.name}.{step.value}{index}")
+
+
+def append_log(own: Path, log_path: Path) -> None:
+    """Early-started commands log to their own file (they start together); keep one log for people."""
+    if own != log_path and own.is_file():
+        with log_path.open("ab") as log:
+            log.write(own.read_bytes())
+        own.unlink()

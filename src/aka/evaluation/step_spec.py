@@ -1,0 +1,79 @@
+"""What a step is: its name, what it exercises, its commands and timeout, and the environment it
+gets (the evaluator's half of the contract in `aka.evaluation.wire`, docs/result-format.md)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+
+from aka.config.tasks import Task
+from aka.device import DeviceInfo
+from aka.evaluation.wire import (
+    BASELINE_SOURCES_DIR,
+    ENV_BASELINE,
+    ENV_BASELINE_DIR,
+    ENV_CASE_PROFILE,
+    ENV_CUDA_ARCH,
+    ENV_DEVICE,
+    ENV_STEP,
+    ENV_TARGET,
+    ENV_TARGET_KERNELS,
+    ENV_TASK_FAMILY,
+)
+
+SRC_ROOT = Path(__file__).resolve().parents[2]
+PASSED_THROUGH = frozenset({"AKA_NO_WORKER_SANDBOX"})  # the evaluator's own AKA_ settings a step also reads
+
+
+class Step(str, Enum):
+    COMPILE = "compile"
+    CORRECTNESS = "correctness"
+    PERFORMANCE = "performance"
+    EXPORT = "export"
+
+
+class Target(str, Enum):
+    """What a step exercises: the sources in the evaluation directory (paired with the baseline in
+    the performance step), the PyTorch reference, or the task's baseline timed alone."""
+
+    CANDIDATE = "candidate"
+    REFERENCE = "reference"
+    BASELINE = "baseline"
+
+
+def step_commands(task: Task, step: Step) -> list[str]:
+    return list(getattr(task.config, f"{step.value}_command"))
+
+
+def step_timeout(task: Task, step: Step) -> float:
+    return float(getattr(task.config, f"{step.value}_timeout"))
+
+
+def case_profile(device: DeviceInfo, heldout: bool = False) -> str:
+    """`full` on a GPU, `ci` (small cases) on the CPU; `heldout`/`heldout_ci` for the hidden cases."""
+    base = "full" if device.is_gpu else "ci"
+    return ("heldout" if base == "full" else "heldout_ci") if heldout else base
+
+
+def step_environment(task: Task, device: DeviceInfo, step: Step, target: Target, eval_dir: Path,
+                     extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The contract of docs/result-format.md: who runs, on what, and what is being judged."""
+    env = {k: v for k, v in os.environ.items()
+           if (not k.startswith("AKA_") or k in PASSED_THROUGH) and k != "TRITON_INTERPRET"}
+    python_dir = str(Path(sys.executable).parent)
+    env["PATH"] = python_dir + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update({ENV_STEP: step.value, ENV_DEVICE: device.kind, ENV_TARGET: target.value,
+                ENV_CASE_PROFILE: case_profile(device), ENV_TASK_FAMILY: task.family,
+                ENV_TARGET_KERNELS: ",".join(task.config.target_kernel_functions),
+                ENV_BASELINE: task.config.baseline_source.value,
+                ENV_BASELINE_DIR: str(eval_dir / BASELINE_SOURCES_DIR)})
+    if device.is_gpu and device.arch:
+        env[ENV_CUDA_ARCH] = device.arch
+    else:
+        env["TRITON_INTERPRET"] = "1"
+    env.update(extra or {})
+    return env

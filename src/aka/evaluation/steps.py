@@ -1,0 +1,204 @@
+"""The step orchestration: a candidate judged step by step (compile, correctness, performance),
+each command's exit status cross-checked with its report, the first failure deciding the verdict."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aka.config.tasks import Task
+from aka.device import DeviceInfo
+from aka.evaluation.bytecode import warm_bytecode
+from aka.evaluation.eval_dir import build_eval_dir
+from aka.evaluation.kernel_check import missing_kernels
+from aka.evaluation.sandbox import detect_sandbox
+from aka.evaluation.step_process import (
+    BuildCaches,
+    Prestarted,
+    StepSetup,
+    append_log,
+    finish_isolated,
+    start_isolated,
+    uses_aka_harness,
+)
+from aka.evaluation.step_report import CaseReport, StepReport, StepReportError, StepStatus, parse_step_message
+from aka.evaluation.step_spec import SRC_ROOT, Step, Target, case_profile, step_commands
+from aka.evaluation.wire import StepExit
+from aka.process import CommandOutcome
+from aka.results.task_result import FailureKind
+
+_STEP_FAILURE = {
+    Step.COMPILE: FailureKind.COMPILE_ERROR,
+    Step.CORRECTNESS: FailureKind.INCORRECT,
+    Step.PERFORMANCE: FailureKind.INCORRECT,
+    Step.EXPORT: FailureKind.NONE,
+}
+
+
+@dataclass
+class StepOutcome:
+    """A step's verdict. `failure` is NONE when it passed, SKIPPED when it could not run here."""
+
+    step: Step
+    failure: FailureKind = FailureKind.NONE
+    message: str | None = None
+    cases: list[CaseReport] = field(default_factory=list)
+    commands: list[CommandOutcome] = field(default_factory=list)
+    eval_seed: int | None = None
+    isolation: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is FailureKind.NONE
+
+    @property
+    def skipped(self) -> bool:
+        return self.failure is FailureKind.SKIPPED
+
+
+def _report_failure(report: StepReport, step: Step) -> FailureKind:
+    """The harness's judge may name a more precise kind (policy violation, tampering, a crash of
+    the candidate's worker, an infrastructure error: it runs no candidate code, docs/evaluation.md)."""
+    try:
+        named = FailureKind(report.failure_kind) if report.failure_kind else None
+    except ValueError:
+        named = None
+    if named is None or named in (FailureKind.NONE, FailureKind.SKIPPED):
+        return _STEP_FAILURE[step]
+    return named
+
+
+def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarted | None = None) -> StepOutcome:
+    """Run every command of `step`; the first failing command decides the step's verdict.
+
+    The exit status is cross-checked with the report: a non-zero exit is a failure even when a
+    report says `ok`, and an exit of 0 without a valid report is a failure too. Reports that
+    arrive without the step's token, or more than one, are tampering. `setup.rebuild` recreates
+    the evaluation directory before every command.
+    """
+    outcome = StepOutcome(step, isolation=list(detect_sandbox().features))
+    for index, command in enumerate(step_commands(setup.task, step)):
+        if setup.rebuild is not None:
+            setup.rebuild()
+        if prestarted is not None:
+            if prestarted.replaced():
+                outcome.failure = FailureKind.TAMPERING
+                outcome.message = "candidate code replaced the evaluation directory"
+                return outcome
+            process = prestarted.processes[step][index]
+        else:
+            process = start_isolated(setup, command, step, target)
+        ran, received, token = finish_isolated(process)
+        append_log(process.started.log_path, setup.log_path)
+        outcome.commands.append(ran)
+        setup.reports_dir.mkdir(parents=True, exist_ok=True)
+        (setup.reports_dir / f"{target.value}_{step.value}_{index}.raw").write_bytes(received)
+        if ran.timed_out:
+            outcome.failure, outcome.message = FailureKind.TIMEOUT, ran.describe()
+            return outcome
+        if ran.stopped:  # nothing a step runs stops itself; candidate code stopped it to stall us
+            outcome.failure, outcome.message = FailureKind.TAMPERING, ran.describe()
+            return outcome
+        try:
+            report: StepReport | None = parse_step_message(received, token)
+        except StepReportError as exc:
+            report = None
+            report_problem = str(exc)
+        if not ran.ok:
+            crash = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
+            if ran.exit_code == StepExit.TASK_FAULT and uses_aka_harness(setup.task, [step], setup.eval_dir):
+                crash = FailureKind.INFRA_ERROR  # the judge found a fault of the task or the platform
+            outcome.failure, outcome.message = crash, ran.describe()
+            return outcome
+        if report is None:
+            forged = any(sign in report_problem for sign in ("forged", "messages arrived", "not a measurement",
+                                                                "greater than 0", "finite number"))
+            fallback = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
+            outcome.failure = FailureKind.TAMPERING if forged else fallback
+            outcome.message = f"`{command}` exited 0 but {report_problem}"
+            return outcome
+        outcome.cases.extend(report.cases)
+        outcome.isolation += [f for f in report.isolation if f not in outcome.isolation]
+        outcome.eval_seed = report.eval_seed if report.eval_seed is not None else outcome.eval_seed
+        if report.status is StepStatus.SKIPPED:
+            outcome.failure, outcome.message = FailureKind.SKIPPED, report.message or "step skipped"
+            return outcome
+        if report.status is StepStatus.FAILED:
+            outcome.failure = _report_failure(report, step)
+            outcome.message = report.message or f"`{command}` reported failure"
+            return outcome
+    return _check_cases(outcome)
+
+
+def _check_cases(outcome: StepOutcome) -> StepOutcome:
+    if outcome.step is Step.CORRECTNESS:
+        wrong = [c for c in outcome.cases if c.correct is not True]
+        if not outcome.cases:
+            outcome.failure, outcome.message = FailureKind.INCORRECT, "correctness step reported no cases"
+        elif wrong:
+            first = wrong[0]
+            outcome.failure = FailureKind.INCORRECT
+            outcome.message = f"{len(wrong)}/{len(outcome.cases)} cases wrong; first: {first.id}: {first.message or ''}"
+    elif outcome.step is Step.PERFORMANCE and not any(c.time_ms for c in outcome.cases):
+        outcome.failure, outcome.message = FailureKind.PERFORMANCE_ERROR, "performance step reported no timed case"
+    return outcome
+
+
+def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, device: DeviceInfo,
+                       heldout: bool = False, through: int = 3, trusted_cache: Path | None = None) -> list[StepOutcome]:
+    """Judge the declared sources in `candidate_dir`: compile, correctness, performance.
+
+    Everything is built in `scratch_dir/evaluation` from the pristine task; the steps stop at the
+    first failure. Agents that test their own candidates (autotune, llm) call this too, so they
+    see exactly what the final evaluation will see. `heldout=True` runs correctness and
+    performance on the task's hidden held-out cases instead (the candidate must have compiled).
+    `through=2` stops after correctness. `trusted_cache`: the frozen baseline's builds (see
+    `BuildCaches`).
+    """
+    name = "evaluation_heldout" if heldout else "evaluation"
+    eval_dir = scratch_dir / name
+    extra = {"AKA_CASE_PROFILE": case_profile(device, heldout=True)} if heldout else {}
+    deleted = build_eval_dir(task, eval_dir, candidate_dir)
+    if deleted:
+        return [StepOutcome(Step.COMPILE, FailureKind.COMPILE_ERROR, f"editable file(s) missing: {', '.join(deleted)}")]
+    absent = missing_kernels(task, eval_dir)
+    if absent:
+        return [StepOutcome(Step.COMPILE, FailureKind.MISSING_KERNEL,
+                            f"target kernel function(s) not defined: {', '.join(absent)}")]
+    steps = [s for s in (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE)[:through]
+             if s is not Step.PERFORMANCE or task.config.performance_command]
+    setup = StepSetup(task, device, eval_dir, scratch_dir / f".reports_{name}", scratch_dir / f"{name}.log", extra,
+                      rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir))
+    return run_steps(setup, [(s, Target.CANDIDATE) for s in steps], trusted_cache=trusted_cache)
+
+
+def run_steps(setup: StepSetup, steps: list[tuple[Step, Target]], trusted_cache: Path | None = None,
+              shared_cache: Path | None = None) -> list[StepOutcome]:
+    """Run `steps` in order, stopping at the first that does not pass; their commands start
+    together (see `Prestarted`) and share a build cache (see `BuildCaches`) where that is safe:
+    for aka.harness scripts. `shared_cache` keeps the shared builds (else a temporary folder)."""
+    owned: Path | None = None
+    if uses_aka_harness(setup.task, [s for s, _ in steps], setup.eval_dir):
+        warm_bytecode(SRC_ROOT)
+        if shared_cache is None:
+            owned = Path(tempfile.mkdtemp(prefix="builds-", dir=setup.eval_dir.parent))
+        else:
+            shared_cache.mkdir(parents=True, exist_ok=True)
+        setup = dataclasses.replace(setup, caches=BuildCaches(shared_cache or owned, trusted_cache))
+    prestarted = Prestarted.start(setup, steps)
+    outcomes: list[StepOutcome] = []
+    try:
+        for step, target in steps:
+            outcomes.append(run_step(setup, step, target, prestarted))
+            if not outcomes[-1].passed:
+                break
+    finally:
+        if prestarted is not None:
+            prestarted.abandon()
+        if owned is not None:
+            shutil.rmtree(owned, ignore_errors=True)
+    return outcomes
+

@@ -1,0 +1,64 @@
+"""The one contract between the evaluator and a task's step process (docs/result-format.md).
+
+Both sides import their names from here: the step report's format and fields, the failure kinds
+a step may name, the timing methods, the exit codes, the environment a step gets and the
+directory names in the evaluation directory. Standard library only: the step process (aka.harness)
+imports nothing but it and torch, the evaluator validates with pydantic models that
+tests/test_wire.py holds to these names field for field.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+STEP_REPORT_FORMAT = "aka-step-report/1"
+READY_LINE = b"ready\n"  # a step sends it on its result pipe once loaded, before it reads its token
+BASELINE_SOURCES_DIR = ".aka_baseline"  # the pristine sources inside the evaluation directory
+
+# The environment of a step command (aka.evaluation.steps.step_environment, aka.harness.task.StepContext).
+ENV_STEP = "AKA_STEP"
+ENV_DEVICE = "AKA_DEVICE"
+ENV_TARGET = "AKA_TARGET"
+ENV_CASE_PROFILE = "AKA_CASE_PROFILE"
+ENV_TASK_FAMILY = "AKA_TASK_FAMILY"
+ENV_TARGET_KERNELS = "AKA_TARGET_KERNELS"
+ENV_BASELINE = "AKA_BASELINE"
+ENV_BASELINE_DIR = "AKA_BASELINE_DIR"
+ENV_CUDA_ARCH = "AKA_CUDA_ARCH"
+ENV_RESULT_FD = "AKA_RESULT_FD"
+ENV_SHARED_CACHE = "AKA_SHARED_CACHE_DIR"
+
+
+class StepExit(IntEnum):
+    """How a step process ends. Only `REPORTED` carries a report; the candidate's own failures are
+    in it (`status: failed`), never in the exit code."""
+
+    REPORTED = 0
+    TASK_FAULT = 2  # the task or the platform is at fault, never the candidate: an infra_error
+    HARNESS_BUG = 3  # an unexpected exception in the judge: charged like a crash, so that a candidate
+    # cannot turn its own failure into an infra_error that a trainer drops
+
+
+# Failure kinds a step may name in its report (a subset of aka.results.task_result.FailureKind).
+INCORRECT = "incorrect"
+POLICY_VIOLATION = "policy_violation"
+TAMPERING = "tampering"
+IMPOSSIBLE_SPEEDUP = "impossible_speedup"
+PERFORMANCE_ERROR = "performance_error"  # a case that could not be timed fairly
+CRASH = "crash"
+TIMEOUT = "timeout"
+INFRA_ERROR = "infra_error"
+STEP_FAILURE_KINDS = frozenset({INCORRECT, POLICY_VIOLATION, TAMPERING, IMPOSSIBLE_SPEEDUP, PERFORMANCE_ERROR,
+                                CRASH, TIMEOUT, INFRA_ERROR})
+
+# Timing methods (`timing_method`, and the result's *_benchmark_methods).
+PAIRED_EVENTS = "paired_cuda_event_l2flush"
+PAIRED_WALL_CLOCK = "paired_wall_clock"
+EVENTS_MEDIAN = "cuda_event_l2flush_median"
+WALL_CLOCK_MEDIAN = "wall_clock_median"
+TIMING_METHODS = frozenset({PAIRED_EVENTS, PAIRED_WALL_CLOCK, EVENTS_MEDIAN, WALL_CLOCK_MEDIAN})
+
+STEP_FIELDS = ("format", "step", "status", "message", "failure_kind", "eval_seed", "isolation", "cases")
+CASE_FIELDS = ("id", "params", "correct", "time_ms", "timing_method", "max_abs_error", "message",
+               "baseline_time_ms", "baseline_timing_method", "speedup", "speedup_ci_low", "speedup_ci_high",
+               "samples", "late_pairs", "floor_ms", "unexplained_ms", "span_speedup")

@@ -1,0 +1,58 @@
+"""The prompt an agent gets: what to edit, what must exist, how to check, and what to beat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aka.config.tasks import Task
+from aka.device import DeviceInfo
+from aka.evaluation.baseline import BaselineRecord
+
+FENCE = "```"
+
+
+def _language(path: str) -> str:
+    return {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp"}.get(Path(path).suffix, "")
+
+
+def _baseline_lines(baseline: BaselineRecord) -> list[str]:
+    if not baseline.usable:
+        return [f"Baseline timings are not available on this machine: {baseline.message}"]
+    what = "the PyTorch reference" if baseline.source.value == "reference" else "the original sources"
+    lines = [f"Baseline ({what}), per test case:"]
+    for case in baseline.cases:
+        if case.time_ms:
+            lines.append(f"- {case.id}: {case.time_ms:.4f} ms ({case.timing_method})")
+    return lines
+
+
+def build_prompt(task: Task, work_dir: Path, baseline: BaselineRecord, device: DeviceInfo) -> str:
+    """Markdown prompt; the task's `prompt.source_code` replaces the inlined sources when given."""
+    config = task.config
+    commands = [*config.compile_command, *config.correctness_command, *config.performance_command]
+    parts = [
+        f"# Task: {task.name} ({config.task_type})",
+        f"Device: {device.name} ({device.arch or 'cpu; Triton runs in its interpreter'}).",
+        "You are in the task workspace. Optimize the kernel for speed while keeping it correct.",
+        "## Files you may edit (only these are evaluated; everything else is restored)",
+        *[f"- `{rel}`" for rel in config.source_file_path],
+        "## Kernel functions that must exist and be used",
+        *[f"- `{name}`" for name in config.target_kernel_functions],
+        "## Commands you can run here to check your work",
+        *[f"- `{command}`" for command in commands],
+        "The evaluation re-runs these independently on a pristine copy of the task with your edited files.",
+        "## Baseline",
+        *_baseline_lines(baseline),
+    ]
+    if config.prompt.instructions:
+        parts += ["## Instructions", config.prompt.instructions.strip()]
+    parts.append("## Source code")
+    if config.prompt.source_code:
+        parts.append(config.prompt.source_code.strip())
+    else:
+        for rel in config.source_file_path:
+            text = (work_dir / rel).read_text(encoding="utf-8", errors="replace")
+            parts += [f"`{rel}`:", f"{FENCE}{_language(rel)}\n{text.rstrip()}\n{FENCE}"]
+    if config.prompt.cheatsheet:
+        parts += ["## Cheatsheet", config.prompt.cheatsheet.strip()]
+    return "\n\n".join(parts) + "\n"

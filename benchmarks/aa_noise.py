@@ -9,8 +9,11 @@ baseline (the same kernel, from the pristine copy), exactly as a run's evaluatio
 correctness, paired timing, the frozen baseline's builds reused): the self-speedup should be 1.
 Tasks whose baseline is the PyTorch reference are measured with `baseline: source` here, so that
 both sides are the same kernel. Then, in this process, `do_bench(return_mode="median")` times the
-two copies of each case's kernel alternately, `--repeats` times: its self-speedup is the ratio of
-the two medians. The noise band of a method is the largest |self-speedup - 1| over the repeats.
+two copies of each case's kernel alternately, `--repeats` times (holding the device alone, as a
+performance step does): its self-speedup is the ratio of the two medians. `--parallel N`
+measures N tasks at once and each task's repeats at once: only their performance steps and
+do_bench need the GPU alone, and the device lock serializes exactly those. The noise band of a
+method is the largest |self-speedup - 1| over the repeats.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -32,7 +37,10 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 from suite_copy import copy_tasks, evaluate, freeze_baseline, kernel_pair, shard, write_report  # noqa: E402
 
 from aka.config.tasks import Task, select_tasks  # noqa: E402
-from aka.device import detect_device  # noqa: E402
+from aka.device import DeviceInfo, detect_device  # noqa: E402
+from aka.evaluation.device_lock import DeviceLock  # noqa: E402
+
+IN_PROCESS_TIMING = threading.Lock()  # do_bench runs in this process, whose working directory it changes
 
 
 def do_bench_ratios(task: Task, repeats: int, scratch: Path) -> list[float]:
@@ -60,6 +68,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tasks", nargs="*", default=["all"])
     parser.add_argument("--shard", default="1/1", help="K/N: every N-th task from the K-th (one GPU each)")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="tasks measured at once (their performance steps still take the GPU one at a time)")
+    parser.add_argument("--do-bench-every", type=int, default=1, help="do_bench on every N-th task (0: none)")
     parser.add_argument("--out", type=Path, help="markdown table")
     parser.add_argument("--json", type=Path, help="rows as JSON, rewritten after every task (to --merge shards)")
     parser.add_argument("--merge", type=Path, nargs="*", help="render the table from shards' --json files")
@@ -70,39 +81,63 @@ def main() -> int:
         return write_report(render(merged, "merged shards", args.repeats, superseded), args.out)
     device = detect_device()
     tasks = shard(select_tasks(REPO / "tasks", args.tasks), args.shard)
-    rows: list[dict[str, Any]] = []
+    rows: dict[str, dict[str, Any]] = {}
+    written = threading.Lock()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "tasks"
         copy_tasks(tasks, root, source_baseline=True)
         repos = Path(tmp) / "repos"
-        for task in select_tasks(root, [t.name for t in tasks]):
-            baseline = freeze_baseline(task, Path(tmp) / f"{task.slug}-baseline", device, repos)
-            if not baseline.record.usable:
-                rows.append({"task": task.name, "statuses": [f"baseline {baseline.record.status.value}"], "ours": [],
-                             "ci_half": [], "theirs": [], "seconds": [], "message": baseline.record.message,
-                             "baseline_seconds": baseline.seconds})
-                print(rows[-1], flush=True)
-                continue
-            runs = [evaluate(task, None, Path(tmp) / f"{task.slug}-{rep}", device, baseline, repos)
-                    for rep in range(args.repeats)]
-            if args.keep_logs:
-                args.keep_logs.mkdir(parents=True, exist_ok=True)
-                for rep in range(args.repeats):
-                    log = Path(tmp) / f"{task.slug}-{rep}" / "evaluation.log"
-                    if log.is_file():
-                        shutil.copyfile(log, args.keep_logs / f"{task.slug}-{rep}.log")
-            theirs = do_bench_ratios(task, args.repeats, Path(tmp)) if device.is_gpu and runs[0]["speedup"] else []
-            rows.append({"task": task.name, "statuses": [r["verdict"] for r in runs],
-                         "ours": [r["speedup"] for r in runs if r["speedup"]],
-                         "ci_half": [r["ci_half"] for r in runs if r["speedup"]], "theirs": theirs,
-                         "seconds": [r["seconds"] for r in runs], "message": runs[0]["message"],
-                         "baseline_seconds": baseline.seconds, "step_seconds": [r["step_seconds"] for r in runs],
-                         "cases": [r["cases"] for r in runs],
-                         "isolation": sorted({", ".join(r.get("isolation", [])) for r in runs})})
-            print(rows[-1], flush=True)
-            if args.json:
-                args.json.write_text(json.dumps(rows, indent=1))
-    return write_report(render(rows, f"{device.name} ({device.arch or 'cpu'})", args.repeats), args.out)
+        copies = select_tasks(root, [t.name for t in tasks])
+        benched = {task.name for index, task in enumerate(copies)
+                   if args.do_bench_every and index % args.do_bench_every == 0}
+
+        def measure(task: Task) -> None:
+            try:
+                row = measure_task(task, Path(tmp), device, repos, args, task.name in benched)
+            except Exception as exc:  # one task's trouble must not lose the others' rows
+                row = {"task": task.name, "statuses": [f"error {type(exc).__name__}"], "ours": [], "ci_half": [],
+                       "theirs": [], "seconds": [], "message": str(exc)[:300]}
+            print(row, flush=True)
+            with written:
+                rows[task.name] = row
+                if args.json:
+                    args.json.write_text(json.dumps([rows[t.name] for t in copies if t.name in rows], indent=1))
+
+        with ThreadPoolExecutor(max_workers=max(args.parallel, 1)) as pool:
+            list(pool.map(measure, copies))
+    ordered = [rows[t.name] for t in tasks if t.name in rows]
+    return write_report(render(ordered, f"{device.name} ({device.arch or 'cpu'})", args.repeats), args.out)
+
+
+def measure_task(task: Task, tmp: Path, device: DeviceInfo, repos: Path, args: argparse.Namespace,
+                 bench: bool) -> dict[str, Any]:
+    """The task's frozen baseline, `args.repeats` noop evaluations (at once: the device lock
+    gives each performance step the GPU alone) and, where `bench`, do_bench's self-speedups."""
+    baseline = freeze_baseline(task, tmp / f"{task.slug}-baseline", device, repos)
+    if not baseline.record.usable:
+        return {"task": task.name, "statuses": [f"baseline {baseline.record.status.value}"], "ours": [],
+                "ci_half": [], "theirs": [], "seconds": [], "message": baseline.record.message,
+                "baseline_seconds": baseline.seconds}
+    with ThreadPoolExecutor(max_workers=args.repeats) as pool:
+        runs = list(pool.map(lambda rep: evaluate(task, None, tmp / f"{task.slug}-{rep}", device, baseline, repos),
+                             range(args.repeats)))
+    if args.keep_logs:
+        args.keep_logs.mkdir(parents=True, exist_ok=True)
+        for rep in range(args.repeats):
+            log = tmp / f"{task.slug}-{rep}" / "evaluation.log"
+            if log.is_file():
+                shutil.copyfile(log, args.keep_logs / f"{task.slug}-{rep}.log")
+    theirs: list[float] = []
+    if bench and device.is_gpu and runs[0]["speedup"]:
+        with IN_PROCESS_TIMING, DeviceLock.for_device(device).hold(exclusive=True):
+            theirs = do_bench_ratios(task, args.repeats, tmp)
+    return {"task": task.name, "statuses": [r["verdict"] for r in runs],
+            "ours": [r["speedup"] for r in runs if r["speedup"]],
+            "ci_half": [r["ci_half"] for r in runs if r["speedup"]], "theirs": theirs,
+            "seconds": [r["seconds"] for r in runs], "message": runs[0]["message"],
+            "baseline_seconds": baseline.seconds, "step_seconds": [r["step_seconds"] for r in runs],
+            "cases": [r["cases"] for r in runs],
+            "isolation": sorted({", ".join(r.get("isolation", [])) for r in runs})}
 
 
 def latest_rows(files: list[tuple[str, list[dict[str, Any]]]]) -> tuple[list[dict[str, Any]], list[str]]:

@@ -160,7 +160,8 @@ def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInf
         "step_seconds": {o.step.value: round(sum(c.seconds for c in o.commands), 2) for o in outcomes},
         "cases": [{"id": c.id, "speedup": c.speedup, "ci": [c.speedup_ci_low, c.speedup_ci_high],
                    "method": c.timing_method, "base_ms": c.baseline_time_ms, "pairs": c.samples,
-                   "late_pairs": c.late_pairs} for c in timed],
+                   "late_pairs": c.late_pairs, "unexplained_ms": c.unexplained_ms, "span_speedup": c.span_speedup}
+                  for c in timed],
         "isolation": outcomes[-1].isolation if outcomes else [],
     }
 

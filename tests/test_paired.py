@@ -139,6 +139,7 @@ class _Side:
     seed: int = 0
     lies_in: tuple[int, int] = (1, 1)  # (k, n): `reported` applies to k of every n calls, the rest honest
     stall_share: float = 0.0  # this share of calls spends 50 us more of the span outside the work
+    in_hold: float = 0.0  # this share of the work runs during the judge's hold (which it lengthens), unreported
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -153,7 +154,9 @@ class _Side:
         late = bool(self.late_every) and self.calls % self.late_every == 0 and hold_ms < self.late_below_ms
         lies = self.calls % self.lies_in[1] < self.lies_in[0]
         stall = 0.05 if self.rng.random() < self.stall_share else 0.0
-        return _Call(work * (self.reported if lies else 1.0), hold_ms + overhead + stall + work, hold_ms, late)
+        hidden = work * self.in_hold
+        claimed = (work - hidden) * (self.reported if lies else 1.0)
+        return _Call(claimed, hold_ms + overhead + stall + work, hold_ms + hidden, late)
 
 
 @dataclass
@@ -222,11 +225,14 @@ def test_calls_that_stall_on_both_sides_alike_are_no_sign_of_tampering() -> None
 
 
 def test_on_the_cpu_the_judges_span_is_the_time() -> None:
-    """A worker's wall clock is its own: a candidate that reports a tenth of its time in all but one
-    call of three reads the speedup its spans show, not a hundredfold."""
-    result = _run(_Source(_Side(20.0), _Side(20.0, reported=0.1, lies_in=(2, 3), seed=1)), gpu=False)
+    """A worker's wall clock is its own: a candidate that reports a tenth of its time in one call
+    of three reads the speedup its spans show, not a tenfold; one that does so in most of its calls
+    is caught (each pair's two calls see the same load, so their difference is the lie)."""
+    result = _run(_Source(_Side(20.0), _Side(20.0, reported=0.1, lies_in=(1, 3), seed=1)), gpu=False)
     assert result.speedup == pytest.approx(1.0, rel=0.05)
     assert result.candidate_ms == pytest.approx(20.1, rel=0.05)  # the span: its work and the overhead
+    with pytest.raises(UnexplainedTimeError):
+        _run(_Source(_Side(20.0), _Side(20.0, reported=0.1, lies_in=(2, 3), seed=1)), gpu=False)
 
 
 def test_hand_overs_that_cost_more_with_two_workers_active_are_no_sign_of_tampering() -> None:
@@ -296,3 +302,15 @@ def test_calibration_keeps_the_baselines_own_times() -> None:
     assert isinstance(calibration, Calibration) and len(calibration.claimed) == 12 and source.cand.calls == 0
     assert calibration.claimed_ms == pytest.approx(0.3, rel=0.02)
     assert calibration.unexplained_ms == pytest.approx(0.1, rel=0.05)  # the hold is not part of it
+
+
+def test_work_done_inside_the_judges_hold_is_tampering() -> None:
+    """A candidate that queues its work on a stream the go flag does not gate runs it in the GPU's
+    time slices while the judge's hold waits: the hold the judge measures grows by that work, and
+    its events see only the rest. Less the hold, its span looks honest; next to the baseline's
+    holds in the same pairs it does not."""
+    hides = _Source(_Side(0.2), _Side(0.2, seed=1, in_hold=0.9))
+    with pytest.raises(UnexplainedTimeError, match="outside its own timing"):
+        _run(hides)
+    honest = _Source(_Side(0.2), _Side(0.2, seed=1))
+    assert _run(honest).speedup == pytest.approx(1.0, rel=0.01)

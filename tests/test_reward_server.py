@@ -4,6 +4,7 @@ metrics, and the refusal to bind beyond loopback without a token."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import toy_kernel_source
+from conftest import processes_under, toy_kernel_source
 
 TASK = "triton2triton/toy/answer"
 GOOD = toy_kernel_source(time_ms=2.0)  # twice as fast as the baseline's 4.0 ms: score 320
@@ -60,13 +61,12 @@ class Server:
             return status, text
 
 
-@pytest.fixture
-def server(tasks_root: Path, make_toy_task, tmp_path: Path) -> Iterator[Server]:
-    make_toy_task(TASK, baseline="source")
+@contextlib.contextmanager
+def _serving(tasks_root: Path, tmp_path: Path, *extra: str) -> Iterator[Server]:
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "aka.cli", "serve", "--tasks-root", str(tasks_root),
                              "--cache-dir", str(tmp_path / "cache"), "--port", str(port), "--max-queue", "2",
-                             "--token-env", "AKA_TEST_TOKEN"], cwd=tmp_path, env=_env(AKA_TEST_TOKEN=TOKEN),
+                             "--token-env", "AKA_TEST_TOKEN", *extra], cwd=tmp_path, env=_env(AKA_TEST_TOKEN=TOKEN),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     made = Server(port, TOKEN)
     try:
@@ -84,6 +84,13 @@ def server(tasks_root: Path, make_toy_task, tmp_path: Path) -> Iterator[Server]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def server(tasks_root: Path, make_toy_task, tmp_path: Path) -> Iterator[Server]:
+    make_toy_task(TASK, baseline="source")
+    with _serving(tasks_root, tmp_path) as made:
+        yield made
 
 
 def _result(server: Server, job: dict[str, Any]) -> dict[str, Any]:
@@ -152,3 +159,21 @@ def test_binding_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "aka.cli", "serve", "--host", "0.0.0.0", "--port", str(_free_port()),
                            "--cache-dir", str(tmp_path)], env=_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "only with a bearer token" in done.stderr
+
+
+def test_a_job_past_its_deadline_is_killed_and_frees_the_device(tasks_root: Path, make_toy_task,
+                                                                tmp_path: Path) -> None:
+    make_toy_task(TASK, baseline="source")
+    hung = toy_kernel_source(extra="import time\ntime.sleep(600)")
+    with _serving(tasks_root, tmp_path, "--request-timeout", "6") as server:
+        started = time.monotonic()
+        status, job = server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": hung}})
+        assert status == 202
+        done = _result(server, job)
+        assert done["state"] == "done" and done["result"]["failure_kind"] == "timeout", done
+        assert time.monotonic() - started < 40 and not processes_under(tmp_path / "cache" / "scratch")
+        good = _result(server, server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": GOOD}})[1])
+        assert good["state"] == "done" and good["reward"]["value"] == 320.0
+        hung_again = _result(server, server.call("POST", "/v1/submit",
+                                                 {"task_id": TASK, "files": {"kernel.py": hung}})[1])
+        assert hung_again["result"]["cached"] is False  # a deadline's verdict is never the final word

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TOY_KERNEL, toy_kernel_source
+from conftest import TOY_KERNEL, processes_under, toy_kernel_source
 
 import aka
 import aka.rl.evaluator as rl_evaluator
@@ -20,6 +20,7 @@ from aka.results.task_result import FailureKind, TaskStatus
 from aka.run.runner import run_experiment
 
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
+H100 = DeviceInfo("cuda", "H100", "NVIDIA H100", "sm_90", 1)
 TASK = "triton2triton/toy/answer"
 CANDIDATES = {
     "good": toy_kernel_source(time_ms=2.0),
@@ -201,3 +202,46 @@ def test_another_process_gets_the_same_reward(evaluator, tasks_root: Path, tmp_p
     shared, fresh = (json.loads(line) for line in out.stdout.splitlines())
     kevin = aka.reward(here, "kevin").value
     assert shared == [True, here.score, here.speedup, kevin] and fresh == [False, here.score, here.speedup, kevin]
+
+
+def test_a_deadline_kills_a_hung_evaluation_and_nothing_is_cached(evaluator, tasks_root: Path) -> None:
+    hung = toy_kernel_source(extra="import time\ntime.sleep(600)")
+    started = time.monotonic()
+    result = evaluator.evaluate(TASK, {"kernel.py": hung}, timeout_s=4.0)
+    assert time.monotonic() - started < 30
+    assert result.failure_kind is FailureKind.TIMEOUT and "deadline" in (result.failure_message or "")
+    assert not evaluator.cache.path(result.cache_key).exists()
+    assert processes_under(tasks_root.parent) == []
+    with pytest.raises(aka.CandidateError, match="timeout_s"):
+        evaluator.evaluate(TASK, {"kernel.py": hung}, timeout_s=0)
+
+
+def test_evaluations_spread_over_devices(tasks_root: Path, make_toy_task, tmp_path: Path, monkeypatch) -> None:
+    make_toy_task(TASK, baseline="source")
+    devices = [DeviceInfo("cpu", "cpu", "cpu", None, 0, index=i) for i in range(2)]
+    seen: list[int | None] = []
+    running, most = [0], [0]
+    lock = threading.Lock()
+    real = rl_evaluator.evaluate_candidate
+
+    def counted(task, candidate_dir, scratch, device, **kwargs):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            seen.append(device.index)
+        try:
+            time.sleep(0.3)
+            return real(task, candidate_dir, scratch, device, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(rl_evaluator, "evaluate_candidate", counted)
+    with aka.KernelEvaluator(tasks_root, tmp_path / "cache", devices=devices) as api:
+        candidates = [aka.Candidate(TASK, {"kernel.py": toy_kernel_source(time_ms=t)}) for t in (1.0, 2.0, 4.0, 8.0)]
+        results = api.evaluate_batch(candidates)
+    assert [r.speedup for r in results] == [pytest.approx(4.0), pytest.approx(2.0), pytest.approx(1.0),
+                                             pytest.approx(0.5)]
+    assert most[0] == 2 and sorted(seen) == [0, 0, 1, 1]
+    with pytest.raises(aka.CandidateError, match="different models"):
+        aka.KernelEvaluator(tasks_root, tmp_path / "cache", devices=[devices[0], H100])

@@ -16,7 +16,7 @@ from rich.table import Table
 from aka.agents.check import checks_table, run_checks
 from aka.authoring.task_tools import check_task, scaffold_task
 from aka.config.tasks import default_tasks_root, gate_tasks, select_tasks
-from aka.device import detect_device
+from aka.device import chosen_devices, detect_device
 from aka.errors import AkaError
 from aka.parallel.queue import DEFAULT_LEASE_SECONDS
 from aka.parallel.seed_modes import parallel_mode, postprocess_run, run_parallel_worker
@@ -249,7 +249,10 @@ def serve_command(
     token_env: Annotated[Optional[str], typer.Option(
         "--token-env", help="Environment variable holding the bearer token clients must send.")] = None,
     max_queue: Annotated[int, typer.Option("--max-queue", help="Waiting candidates before 429.")] = 256,
-    max_concurrent: Annotated[int, typer.Option("--max-concurrent", help="Evaluations at once on the device.")] = 1,
+    max_concurrent: Annotated[int, typer.Option(
+        "--max-concurrent", help="Evaluations in flight per device (0: 4 on a GPU, 1 on the CPU).")] = 0,
+    gpus: Annotated[Optional[str], typer.Option(
+        "--gpus", help="GPUs to evaluate on, e.g. 0,1 (default: every visible GPU, one slot group each).")] = None,
     request_timeout: Annotated[float, typer.Option("--request-timeout", help="Seconds a job may take.")] = 1800.0,
     scorer: Annotated[str, typer.Option("--scorer")] = "default",
 ) -> None:
@@ -266,11 +269,13 @@ def serve_command(
         raise fail(AkaError(f"--token-env {token_env}: the variable is not set (export it with the token)"))
     try:
         check_binding(host, token)
+        devices = chosen_devices(gpus, "--gpus")
+        per_device = max_concurrent or (4 if devices[0].is_gpu else 1)
         evaluator = KernelEvaluator(tasks_root or default_tasks_root(), cache_dir, scorer=scorer,
-                                    max_concurrent=max_concurrent)
+                                    max_concurrent=per_device, devices=devices)
     except AkaError as exc:
         raise fail(exc) from None
-    app_ = make_app(evaluator, token=token, max_queue=max_queue, workers=max_concurrent,
+    app_ = make_app(evaluator, token=token, max_queue=max_queue, workers=per_device * len(devices),
                     request_timeout=request_timeout)
     try:
         uvicorn.run(app_, host=host, port=port, log_level="info")

@@ -26,6 +26,16 @@ class DeviceInfo:
     arch: str | None
     count: int
     driver: str | None = None
+    uuid: str | None = None  # the physical device, whatever the mask
+    index: int | None = None  # set for one GPU of several (`detect_devices`): steps are masked to it
+
+    @property
+    def mask(self) -> dict[str, str]:
+        """The environment that shows a step this device alone (none for the default device)."""
+        if self.index is None or not self.is_gpu:
+            return {}
+        visible = self.uuid or str(self.index)
+        return {"CUDA_VISIBLE_DEVICES": visible, "HIP_VISIBLE_DEVICES": str(self.index)}
 
     @property
     def is_gpu(self) -> bool:
@@ -63,10 +73,25 @@ def detect_device() -> DeviceInfo:
         return DeviceInfo("cpu", CPU_MODEL, "cpu (torch not installed)", None, 0)
     if not torch.cuda.is_available():
         return DeviceInfo("cpu", CPU_MODEL, "cpu", None, 0)
-    props = torch.cuda.get_device_properties(0)
-    arch = f"sm_{props.major}{props.minor}"
-    return DeviceInfo("cuda", short_model_name(props.name), props.name, arch, torch.cuda.device_count(),
-                      _driver_version())
+    return _gpu(0, torch.cuda.device_count(), _driver_version(), pinned=False)
+
+
+def detect_devices() -> list[DeviceInfo]:
+    """Every visible GPU, each with its `index` (so its steps are masked to it); the CPU alone
+    where there is none."""
+    device = detect_device()
+    if not device.is_gpu:
+        return [device]
+    return [_gpu(index, device.count, device.driver, pinned=True) for index in range(device.count)]
+
+
+def _gpu(index: int, count: int, driver: str | None, pinned: bool) -> DeviceInfo:
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    uuid = getattr(props, "uuid", None)
+    return DeviceInfo("cuda", short_model_name(props.name), props.name, f"sm_{props.major}{props.minor}", count,
+                      driver, f"GPU-{uuid}" if uuid is not None else None, index if pinned else None)
 
 
 def resolve_target_model(target: str, device: DeviceInfo, source: str) -> str:
@@ -79,3 +104,21 @@ def resolve_target_model(target: str, device: DeviceInfo, source: str) -> str:
         f"{source}: field 'target_gpu_model': '{target}' does not match the detected device "
         f"'{device.name}' ({device.model}); set it to '{device.model}' or 'auto'"
     )
+
+
+def chosen_devices(gpus: str | None, source: str) -> list[DeviceInfo]:
+    """`None`: every visible GPU (the CPU where there is none); `0,2`: those GPUs, by index."""
+    available = detect_devices()
+    if gpus is None or gpus.strip().lower() == "all":
+        return available
+    try:
+        wanted = [int(part) for part in gpus.split(",") if part.strip()]
+    except ValueError:
+        raise PreflightError(f"{source} {gpus}: give GPU indexes separated by commas, e.g. 0,1") from None
+    if not available[0].is_gpu:
+        raise PreflightError(f"{source} {gpus}: no GPU is visible here (leave {source} out to use the CPU)")
+    missing = [i for i in wanted if not 0 <= i < len(available)]
+    if missing or not wanted:
+        raise PreflightError(f"{source} {gpus}: GPU {missing[0] if missing else '?'} is not visible "
+                             f"(this machine shows {len(available)}: 0-{len(available) - 1})")
+    return [available[i] for i in wanted]

@@ -9,6 +9,7 @@ import secrets
 import shlex
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,10 @@ class StepSetup:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     rebuild: Callable[[], object] | None = None
     caches: BuildCaches = BuildCaches()
+    deadline: float | None = None  # time.monotonic() past which no step may run (a reward request's)
+
+    def time_left(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
 
     def environment(self, step: Step, target: Target) -> dict[str, str]:
         return step_environment(self.task, self.device, step, target, self.eval_dir,
@@ -122,13 +127,14 @@ def start_isolated(setup: StepSetup, command: str, step: Step, target: Target,
                        caches.seed_for(step), scratch)
 
 
-def finish_isolated(process: StepProcess) -> tuple[CommandOutcome, bytes, str]:
-    """Give a started command its token and its turn; return how it ended and what it sent."""
+def finish_isolated(process: StepProcess, time_left: float = float("inf")) -> tuple[CommandOutcome, bytes, str]:
+    """Give a started command its token and its turn (at most its timeout, and at most
+    `time_left`); return how it ended and what it sent."""
     try:
         if process.seed_cache is not None and process.seed_cache.is_dir():
             shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
         process.cache.mkdir(mode=0o700, exist_ok=True)
-        ran = process.started.finish(f"{process.token}\n".encode(), process.timeout)
+        ran = process.started.finish(f"{process.token}\n".encode(), min(process.timeout, max(time_left, 0.0)))
     finally:
         process.remove_private_dirs()
     return ran, process.pipe.payload(), process.token

@@ -71,6 +71,7 @@ def step_environment(task: Task, device: DeviceInfo, step: Step, target: Target,
                 ENV_TARGET_KERNELS: ",".join(task.config.target_kernel_functions),
                 ENV_BASELINE: task.config.baseline_source.value,
                 ENV_BASELINE_DIR: str(eval_dir / BASELINE_SOURCES_DIR)})
+    env.update(device.mask)
     if device.is_gpu and device.arch:
         env[ENV_CUDA_ARCH] = device.arch
     else:

@@ -12,6 +12,7 @@ from pathlib import Path
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.evaluation.bytecode import warm_bytecode
+from aka.evaluation.device_lock import DeviceLock
 from aka.evaluation.eval_dir import build_eval_dir
 from aka.evaluation.kernel_check import missing_kernels
 from aka.evaluation.sandbox import detect_sandbox
@@ -49,6 +50,7 @@ class StepOutcome:
     commands: list[CommandOutcome] = field(default_factory=list)
     eval_seed: int | None = None
     isolation: list[str] = field(default_factory=list)
+    deadline_cut: bool = False  # timed out at the evaluation's deadline, before the step's own timeout
 
     @property
     def passed(self) -> bool:
@@ -77,7 +79,8 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
     The exit status is cross-checked with the report: a non-zero exit is a failure even when a
     report says `ok`, and an exit of 0 without a valid report is a failure too. Reports that
     arrive without the step's token, or more than one, are tampering. `setup.rebuild` recreates
-    the evaluation directory before every command.
+    the evaluation directory before every command. Each command runs holding the device
+    (`DeviceLock`): shared, or alone for the performance step, whose timing nothing may disturb.
     """
     outcome = StepOutcome(step, isolation=list(detect_sandbox().features))
     for index, command in enumerate(step_commands(setup.task, step)):
@@ -91,13 +94,17 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
             process = prestarted.processes[step][index]
         else:
             process = start_isolated(setup, command, step, target)
-        ran, received, token = finish_isolated(process)
+        with DeviceLock.for_device(setup.device).hold(exclusive=step is Step.PERFORMANCE):
+            left = setup.time_left()
+            ran, received, token = finish_isolated(process, left)
         append_log(process.started.log_path, setup.log_path)
         outcome.commands.append(ran)
         setup.reports_dir.mkdir(parents=True, exist_ok=True)
         (setup.reports_dir / f"{target.value}_{step.value}_{index}.raw").write_bytes(received)
         if ran.timed_out:
-            outcome.failure, outcome.message = FailureKind.TIMEOUT, ran.describe()
+            cut = left < process.timeout
+            outcome.failure, outcome.deadline_cut = FailureKind.TIMEOUT, cut
+            outcome.message = ran.describe() + (" (the evaluation's deadline)" if cut else "")
             return outcome
         if ran.stopped:  # nothing a step runs stops itself; candidate code stopped it to stall us
             outcome.failure, outcome.message = FailureKind.TAMPERING, ran.describe()
@@ -148,7 +155,8 @@ def _check_cases(outcome: StepOutcome) -> StepOutcome:
 
 
 def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, device: DeviceInfo,
-                       heldout: bool = False, through: int = 3, trusted_cache: Path | None = None) -> list[StepOutcome]:
+                       heldout: bool = False, through: int = 3, trusted_cache: Path | None = None,
+                       deadline: float | None = None) -> list[StepOutcome]:
     """Judge the declared sources in `candidate_dir`: compile, correctness, performance.
 
     Everything is built in `scratch_dir/evaluation` from the pristine task; the steps stop at the
@@ -156,7 +164,7 @@ def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, devic
     see exactly what the final evaluation will see. `heldout=True` runs correctness and
     performance on the task's hidden held-out cases instead (the candidate must have compiled).
     `through=2` stops after correctness. `trusted_cache`: the frozen baseline's builds (see
-    `BuildCaches`).
+    `BuildCaches`). `deadline` (`time.monotonic()`): no step runs past it (a reward request's).
     """
     name = "evaluation_heldout" if heldout else "evaluation"
     eval_dir = scratch_dir / name
@@ -171,7 +179,7 @@ def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, devic
     steps = [s for s in (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE)[:through]
              if s is not Step.PERFORMANCE or task.config.performance_command]
     setup = StepSetup(task, device, eval_dir, scratch_dir / f".reports_{name}", scratch_dir / f"{name}.log", extra,
-                      rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir))
+                      rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir), deadline=deadline)
     return run_steps(setup, [(s, Target.CANDIDATE) for s in steps], trusted_cache=trusted_cache)
 
 

@@ -157,6 +157,8 @@ class TaskResult(BaseModel):
     failure_message: str | None = None
     scorer: str = "default"
     device: str = ""
+    device_uuid: str | None = None  # the physical GPU the steps ran on (the worker's mask shows them that one)
+    device_count: int | None = None  # GPUs the evaluation could see: 1 for a worker masked to one GPU
     cases: list[CaseTiming] = Field(default_factory=list)
     agent: AgentOutcome | None = None
     exports: dict[str, bool] = Field(default_factory=dict)

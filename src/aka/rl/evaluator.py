@@ -1,11 +1,14 @@
-"""`KernelEvaluator`: score candidates for a tasks root on one device, sync or async, with a
-frozen baseline per task and an on-disk result cache.
+"""`KernelEvaluator`: score candidates for a tasks root on one device or several, sync or async,
+with a frozen baseline per task and an on-disk result cache.
 
 Each evaluation is the one `aka run` makes (`evaluate_candidate` from the pristine task with only
 the declared sources, the run's frozen-baseline builds, `judge_outcomes` for the verdict and the
-score), so a trainer gets the reward a run gives for the same candidate. Evaluations on the
-device are bounded (`max_concurrent`, default one at a time; with one, other processes sharing
-the cache directory wait for the device too); cache hits never wait.
+score), so a trainer gets the reward a run gives for the same candidate. Up to `max_concurrent`
+evaluations run at once on each device: their steps share the device, and each performance step
+has it alone (`aka.evaluation.device_lock`, across every process on the machine), so the GPU
+times one candidate while others start, compile and are checked. With several devices (one of
+each GPU, `detect_devices`), each evaluation goes to the least busy one, its steps masked to it.
+Cache hits never wait.
 
 The cache directory holds `baselines/` (as a run's), `repos/`, `results/` (aka.rl.cache),
 `locks/` and `scratch/` (an evaluation's working folder, removed afterwards).
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import shutil
 import tempfile
@@ -26,6 +28,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from filelock import FileLock
 
 from aka.config.task_config import TASK_CONFIG_NAME
 from aka.config.tasks import Task, gate_tasks, load_task, task_identity
@@ -74,22 +78,30 @@ class KernelEvaluator:
     """
 
     def __init__(self, tasks_root: Path | str, cache_dir: Path | str, device: DeviceInfo | None = None,
-                 scorer: str = "default", max_concurrent: int = 1, model: str | None = None) -> None:
+                 scorer: str = "default", max_concurrent: int = 1, model: str | None = None,
+                 devices: Sequence[DeviceInfo] | None = None) -> None:
         if max_concurrent < 1:
             raise CandidateError(f"max_concurrent must be at least 1, not {max_concurrent}")
         self.tasks_root = Path(tasks_root).expanduser().resolve()
         if not self.tasks_root.is_dir():
             raise CandidateError(f"tasks root {self.tasks_root} does not exist (pass a folder of tasks)")
         self.cache_dir = Path(cache_dir).expanduser().resolve()
-        self.device = device or detect_device()
+        self.devices = list(devices) if devices else [device or detect_device()]
+        models = {(d.name, d.arch) for d in self.devices}
+        if len(models) > 1:
+            raise CandidateError(f"devices of different models ({', '.join(sorted(n for n, _ in models))}): one "
+                                 "evaluator scores on one model (results and baselines are kept per model)")
+        self.device = self.devices[0]
         self.scorer_name = scorer
         self.scorer = resolve_scorer(scorer, "KernelEvaluator")
         self.model = model
         self.max_concurrent = max_concurrent
         self.cache = ResultCache(self.cache_dir)
         self.platform = package_versions()
-        self._slots = threading.BoundedSemaphore(max_concurrent)
-        self._executor = ThreadPoolExecutor(max_workers=max_concurrent, thread_name_prefix="aka-rl")
+        self._busy = [0] * len(self.devices)
+        self._slots = threading.Condition()
+        self._executor = ThreadPoolExecutor(max_workers=max_concurrent * len(self.devices),
+                                            thread_name_prefix="aka-rl")
         self._tasks: dict[str, _LoadedTask] = {}
         self._lock = threading.Lock()
 
@@ -149,16 +161,10 @@ class KernelEvaluator:
 
     # ---- the baseline ----------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _file_lock(self, name: str) -> Iterator[None]:
+    def _file_lock(self, name: str) -> FileLock:
         path = self.cache_dir / "locks" / f"{name}.lock"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return FileLock(path)
 
     def baseline(self, task_id: str) -> BaselineRecord:
         """The task's frozen baseline on this device: measured once (across processes sharing the
@@ -169,10 +175,10 @@ class KernelEvaluator:
             frozen = load_frozen_baseline(self.cache_dir, task, loaded.identity, self.device)
             if frozen is not None:
                 return frozen
-            with self._device_slot():
+            with self._device_slot() as device:
                 work = Path(tempfile.mkdtemp(prefix=f"baseline-{task.slug}-", dir=self._scratch()))
                 try:
-                    return measure_baseline(self.cache_dir, task, loaded.identity, self.device, work)
+                    return measure_baseline(self.cache_dir, task, loaded.identity, device, work)
                 finally:
                     shutil.rmtree(work, ignore_errors=True)
 
@@ -184,13 +190,19 @@ class KernelEvaluator:
         return path
 
     @contextlib.contextmanager
-    def _device_slot(self) -> Iterator[None]:
+    def _device_slot(self) -> Iterator[DeviceInfo]:
+        """The least busy device with a free slot (waits for one); the device itself is shared
+        with other evaluations and processes through its `DeviceLock`, taken per step."""
         with self._slots:
-            if self.max_concurrent == 1:
-                with self._file_lock(f"device-{self.device.name.replace('/', '_').replace(' ', '_')}"):
-                    yield
-            else:
-                yield
+            self._slots.wait_for(lambda: min(self._busy) < self.max_concurrent)
+            index = self._busy.index(min(self._busy))
+            self._busy[index] += 1
+        try:
+            yield self.devices[index]
+        finally:
+            with self._slots:
+                self._busy[index] -= 1
+                self._slots.notify_all()
 
     def _resolve(self, candidate: Candidate) -> tuple[_LoadedTask, dict[str, str], str]:
         """The candidate's complete editable files, its hash and its cache key; bad input raises."""
@@ -210,18 +222,21 @@ class KernelEvaluator:
                         self.platform)
         return loaded, files, key
 
-    def evaluate(self, task_id: str, files: Mapping[str, str]) -> CandidateResult:
-        """Score one candidate: the task's editable files it changes, name -> source text."""
-        return self._evaluate(Candidate(task_id, dict(files)))
+    def evaluate(self, task_id: str, files: Mapping[str, str], timeout_s: float | None = None) -> CandidateResult:
+        """Score one candidate: the task's editable files it changes, name -> source text.
 
-    def evaluate_completion(self, task_id: str, completion: str) -> CandidateResult:
+        `timeout_s`: no step of its evaluation runs past this many seconds from now (a step cut
+        there is the candidate's `timeout`, and the result is not cached)."""
+        return self._evaluate(Candidate(task_id, dict(files)), _deadline(timeout_s))
+
+    def evaluate_completion(self, task_id: str, completion: str, timeout_s: float | None = None) -> CandidateResult:
         """Score a model completion; one that yields no candidate files is scored as not
         compiling (the policy's fault), never evaluated."""
         try:
             files = self.extract(task_id, completion)
         except CompletionError as exc:
             return self._no_candidate(task_id, str(exc))
-        return self.evaluate(task_id, files)
+        return self.evaluate(task_id, files, timeout_s)
 
     def evaluate_batch(self, candidates: Sequence[Candidate]) -> list[CandidateResult]:
         """Score candidates (up to `max_concurrent` at once), results in their order; every one is
@@ -230,29 +245,32 @@ class KernelEvaluator:
             self._resolve(candidate)
         return list(self._executor.map(self._evaluate, candidates))
 
-    async def evaluate_async(self, task_id: str, files: Mapping[str, str]) -> CandidateResult:
-        """`evaluate` in the evaluator's thread pool (`max_concurrent` threads); a cache hit
-        returns without waiting for a slot."""
+    async def evaluate_async(self, task_id: str, files: Mapping[str, str],
+                             timeout_s: float | None = None) -> CandidateResult:
+        """`evaluate` in the evaluator's thread pool (`max_concurrent` threads per device); a cache
+        hit returns without waiting for a slot."""
         candidate = Candidate(task_id, dict(files))
+        deadline = _deadline(timeout_s)
         _, _, key = self._resolve(candidate)
         hit = self.cache.get(key)
         if hit is not None:
             return hit
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._evaluate, candidate)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._evaluate, candidate, deadline)
 
-    async def evaluate_completion_async(self, task_id: str, completion: str) -> CandidateResult:
+    async def evaluate_completion_async(self, task_id: str, completion: str,
+                                        timeout_s: float | None = None) -> CandidateResult:
         try:
             files = self.extract(task_id, completion)
         except CompletionError as exc:
             return self._no_candidate(task_id, str(exc))
-        return await self.evaluate_async(task_id, files)
+        return await self.evaluate_async(task_id, files, timeout_s)
 
     async def evaluate_batch_async(self, candidates: Sequence[Candidate]) -> list[CandidateResult]:
         for candidate in candidates:
             self._resolve(candidate)
         return list(await asyncio.gather(*(self.evaluate_async(c.task_id, c.files) for c in candidates)))
 
-    def _evaluate(self, candidate: Candidate) -> CandidateResult:
+    def _evaluate(self, candidate: Candidate, deadline: float | None = None) -> CandidateResult:
         loaded, files, key = self._resolve(candidate)
         hit = self.cache.get(key)
         if hit is not None:
@@ -266,17 +284,20 @@ class KernelEvaluator:
             if baseline.status is FailureKind.INFRA_ERROR:
                 return self._result(loaded, sources, key, self._plain(
                     loaded.task, FailureKind.INFRA_ERROR, TaskStatus.INFRA, baseline.message or "baseline failed"))
-            with self._device_slot():
+            with self._device_slot() as device:
                 hit = self.cache.get(key)
                 if hit is not None:
                     return hit
-                result = self._judged(loaded.task, baseline, files)
+                result, cut = self._judged(loaded.task, baseline, files, device, deadline)
         except Exception as exc:
             logger.error("infrastructure error on %s:\n%s", candidate.task_id, traceback.format_exc())
-            result = self._plain(loaded.task, FailureKind.INFRA_ERROR, TaskStatus.INFRA, f"{type(exc).__name__}: {exc}")
-        return self._result(loaded, sources, key, result)
+            result, cut = self._plain(loaded.task, FailureKind.INFRA_ERROR, TaskStatus.INFRA,
+                                      f"{type(exc).__name__}: {exc}"), False
+        return self._result(loaded, sources, key, result, cache=not cut)
 
-    def _judged(self, task: Task, baseline: BaselineRecord, files: dict[str, str]) -> TaskResult:
+    def _judged(self, task: Task, baseline: BaselineRecord, files: dict[str, str], device: DeviceInfo,
+                deadline: float | None) -> tuple[TaskResult, bool]:
+        """The verdict, and whether the deadline cut a step short (then not the final word)."""
         scratch = Path(tempfile.mkdtemp(prefix=f"{task.slug}-", dir=self._scratch()))
         try:
             candidate_dir = scratch / "candidate"
@@ -284,13 +305,13 @@ class KernelEvaluator:
                 (candidate_dir / rel).parent.mkdir(parents=True, exist_ok=True)
                 (candidate_dir / rel).write_text(text, encoding="utf-8")
             started = time.monotonic()
-            outcomes = evaluate_candidate(task, candidate_dir, scratch, self.device,
-                                          trusted_cache=baseline_builds(self.cache_dir, task))
+            outcomes = evaluate_candidate(task, candidate_dir, scratch, device,
+                                          trusted_cache=baseline_builds(self.cache_dir, task), deadline=deadline)
             seconds = round(time.monotonic() - started, 3)
-            result = judge_outcomes(task, baseline, self.device, self.scorer, self.scorer_name,
+            result = judge_outcomes(task, baseline, device, self.scorer, self.scorer_name,
                                     AgentOutcome(agent=API_AGENT), outcomes, [], self.model)
             result.evaluation_seconds = seconds
-            return result
+            return result, any(o.deadline_cut for o in outcomes)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -299,9 +320,11 @@ class KernelEvaluator:
                           failure_message=message, status=status, scorer=self.scorer_name,
                           optimization_summary=f"Not evaluated: {message}")
 
-    def _result(self, loaded: _LoadedTask, sources: str, key: str, result: TaskResult) -> CandidateResult:
+    def _result(self, loaded: _LoadedTask, sources: str, key: str, result: TaskResult,
+                cache: bool = True) -> CandidateResult:
         record = CandidateResult.from_task_result(loaded.task.name, sources, key, result)
-        self.cache.put(record)
+        if cache:
+            self.cache.put(record)
         return record
 
     def _no_candidate(self, task_id: str, message: str) -> CandidateResult:
@@ -310,3 +333,11 @@ class KernelEvaluator:
         result.compilation_error_message = message
         result.score = finite_score(self.scorer, result)
         return CandidateResult.from_task_result(task.name, "", "", result)
+
+
+def _deadline(timeout_s: float | None) -> float | None:
+    if timeout_s is None:
+        return None
+    if not timeout_s > 0:
+        raise CandidateError(f"timeout_s must be a positive number of seconds, not {timeout_s}")
+    return time.monotonic() + timeout_s

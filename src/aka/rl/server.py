@@ -1,10 +1,11 @@
 """`aka serve`: rewards over HTTP for trainers in other processes (FastAPI + uvicorn).
 
-Candidates are queued onto one `KernelEvaluator` (its device slots bound the evaluations that
-run at once; a cache hit is answered at once). The queue is bounded: a full queue answers 429
-with `Retry-After`, so a trainer backs off instead of piling up work. Each job has a deadline
-(`request_timeout`): past it the job is reported `timeout` to its client (the evaluation itself is
-bounded by its steps' own timeouts and its result still lands in the cache).
+Candidates are queued onto one `KernelEvaluator`: one slot group per GPU, several evaluations
+in flight on each (their performance steps take the GPU alone, `aka.evaluation.device_lock`), a
+cache hit answered at once. The queue is bounded: a full queue answers 429 with `Retry-After`,
+so a trainer backs off instead of piling up work. Each job has a deadline (`request_timeout`,
+counted from its submission): the evaluation's steps are killed there, the job is reported
+`timeout`, and nothing is cached, so one hung candidate holds a GPU no longer than that.
 
 It runs code sent over the network, so it binds to 127.0.0.1 unless told otherwise, refuses to
 bind elsewhere without a bearer token, checks the token on every endpoint but `/healthz`, and
@@ -35,6 +36,7 @@ from aka.rl.presets import reward
 from aka.rl.result import CandidateResult
 
 MAX_REQUEST_BYTES = 4 * 2**20
+DEADLINE_GRACE_S = 30.0  # past a job's deadline its steps are killed; this covers their teardown
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 JobState = Literal["queued", "running", "done", "failed", "timeout"]
 
@@ -118,10 +120,12 @@ def make_app(evaluator: Any, token: str | None = None, max_queue: int = 256, wor
             running += 1
             try:
                 sub = job.submission
-                call = (evaluator.evaluate_async(sub.task_id, sub.files) if sub.files is not None
-                        else evaluator.evaluate_completion_async(sub.task_id, sub.completion or ""))
-                left = max(0.0, request_timeout - (started - job.submitted))
-                job.result = await asyncio.wait_for(asyncio.shield(call), timeout=left)
+                left = request_timeout - (started - job.submitted)
+                if left <= 0:
+                    raise asyncio.TimeoutError
+                call = (evaluator.evaluate_async(sub.task_id, sub.files, left) if sub.files is not None
+                        else evaluator.evaluate_completion_async(sub.task_id, sub.completion or "", left))
+                job.result = await asyncio.wait_for(asyncio.shield(call), timeout=left + DEADLINE_GRACE_S)
                 job.state = "done"
                 counters.done += 1
             except asyncio.TimeoutError:
@@ -203,7 +207,7 @@ def make_app(evaluator: Any, token: str | None = None, max_queue: int = 256, wor
         job = job_named(job_id)
         if not job.done.is_set() and wait > 0:
             try:
-                await asyncio.wait_for(job.done.wait(), timeout=min(wait, request_timeout))
+                await asyncio.wait_for(job.done.wait(), timeout=min(wait, request_timeout + DEADLINE_GRACE_S))
             except asyncio.TimeoutError:
                 pass
         return JSONResponse(job.view(), status_code=200 if job.done.is_set() else 202)

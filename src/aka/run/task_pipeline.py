@@ -190,6 +190,7 @@ def judge_outcomes(task: Task, baseline: BaselineRecord, device: DeviceInfo, sco
     performance = by_step.get(Step.PERFORMANCE)
     result = TaskResult(
         task_name=task.name, task_type=task.family, device=device.name, agent=agent,
+        device_uuid=device.uuid, device_count=1 if device.mask else device.count,
         scorer=scorer_name,
         tampered_files=tampered,
         optimization_summary=(

@@ -1,0 +1,305 @@
+"""Evaluations per GPU-hour through the reward server, on a realistic mix of candidates.
+
+    PYTHONPATH=src python3 benchmarks/reward_throughput.py [--tasks T ...] [--max-concurrent 4]
+        [--request-timeout 120] [--out FILE] [--json FILE]
+
+Starts `aka serve` for real (its own process, on every visible GPU), warms each task's frozen
+baseline with one unchanged candidate, then submits the mix at once and polls every job:
+
+- unchanged: the task's own sources (its speedup is an A/A reading under load: should be 1.0);
+- faster: the task's solution from solutions/examples, where there is one;
+- wrong: the task's sources with every public function's tensor outputs scaled by 1.5;
+- not compiling: a syntax error appended;
+- hanging: the module sleeps forever when imported (the job's deadline must free the GPU).
+
+Each candidate carries a fresh comment so that none is a cache hit. Reported: evaluations per
+GPU-hour over the mix (and without the hanging ones), latency percentiles from submission to
+result, the A/A band of the unchanged candidates under load, then the latency of single
+candidates submitted one at a time (a short queue), and the GELU exploit catalog submitted
+through the server with each verdict. Timing claims come from a GPU; on the CPU this checks the
+script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
+
+from aka.config.tasks import Task, select_tasks  # noqa: E402
+from aka.device import detect_devices  # noqa: E402
+
+SOLUTIONS = REPO / "solutions" / "examples"
+DEFAULT_TASKS = ["triton2triton/basic/gelu", "torch2triton/basic/softmax", "triton2triton/llm/rmsnorm_residual",
+                 "torch2triton/llm/rmsnorm", "triton2triton/llm/silu_and_mul", "torch2triton/llm/layernorm",
+                 "triton2triton/llm/log_softmax", "triton2triton/llm/cumsum"]
+WRONG = '''
+
+import functools as _aka_functools
+import inspect as _aka_inspect
+
+
+def _aka_wrong(function):
+    @_aka_functools.wraps(function)
+    def wrapped(*args, **kwargs):
+        out = function(*args, **kwargs)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        for item in outs:
+            if hasattr(item, "is_floating_point") and item.is_floating_point():
+                item.mul_(1.5)
+        return out
+    return wrapped
+
+
+for _aka_name, _aka_value in list(globals().items()):
+    if (_aka_inspect.isfunction(_aka_value) and not _aka_name.startswith("_")
+            and _aka_value.__module__ == __name__):
+        globals()[_aka_name] = _aka_wrong(_aka_value)
+'''
+BROKEN = "\n\ndef broken(:\n"
+HANGING = "\n\nimport time as _aka_time\n_aka_time.sleep(10**6)\n"
+Entry = tuple[str, str, dict[str, str]]  # kind, task, files
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Client:
+    def __init__(self, port: int) -> None:
+        self.base = f"http://127.0.0.1:{port}"
+
+    def call(self, method: str, path: str, body: object = None, timeout: float = 900) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, json.loads(response.read().decode())
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    def wait(self, job_id: str, limit: float) -> dict[str, Any]:
+        deadline = time.monotonic() + limit
+        while True:
+            status, body = self.call("GET", f"/v1/jobs/{job_id}/result?wait=60")
+            if status == 200 or time.monotonic() > deadline:
+                return dict(body) if isinstance(body, dict) else {"state": f"http {status}"}
+
+
+def _source(task: Task) -> dict[str, str]:
+    return {rel: (task.directory / rel).read_text() for rel in task.config.source_file_path}
+
+
+def _marked(files: dict[str, str], nonce: str, tail: str = "") -> dict[str, str]:
+    """The files with a comment (or `tail`) appended to the first Python source: no cache hit."""
+    out = dict(files)
+    first = next((rel for rel in out if rel.endswith(".py")), next(iter(out)))
+    comment = "// " if first.endswith((".cu", ".cuh", ".cpp")) else "# "
+    out[first] = out[first] + f"\n{comment}{nonce}\n" + tail
+    return out
+
+
+def mix(tasks: list[Task], seed: int) -> list[Entry]:
+    """(kind, task, files) for the whole mix, shuffled with `seed`."""
+    entries: list[Entry] = []
+    for index, task in enumerate(tasks):
+        own = _source(task)
+        python = any(rel.endswith(".py") for rel in own)
+        entries += [("unchanged", task.name, _marked(own, f"unchanged {index} {n}")) for n in range(2)]
+        solution = SOLUTIONS / task.name
+        if solution.is_dir():
+            files = {rel: (solution / rel).read_text() for rel in task.config.source_file_path
+                     if (solution / rel).is_file()}
+            entries += [("faster", task.name, _marked(files, f"faster {index} {n}")) for n in range(2)]
+        if python:
+            entries.append(("wrong", task.name, _marked(own, f"wrong {index}", WRONG)))
+            entries.append(("not compiling", task.name, _marked(own, f"broken {index}", BROKEN)))
+            if index % 4 == 0:
+                entries.append(("hanging", task.name, _marked(own, f"hanging {index}", HANGING)))
+    random.Random(seed).shuffle(entries)
+    return entries
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tasks", nargs="*", default=DEFAULT_TASKS)
+    parser.add_argument("--max-concurrent", type=int, default=4, help="evaluations in flight per GPU")
+    parser.add_argument("--request-timeout", type=float, default=120.0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--singles", type=int, default=5, help="candidates then submitted one at a time")
+    parser.add_argument("--exploits", action="store_true", help="also the GELU exploit catalog through the server")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    devices = detect_devices()
+    gpus = len(devices) if devices[0].is_gpu else 0
+    tasks = select_tasks(REPO / "tasks", args.tasks)
+    port = _free_port()
+    cache = Path(tempfile.mkdtemp(prefix="aka-throughput-"))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    server = subprocess.Popen([sys.executable, "-m", "aka.cli", "serve", "--tasks-root", str(REPO / "tasks"),
+                               "--cache-dir", str(cache), "--port", str(port), "--max-queue", "100000",
+                               "--max-concurrent", str(args.max_concurrent),
+                               "--request-timeout", str(args.request_timeout)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=open(cache / "server.log", "w"))
+    client = Client(port)
+    report: dict[str, Any] = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                              "device": devices[0].name, "gpus": gpus, "max_concurrent": args.max_concurrent,
+                              "request_timeout": args.request_timeout, "tasks": [t.name for t in tasks]}
+    try:
+        _wait_up(client, server)
+        started = time.monotonic()
+        warm = _run(client, [("warm-up", t.name, _marked(_source(t), "warm")) for t in tasks], args)
+        report["warmup_s"] = round(time.monotonic() - started, 1)
+        report["warmup"] = [_brief(row) for row in warm]
+        entries = mix(tasks, args.seed)
+        started = time.monotonic()
+        rows = _run(client, entries, args)
+        wall = time.monotonic() - started
+        report["mix"] = [_brief(row) for row in rows]
+        report["mix_wall_s"] = round(wall, 1)
+        singles = []
+        for index in range(args.singles):
+            task = tasks[index % len(tasks)]
+            singles += _run(client, [("single", task.name, _marked(_source(task), f"single {index}"))], args)
+        report["singles"] = [_brief(row) for row in singles]
+        if args.exploits:
+            from exploits.catalog import EXPLOITS
+
+            exploit_rows = _run(client, [(name, "triton2triton/basic/gelu", {"kernel.py": e.source + f"\n# {name}\n"})
+                                         for name, e in EXPLOITS.items() if name != "stalls_forever"], args)
+            report["exploits"] = [{**_brief(row), "accepted": sorted(EXPLOITS[row["kind"]].accepted)}
+                                  for row in exploit_rows]
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    text = render(report, gpus)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+def _wait_up(client: Client, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode}")
+        try:
+            if client.call("GET", "/healthz", timeout=5)[0] == 200:
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise SystemExit("the server did not come up in 120 s")
+
+
+def _run(client: Client, entries: list[Entry], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Submit every entry at once, then wait for each; one row per entry with its latency."""
+    submitted = time.monotonic()
+    status, body = client.call("POST", "/v1/batch", {"candidates": [{"task_id": task, "files": files}
+                                                                    for _, task, files in entries]})
+    if status != 202:
+        raise SystemExit(f"the batch was refused: {status} {body}")
+    jobs = body["jobs"]
+
+    def finish(pair: tuple[Entry, dict[str, Any]]) -> dict[str, Any]:
+        (kind, task, _), job = pair
+        done = client.wait(job["id"], args.request_timeout * (len(entries) + 2))
+        return {"kind": kind, "task": task, "latency_s": time.monotonic() - submitted, **done}
+
+    with ThreadPoolExecutor(max_workers=min(64, len(jobs))) as pool:
+        return list(pool.map(finish, zip(entries, jobs, strict=True)))
+
+
+def _brief(row: dict[str, Any]) -> dict[str, Any]:
+    result = row.get("result") or {}
+    return {"kind": row["kind"], "task": row["task"], "state": row.get("state"),
+            "latency_s": round(row["latency_s"], 2), "failure_kind": result.get("failure_kind"),
+            "speedup": result.get("speedup"), "ci": [result.get("speedup_ci_low"), result.get("speedup_ci_high")],
+            "seconds": result.get("evaluation_seconds")}
+
+
+def render(report: dict[str, Any], gpus: int) -> str:
+    mix_rows, wall = report["mix"], report["mix_wall_s"]
+    per_gpu_hour = len(mix_rows) / wall * 3600 / max(gpus, 1)
+    latencies = [r["latency_s"] for r in mix_rows]
+    lines = [f"# Reward server throughput on {report['device']} x{max(gpus, 1)} ({'GPU' if gpus else 'CPU only'})",
+             f"Date (UTC): {report['date']}",
+             f"Command: `PYTHONPATH=src python3 benchmarks/reward_throughput.py --max-concurrent "
+             f"{report['max_concurrent']} --request-timeout {report['request_timeout']:.0f}`",
+             f"Tasks: {', '.join(report['tasks'])}", "",
+             f"Warm-up (each task's baseline measured and frozen, one unchanged candidate each): "
+             f"{report['warmup_s']:.0f} s.", "",
+             "| candidates | count | verdicts |", "|---|---|---|"]
+    for kind in sorted({r["kind"] for r in mix_rows}):
+        rows = [r for r in mix_rows if r["kind"] == kind]
+        verdicts: dict[str, int] = {}
+        for r in rows:
+            key = r["failure_kind"] or r["state"] or "?"
+            verdicts[key] = verdicts.get(key, 0) + 1
+        lines.append(f"| {kind} | {len(rows)} | {', '.join(f'{k} {v}' for k, v in sorted(verdicts.items()))} |")
+    hanging = [r for r in mix_rows if r["kind"] == "hanging"]
+    lines += ["", f"**{len(mix_rows)} evaluations in {wall:.0f} s: {per_gpu_hour:.0f} per GPU-hour** "
+              f"({report['max_concurrent']} in flight per GPU).",
+              f"Latency from submission (all submitted at once): p50 {percentile(latencies, 0.5):.1f} s, "
+              f"p90 {percentile(latencies, 0.9):.1f} s, p99 {percentile(latencies, 0.99):.1f} s."]
+    if hanging:
+        others = [r for r in mix_rows if r["kind"] != "hanging"]
+        last_other = max(r["latency_s"] for r in others)
+        lines.append(f"Without the {len(hanging)} hanging candidates (each held until its "
+                     f"{report['request_timeout']:.0f} s deadline): the others were done after {last_other:.0f} s, "
+                     f"{len(others) / last_other * 3600 / max(gpus, 1):.0f} per GPU-hour.")
+    unchanged = [r for r in mix_rows if r["kind"] == "unchanged" and r["speedup"]]
+    if unchanged:
+        band = max(abs(r["speedup"] - 1) for r in unchanged)
+        per_task: dict[str, list[float]] = {}
+        for r in unchanged:
+            per_task.setdefault(r["task"], []).append(r["speedup"])
+        lines.append(f"A/A under load ({len(unchanged)} unchanged candidates): band {band:.4f}; "
+                     + "; ".join(f"{t.split('/')[-1]} {', '.join(f'{s:.4f}' for s in v)}" for t, v in per_task.items()))
+    seconds = [r["seconds"] for r in mix_rows if r["seconds"]]
+    if seconds:
+        lines.append("Evaluation time inside the server (queue wait excluded): "
+                     f"median {statistics.median(seconds):.1f} s.")
+    singles = report.get("singles") or []
+    if singles:
+        single = [r["latency_s"] for r in singles]
+        lines.append(f"One candidate at a time (short queue), {len(single)} candidates: latency p50 "
+                     f"{percentile(single, 0.5):.1f} s, max {max(single):.1f} s.")
+    exploits = report.get("exploits") or []
+    if exploits:
+        rejected = [r for r in exploits if (r["failure_kind"] or "none") in r["accepted"]]
+        lines += ["", f"Exploit catalog through the server: {len(rejected)} of {len(exploits)} judged as required.",
+                  "", "| exploit | accepted | verdict |", "|---|---|---|"]
+        lines += [f"| {r['kind']} | {', '.join(r['accepted'])} | {r['failure_kind'] or r['state']} |" for r in exploits]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

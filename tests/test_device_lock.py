@@ -1,0 +1,110 @@
+"""The device lock across real processes: shared holders together, an exclusive one alone, a
+waiting exclusive holder ahead of later shared ones, and a killed holder's lock released."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from aka.device import DeviceInfo
+from aka.evaluation.device_lock import ENV_LOCK_DIR, DeviceLock, device_key
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+H200 = DeviceInfo("cuda", "H200", "NVIDIA H200", "sm_90", 1, uuid="GPU-1234/abcd")
+
+HOLDER = """
+import sys, time
+from aka.evaluation.device_lock import DeviceLock
+from pathlib import Path
+lock = DeviceLock("dev", Path(sys.argv[1]))
+with lock.hold(exclusive=sys.argv[2] == "x"):
+    with open(sys.argv[3], "a") as log:
+        log.write(f"{sys.argv[4]} in {time.monotonic():.3f}\\n")
+    time.sleep(float(sys.argv[5]))
+    with open(sys.argv[3], "a") as log:
+        log.write(f"{sys.argv[4]} out {time.monotonic():.3f}\\n")
+"""
+
+
+def _holder(tmp_path: Path, mode: str, name: str, seconds: float) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path), mode, str(tmp_path / "log"), name,
+                             str(seconds)], env={**os.environ, "PYTHONPATH": str(SRC)})
+
+
+def _intervals(tmp_path: Path) -> dict[str, tuple[float, float]]:
+    spans: dict[str, list[float]] = {}
+    for line in (tmp_path / "log").read_text().splitlines():
+        name, _, stamp = line.split()
+        spans.setdefault(name, []).append(float(stamp))
+    return {name: (times[0], times[1]) for name, times in spans.items()}
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _wait_for(tmp_path: Path, text: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (tmp_path / "log").is_file() and text in (tmp_path / "log").read_text():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{text!r} never logged")
+
+
+def test_shared_holders_overlap(tmp_path: Path) -> None:
+    first = _holder(tmp_path, "s", "s1", 1.0)
+    _wait_for(tmp_path, "s1 in")
+    second = _holder(tmp_path, "s", "s2", 0.2)
+    for process in (first, second):
+        assert process.wait(timeout=30) == 0
+    spans = _intervals(tmp_path)
+    assert _overlap(spans["s1"], spans["s2"])
+
+
+def test_an_exclusive_holder_runs_alone(tmp_path: Path) -> None:
+    holders = [_holder(tmp_path, "s", "s1", 0.6), _holder(tmp_path, "x", "x1", 0.6), _holder(tmp_path, "s", "s2", 0.6),
+               _holder(tmp_path, "x", "x2", 0.3)]
+    for process in holders:
+        assert process.wait(timeout=30) == 0
+    spans = _intervals(tmp_path)
+    for writer in ("x1", "x2"):
+        assert not any(_overlap(spans[writer], spans[other]) for other in spans if other != writer)
+
+
+def test_a_waiting_exclusive_holder_goes_before_later_shared_ones(tmp_path: Path) -> None:
+    reader = _holder(tmp_path, "s", "s1", 1.5)
+    _wait_for(tmp_path, "s1 in")
+    writer = _holder(tmp_path, "x", "x1", 0.3)
+    time.sleep(0.5)  # the writer now waits at the lock, holding the turnstile
+    late = _holder(tmp_path, "s", "s2", 0.1)
+    for process in (reader, writer, late):
+        assert process.wait(timeout=30) == 0
+    spans = _intervals(tmp_path)
+    assert spans["s1"][1] <= spans["x1"][0] <= spans["x1"][1] <= spans["s2"][0]
+
+
+def test_a_killed_holder_releases_the_device(tmp_path: Path) -> None:
+    stuck = _holder(tmp_path, "x", "x1", 600)
+    _wait_for(tmp_path, "x1 in")
+    os.kill(stuck.pid, signal.SIGKILL)
+    stuck.wait(timeout=10)
+    started = time.monotonic()
+    with DeviceLock("dev", tmp_path).hold(exclusive=True) as waited:
+        assert waited < 5 and time.monotonic() - started < 5
+
+
+def test_the_key_is_the_physical_device_and_the_folder_is_shared(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    assert device_key(H200) == "GPU-1234_abcd"
+    assert device_key(DeviceInfo("cpu", "cpu", "cpu", None, 0)) == "cpu"
+    assert device_key(DeviceInfo("cuda", "H200", "NVIDIA H200", "sm_90", 1)) == "NVIDIA_H200"
+    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path / "locks"))
+    lock = DeviceLock.for_device(H200)
+    assert lock.directory == tmp_path / "locks" and (tmp_path / "locks").stat().st_mode & 0o1777 == 0o1777

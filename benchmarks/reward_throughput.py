@@ -1,7 +1,7 @@
 """Evaluations per GPU-hour through the reward server, on a realistic mix of candidates.
 
     PYTHONPATH=src python3 benchmarks/reward_throughput.py [--tasks T ...] [--max-concurrent 4]
-        [--request-timeout 120] [--out FILE] [--json FILE]
+        [--eval-timeout 60] [--exploits] [--out FILE] [--json FILE]
 
 Starts `aka serve` for real (its own process, on every visible GPU), warms each task's frozen
 baseline with one unchanged candidate, then submits the mix at once and polls every job:
@@ -148,7 +148,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", nargs="*", default=DEFAULT_TASKS)
     parser.add_argument("--max-concurrent", type=int, default=4, help="evaluations in flight per GPU")
-    parser.add_argument("--request-timeout", type=float, default=120.0)
+    parser.add_argument("--request-timeout", type=float, default=3600.0)
+    parser.add_argument("--eval-timeout", type=float, default=60.0, help="a hung candidate's cap once it runs")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--singles", type=int, default=5, help="candidates then submitted one at a time")
     parser.add_argument("--exploits", action="store_true", help="also the GELU exploit catalog through the server")
@@ -164,12 +165,14 @@ def main() -> int:
     server = subprocess.Popen([sys.executable, "-m", "aka.cli", "serve", "--tasks-root", str(REPO / "tasks"),
                                "--cache-dir", str(cache), "--port", str(port), "--max-queue", "100000",
                                "--max-concurrent", str(args.max_concurrent),
-                               "--request-timeout", str(args.request_timeout)],
+                               "--request-timeout", str(args.request_timeout),
+                               "--eval-timeout", str(args.eval_timeout)],
                               env=env, stdout=subprocess.DEVNULL, stderr=open(cache / "server.log", "w"))
     client = Client(port)
     report: dict[str, Any] = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                               "device": devices[0].name, "gpus": gpus, "max_concurrent": args.max_concurrent,
-                              "request_timeout": args.request_timeout, "tasks": [t.name for t in tasks]}
+                              "request_timeout": args.request_timeout, "eval_timeout": args.eval_timeout,
+                              "tasks": [t.name for t in tasks]}
     try:
         _wait_up(client, server)
         started = time.monotonic()
@@ -230,7 +233,7 @@ def _run(client: Client, entries: list[Entry], args: argparse.Namespace) -> list
 
     def finish(pair: tuple[Entry, dict[str, Any]]) -> dict[str, Any]:
         (kind, task, _), job = pair
-        done = client.wait(job["id"], args.request_timeout * (len(entries) + 2))
+        done = client.wait(job["id"], args.request_timeout + 60)
         return {"kind": kind, "task": task, "latency_s": time.monotonic() - submitted, **done}
 
     with ThreadPoolExecutor(max_workers=min(64, len(jobs))) as pool:
@@ -252,7 +255,7 @@ def render(report: dict[str, Any], gpus: int) -> str:
     lines = [f"# Reward server throughput on {report['device']} x{max(gpus, 1)} ({'GPU' if gpus else 'CPU only'})",
              f"Date (UTC): {report['date']}",
              f"Command: `PYTHONPATH=src python3 benchmarks/reward_throughput.py --max-concurrent "
-             f"{report['max_concurrent']} --request-timeout {report['request_timeout']:.0f}`",
+             f"{report['max_concurrent']} --eval-timeout {report['eval_timeout']:.0f}`",
              f"Tasks: {', '.join(report['tasks'])}", "",
              f"Warm-up (each task's baseline measured and frozen, one unchanged candidate each): "
              f"{report['warmup_s']:.0f} s.", "",
@@ -273,7 +276,7 @@ def render(report: dict[str, Any], gpus: int) -> str:
         others = [r for r in mix_rows if r["kind"] != "hanging"]
         last_other = max(r["latency_s"] for r in others)
         lines.append(f"Without the {len(hanging)} hanging candidates (each held until its "
-                     f"{report['request_timeout']:.0f} s deadline): the others were done after {last_other:.0f} s, "
+                     f"{report['eval_timeout']:.0f} s deadline): the others were done after {last_other:.0f} s, "
                      f"{len(others) / last_other * 3600 / max(gpus, 1):.0f} per GPU-hour.")
     unchanged = [r for r in mix_rows if r["kind"] == "unchanged" and r["speedup"]]
     if unchanged:

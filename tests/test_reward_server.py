@@ -161,11 +161,13 @@ def test_binding_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
     assert done.returncode == 2 and "only with a bearer token" in done.stderr
 
 
-def test_a_job_past_its_deadline_is_killed_and_frees_the_device(tasks_root: Path, make_toy_task,
-                                                                tmp_path: Path) -> None:
+@pytest.mark.parametrize("limits", [("--request-timeout", "6"), ("--request-timeout", "600", "--eval-timeout", "6")],
+                         ids=["request-deadline", "evaluation-deadline"])
+def test_a_job_past_its_deadline_is_killed_and_frees_the_device(tasks_root: Path, make_toy_task, tmp_path: Path,
+                                                                limits: tuple[str, ...]) -> None:
     make_toy_task(TASK, baseline="source")
     hung = toy_kernel_source(extra="import time\ntime.sleep(600)")
-    with _serving(tasks_root, tmp_path, "--request-timeout", "6") as server:
+    with _serving(tasks_root, tmp_path, *limits) as server:
         started = time.monotonic()
         status, job = server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": hung}})
         assert status == 202

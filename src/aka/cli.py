@@ -254,6 +254,8 @@ def serve_command(
     gpus: Annotated[Optional[str], typer.Option(
         "--gpus", help="GPUs to evaluate on, e.g. 0,1 (default: every visible GPU, one slot group each).")] = None,
     request_timeout: Annotated[float, typer.Option("--request-timeout", help="Seconds a job may take.")] = 1800.0,
+    eval_timeout: Annotated[float, typer.Option(
+        "--eval-timeout", help="Seconds a job's evaluation may run once started (a hung candidate's cap).")] = 600.0,
     scorer: Annotated[str, typer.Option("--scorer")] = "default",
 ) -> None:
     """Serve rewards over HTTP: submit/poll/result/batch and OpenRLHF's /get_reward (docs/rl.md)."""
@@ -276,7 +278,7 @@ def serve_command(
     except AkaError as exc:
         raise fail(exc) from None
     app_ = make_app(evaluator, token=token, max_queue=max_queue, workers=per_device * len(devices),
-                    request_timeout=request_timeout)
+                    request_timeout=request_timeout, eval_timeout=eval_timeout)
     try:
         uvicorn.run(app_, host=host, port=port, log_level="info")
     finally:

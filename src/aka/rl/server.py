@@ -4,8 +4,9 @@ Candidates are queued onto one `KernelEvaluator`: one slot group per GPU, severa
 in flight on each (their performance steps take the GPU alone, `aka.evaluation.device_lock`), a
 cache hit answered at once. The queue is bounded: a full queue answers 429 with `Retry-After`,
 so a trainer backs off instead of piling up work. Each job has a deadline (`request_timeout`,
-counted from its submission): the evaluation's steps are killed there, the job is reported
-`timeout`, and nothing is cached, so one hung candidate holds a GPU no longer than that.
+counted from its submission, and `eval_timeout`, from the start of its evaluation): the
+evaluation's steps are killed there and nothing is cached, so one hung candidate holds a GPU no
+longer than that.
 
 It runs code sent over the network, so it binds to 127.0.0.1 unless told otherwise, refuses to
 bind elsewhere without a bearer token, checks the token on every endpoint but `/healthz`, and
@@ -105,8 +106,10 @@ class Counters:
 
 def make_app(evaluator: Any, token: str | None = None, max_queue: int = 256, workers: int = 1,
              request_timeout: float = 1800.0, max_request_bytes: int = MAX_REQUEST_BYTES,
-             keep_jobs: int = 100_000) -> FastAPI:
-    """The reward server's app around `evaluator` (a `KernelEvaluator`)."""
+             keep_jobs: int = 100_000, eval_timeout: float | None = None) -> FastAPI:
+    """The reward server's app around `evaluator` (a `KernelEvaluator`). A job's evaluation is
+    cut at its request deadline (from submission) or `eval_timeout` seconds after it starts,
+    whichever comes first."""
     queue: asyncio.Queue[Job] = asyncio.Queue(maxsize=max_queue)
     jobs: dict[str, Job] = {}
     counters = Counters()
@@ -123,6 +126,7 @@ def make_app(evaluator: Any, token: str | None = None, max_queue: int = 256, wor
                 left = request_timeout - (started - job.submitted)
                 if left <= 0:
                     raise asyncio.TimeoutError
+                left = min(left, eval_timeout or left)
                 call = (evaluator.evaluate_async(sub.task_id, sub.files, left) if sub.files is not None
                         else evaluator.evaluate_completion_async(sub.task_id, sub.completion or "", left))
                 job.result = await asyncio.wait_for(asyncio.shield(call), timeout=left + DEADLINE_GRACE_S)

@@ -149,3 +149,16 @@ def test_a_cuda_error_other_than_memory_stays_the_harnesss_fault(monkeypatch: py
                       load_candidate=lambda directory: None)
     with pytest.raises(torch.AcceleratorError, match="illegal memory access"):
         runner.run_step(task, ctx, _Workers(100 * 2**30), Path("harness.py"))  # type: ignore[arg-type]
+
+
+def test_inputs_the_task_makes_on_the_cpu_go_by_value_and_the_rest_from_the_arena() -> None:
+    """A GPU task's 0-dim `k` reaches the call as the CPU tensor the task made (lent in GPU memory,
+    `int(k)` would wait for the GPU inside the call); the other inputs are the judge's buffers."""
+    from aka.harness.worker import _inputs
+
+    arena = {"in1_0": torch.arange(4.0), "in1_2": torch.ones(2)}
+    k = torch.tensor(3)
+    got = _inputs(arena, {"inputs": ["in1_0", None, "in1_2"], "values": {1: k}})
+    assert got[0] is arena["in1_0"] and got[2] is arena["in1_2"]
+    assert got[1].device.type == "cpu" and int(got[1]) == 3
+    assert _inputs(arena, {"inputs": ["in1_0"]}) == [arena["in1_0"]]

@@ -79,8 +79,8 @@ def _cuda_provenance(task: KernelTask, ctx: StepContext, side: RemoteSide, instr
     inputs, expected = reference_for(task, ctx, case, case.seed, "normal")
     memory = CaseMemory(side, ctx.device, inputs, expected)
     try:
-        names = side.expect_ok({"op": "kernels", "arena": memory.name,
-                                "inputs": [f"in0_{k}" for k in range(len(inputs))]}, 300.0).texts("names")
+        names = side.expect_ok({"op": "kernels", "arena": memory.name, "inputs": memory.input_names(0),
+                                "values": memory.values(inputs)}, 300.0).texts("names")
     finally:
         memory.close()
     absent = [k for k in missing if not any(k in name for name in names)]

@@ -133,7 +133,12 @@ class CaseMemory:
         self.side, self.device, self.name = side, device, name
         expected_outputs = outputs_of(expected)
         self.sets = sets or input_sets(device, inputs, expected_outputs, sides, name)
-        layout = [Slot.like(f"in{s}_{k}", t) for s in range(self.sets) for k, t in enumerate(inputs)]
+        # A GPU task's input that the task makes on the CPU (a 0-dim `k`) goes with each request as a
+        # value and reaches the call on the CPU, as the task made it: lent in GPU memory, a kernel that
+        # reads it (`int(k)`) would wait for the GPU inside its call, which the judge's hold forbids.
+        self.by_value = frozenset(k for k, t in enumerate(inputs) if device.type == "cuda" and t.device.type == "cpu")
+        layout = [Slot.like(f"in{s}_{k}", t) for s in range(self.sets) for k, t in enumerate(inputs)
+                  if k not in self.by_value]
         layout += [Slot(f"out{j}", tuple(t.shape), t.dtype) for j, t in enumerate(expected_outputs)]
         layout.append(Slot(FLAGS, (16,), torch.int32))
         self.arena = Arena.allocate(device, layout)
@@ -144,15 +149,25 @@ class CaseMemory:
         self.serial = 0
         side.map(name, self.arena)
 
-    def inputs_in(self, which: int) -> list[torch.Tensor]:
-        return [self.arena.tensors[f"in{which}_{k}"] for k in range(self.count)]
+    def input_names(self, which: int) -> list[str | None]:
+        """Each input's buffer in the arena (None: it goes with the request, `values`)."""
+        return [None if k in self.by_value else f"in{which}_{k}" for k in range(self.count)]
 
-    def _request(self, which: int, load: int, serial: int | None, poison: bool) -> dict[str, object]:
-        return {"op": "call", "arena": self.name, "inputs": [f"in{which}_{k}" for k in range(self.count)],
+    def inputs_in(self, which: int) -> list[torch.Tensor]:
+        """The inputs lent in the arena (not those sent by value)."""
+        return [self.arena.tensors[name] for name in self.input_names(which) if name is not None]
+
+    def values(self, inputs: Sequence[torch.Tensor]) -> dict[int, torch.Tensor]:
+        return {k: inputs[k].clone() for k in sorted(self.by_value)}
+
+    def _request(self, which: int, load: int, serial: int | None, poison: bool,
+                 inputs: Sequence[torch.Tensor]) -> dict[str, object]:
+        return {"op": "call", "arena": self.name, "inputs": self.input_names(which), "values": self.values(inputs),
                 "outputs": self.outputs, "load": load, "serial": serial, "poison": poison}
 
     def _write(self, which: int, inputs: Sequence[torch.Tensor]) -> None:
-        for slot, value in zip(self.inputs_in(which), inputs, strict=True):
+        lent = [value for k, value in enumerate(inputs) if k not in self.by_value]
+        for slot, value in zip(self.inputs_in(which), lent, strict=True):
             slot.copy_(value)
 
     def call(self, inputs: Sequence[torch.Tensor], load: int, poison: bool = False,
@@ -164,7 +179,7 @@ class CaseMemory:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         started = time.perf_counter()
-        reply = self.side.request(self._request(which, load, None, poison), timeout)
+        reply = self.side.request(self._request(which, load, None, poison, inputs), timeout)
         if reply.ok:
             self._snapshot()
         span_ms = (time.perf_counter() - started) * 1000.0
@@ -184,7 +199,7 @@ class CaseMemory:
         if self.device.type != "cuda":
             started = time.perf_counter()
             self._write(which, inputs)
-            reply = self.side.request(self._request(which, load, None, False), timeout)
+            reply = self.side.request(self._request(which, load, None, False, inputs), timeout)
             if reply.ok:
                 self._snapshot()
             span_ms = (time.perf_counter() - started) * 1000.0
@@ -213,7 +228,7 @@ class CaseMemory:
             snapshot.copy_(self.arena.tensors[name])
         finished.record()
         try:
-            reply = self.side.request(self._request(which, load, serial, False), timeout)
+            reply = self.side.request(self._request(which, load, serial, False, inputs), timeout)
         except WorkerFailure:
             self._release(serial)
             raise
@@ -231,11 +246,11 @@ class CaseMemory:
         torch.cuda.synchronize()
 
     def changed_inputs(self, inputs: Sequence[torch.Tensor]) -> list[int]:
-        """Positions of the inputs the last call changed in the side's buffers (an input the task
-        makes on the CPU, such as a 0-dim `k`, is lent in the arena's device memory)."""
+        """Positions of the inputs the last call changed in the side's buffers (one sent by value is
+        the worker's own copy: nothing of the judge's to change)."""
         which = self.serial % self.sets
-        return [k for k, (now, before) in enumerate(zip(self.inputs_in(which), inputs, strict=True))
-                if not torch.equal(now, before.to(now.device))]
+        lent = [k for k in range(self.count) if k not in self.by_value]
+        return [k for k, now in zip(lent, self.inputs_in(which), strict=True) if not torch.equal(now, inputs[k])]
 
     def close(self) -> None:
         self.side.unmap(self.name)

@@ -171,7 +171,7 @@ class Worker:
         over) and writes the `done` flag after the outputs are copied; the events around the call
         are the time it reports."""
         arena = self.arenas[request["arena"]].tensors
-        inputs = [arena[name] for name in request["inputs"]]
+        inputs = _inputs(arena, request)
         slots = [arena[name] for name in request["outputs"]]
         function = self.loads[int(request["load"]) % len(self.loads)]
         serial = request.get("serial")
@@ -211,12 +211,18 @@ class Worker:
         from torch.profiler import ProfilerActivity, profile
 
         arena = self.arenas[request["arena"]].tensors
-        inputs = [arena[name] for name in request["inputs"]]
+        inputs = _inputs(arena, request)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             self.loads[0](*inputs)
             torch.cuda.synchronize()
         names = sorted({event.name for event in prof.events() if event.device_type.name == "CUDA"})
         return {"ok": True, "names": names[:64]}
+
+
+def _inputs(arena: dict[str, torch.Tensor], request: dict[str, Any]) -> list[torch.Tensor]:
+    """The call's inputs: the judge's buffers, or the values it sent (inputs the task makes on the CPU)."""
+    values = request.get("values") or {}
+    return [arena[name] if name is not None else values[position] for position, name in enumerate(request["inputs"])]
 
 
 def _event() -> torch.cuda.Event:

@@ -75,17 +75,18 @@ from pathlib import Path
 
 import torch
 
-from aka.harness import (Case, KernelTask, call_launcher, compile_cuda_library, launcher, load_cuda_library,
-                         random_tensor, run_task)
+from aka.harness import Case, CudaSource, KernelTask, call_launcher, random_tensor, run_task
+
+SOURCE = CudaSource("kernel.cu")
 """
 TRITON_LOADER = 'load_candidate=candidate_function("kernel", "scale"),'
 CUDA_LOADER = '''load_candidate=load_candidate,
-    build=lambda directory: compile_cuda_library(directory / "kernel.cu"),
+    build=SOURCE.build,
     requires_gpu=True,'''
 CUDA_HELPERS = '''
 
 def load_candidate(directory: Path) -> Callable[[torch.Tensor], torch.Tensor]:
-    launch = launcher(load_cuda_library(compile_cuda_library(directory / "kernel.cu")), "scale_launch")
+    launch = SOURCE.launcher(directory, "scale_launch")
 
     def scale(x: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(x)

@@ -9,6 +9,7 @@ processes it starts (docs/evaluation.md). Only the standard library and torch ar
 
 from aka.harness.candidates import (
     BuildError,
+    CudaSource,
     ToolMissingError,
     call_launcher,
     candidate_function,
@@ -70,6 +71,7 @@ __all__ = [
     "case_id",
     "compare_outputs",
     "compile_cuda_library",
+    "CudaSource",
     "cuda_arch",
     "describe_exception",
     "dtype_name",

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import cast
@@ -213,6 +214,21 @@ def _c_arg(value: torch.Tensor | float) -> ctypes.c_void_p | ctypes.c_longlong |
     if isinstance(value, int):
         return ctypes.c_longlong(value)
     return ctypes.c_float(value)
+
+
+@dataclass(frozen=True)
+class CudaSource:
+    """A CUDA-source task's editable file: `build` is the task's compile step (nvcc errors fail
+    it, a machine without nvcc skips it) and `launcher(directory, name)` binds the built
+    library's `extern "C"` launcher, building it first if needed (cached by source hash)."""
+
+    file: str
+
+    def build(self, directory: Path) -> None:
+        compile_cuda_library(directory / self.file)
+
+    def launcher(self, directory: Path, name: str) -> Callable[..., int]:
+        return launcher(load_cuda_library(compile_cuda_library(directory / self.file)), name)
 
 
 def call_launcher(function: Callable[..., int], *args: torch.Tensor | float) -> None:

@@ -11,27 +11,20 @@ import torch
 
 from aka.harness import (
     Case,
+    CudaSource,
     KernelTask,
     call_launcher,
-    compile_cuda_library,
-    launcher,
-    load_cuda_library,
     random_tensor,
     run_task,
 )
 
-SOURCE = "vector_add.cu"
+SOURCE = CudaSource("vector_add.cu")
 SIZES = (1_000_003, 4_194_305, 16_777_216, 50_331_653)
-
-
-def build(directory: Path) -> None:
-    """The compile step: nvcc errors fail it, a machine without nvcc skips it."""
-    compile_cuda_library(directory / SOURCE)
 
 
 def load_candidate(directory: Path) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """Build (cached by source hash) and bind `vector_add_launch(a, b, out, n, stream)`."""
-    launch = launcher(load_cuda_library(compile_cuda_library(directory / SOURCE)), "vector_add_launch")
+    launch = SOURCE.launcher(directory, "vector_add_launch")
 
     def vector_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(a)
@@ -59,7 +52,7 @@ TASK = KernelTask(
     make_inputs=make_inputs,
     reference=reference,
     load_candidate=load_candidate,
-    build=build,
+    build=SOURCE.build,
     requires_gpu=True,
     min_bytes=lambda case: 3 * case.int_param("n") * 4,
 )

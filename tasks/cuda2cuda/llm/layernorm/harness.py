@@ -12,29 +12,22 @@ import torch
 
 from aka.harness import (
     Case,
+    CudaSource,
     KernelTask,
     call_launcher,
-    compile_cuda_library,
-    launcher,
-    load_cuda_library,
     random_tensor,
     run_task,
 )
 
-SOURCE = "kernel.cu"
+SOURCE = CudaSource("kernel.cu")
 EPS = 1e-5
 # (rows, hidden): BERT/GPT widths and an odd one (hidden % 4 != 0: misaligned rows).
 SHAPES = ((16384, 768), (8192, 1024), (4096, 4096), (2048, 8192), (6000, 3079))
 
 
-def build(directory: Path) -> None:
-    """The compile step: nvcc errors fail it, a machine without nvcc skips it."""
-    compile_cuda_library(directory / SOURCE)
-
-
 def load_candidate(directory: Path) -> Callable[..., torch.Tensor]:
     """Build (cached by source hash) and bind `layernorm_launch(x, weight, bias, out, rows, hidden, eps, stream)`."""
-    launch = launcher(load_cuda_library(compile_cuda_library(directory / SOURCE)), "layernorm_launch")
+    launch = SOURCE.launcher(directory, "layernorm_launch")
 
     def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(x)
@@ -66,7 +59,7 @@ TASK = KernelTask(
     make_inputs=make_inputs,
     reference=reference,
     load_candidate=load_candidate,
-    build=build,
+    build=SOURCE.build,
     requires_gpu=True,
     # Default float32 tolerances fit: outputs are O(1); mean and variance over <= 16384 values in
     # any float32 order (two-pass, Welford, or sum/sum-of-squares with mean ~1 and std ~1) shift

@@ -12,29 +12,22 @@ import torch
 
 from aka.harness import (
     Case,
+    CudaSource,
     KernelTask,
     Tolerance,
     call_launcher,
-    compile_cuda_library,
-    launcher,
-    load_cuda_library,
     random_tensor,
     run_task,
 )
 
-SOURCE = "kernel.cu"
+SOURCE = CudaSource("kernel.cu")
 # (rows, n): many short rows, medium rows, and a few very long ones; most n are odd.
 SHAPES = ((16384, 1000), (8192, 4096), (2048, 16411), (65536, 257), (1024, 65537))
 
 
-def build(directory: Path) -> None:
-    """The compile step: nvcc errors fail it, a machine without nvcc skips it."""
-    compile_cuda_library(directory / SOURCE)
-
-
 def load_candidate(directory: Path) -> Callable[[torch.Tensor], torch.Tensor]:
     """Build (cached by source hash) and bind `row_sum_launch(x, out, rows, n, stream)`."""
-    launch = launcher(load_cuda_library(compile_cuda_library(directory / SOURCE)), "row_sum_launch")
+    launch = SOURCE.launcher(directory, "row_sum_launch")
 
     def row_sum(x: torch.Tensor) -> torch.Tensor:
         rows, n = x.shape
@@ -63,7 +56,7 @@ TASK = KernelTask(
     make_inputs=make_inputs,
     reference=reference,
     load_candidate=load_candidate,
-    build=build,
+    build=SOURCE.build,
     requires_gpu=True,
     # Summation order: a float32 sum of n <= 70,000 N(0, 1) values summed sequentially (the worst
     # plausible order) misses the exact sum by up to ~4e-3 beyond rtol over 1024 rows of 65,537

@@ -12,30 +12,23 @@ import torch
 
 from aka.harness import (
     Case,
+    CudaSource,
     KernelTask,
     Tolerance,
     call_launcher,
-    compile_cuda_library,
-    launcher,
-    load_cuda_library,
     random_tensor,
     run_task,
 )
 
-SOURCE = "kernel.cu"
+SOURCE = CudaSource("kernel.cu")
 # (M, N, K): every case has sizes that are not multiples of 64/128 or of 8 (tile edges and the
 # k-loop tail are exercised); baseline times are roughly 0.2-1 ms on an H200.
 SHAPES = ((1000, 1000, 1000), (2048, 1536, 777), (1537, 2049, 1023), (4096, 1024, 513), (333, 4099, 2050))
 
 
-def build(directory: Path) -> None:
-    """The compile step: nvcc errors fail it, a machine without nvcc skips it."""
-    compile_cuda_library(directory / SOURCE)
-
-
 def load_candidate(directory: Path) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """Build (cached by source hash) and bind `sgemm_launch(A, B, C, M, N, K, stream)`."""
-    launch = launcher(load_cuda_library(compile_cuda_library(directory / SOURCE)), "sgemm_launch")
+    launch = SOURCE.launcher(directory, "sgemm_launch")
 
     def sgemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         m, k = a.shape
@@ -66,7 +59,7 @@ TASK = KernelTask(
     make_inputs=make_inputs,
     reference=reference,
     load_candidate=load_candidate,
-    build=build,
+    build=SOURCE.build,
     requires_gpu=True,
     # float32 accumulation over K <= 4096 in any order (even one sequential non-FMA sum per output,
     # the worst plausible) stays within 3.2e-4 of the exact product for these N(0, 1) inputs

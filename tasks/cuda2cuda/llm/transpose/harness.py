@@ -13,28 +13,21 @@ import torch
 from aka.harness import (
     EXACT,
     Case,
+    CudaSource,
     KernelTask,
     call_launcher,
-    compile_cuda_library,
-    launcher,
-    load_cuda_library,
     random_tensor,
     run_task,
 )
 
-SOURCE = "kernel.cu"
+SOURCE = CudaSource("kernel.cu")
 # (rows, cols): odd sizes in both dimensions, square-ish, wide and very wide-and-short.
 SHAPES = ((5000, 5003), (16385, 1023), (2047, 16383), (999, 40001), (123457, 97))
 
 
-def build(directory: Path) -> None:
-    """The compile step: nvcc errors fail it, a machine without nvcc skips it."""
-    compile_cuda_library(directory / SOURCE)
-
-
 def load_candidate(directory: Path) -> Callable[[torch.Tensor], torch.Tensor]:
     """Build (cached by source hash) and bind `transpose_launch(x, out, rows, cols, stream)`."""
-    launch = launcher(load_cuda_library(compile_cuda_library(directory / SOURCE)), "transpose_launch")
+    launch = SOURCE.launcher(directory, "transpose_launch")
 
     def transpose(x: torch.Tensor) -> torch.Tensor:
         rows, cols = x.shape
@@ -63,7 +56,7 @@ TASK = KernelTask(
     make_inputs=make_inputs,
     reference=reference,
     load_candidate=load_candidate,
-    build=build,
+    build=SOURCE.build,
     requires_gpu=True,
     # A transpose only moves values, so the result must match bit for bit.
     tolerances={torch.float32: EXACT},

@@ -12,16 +12,14 @@ import torch
 
 from aka.harness import (
     Case,
+    CudaSource,
     KernelTask,
     call_launcher,
-    compile_cuda_library,
-    launcher,
-    load_cuda_library,
     random_tensor,
     run_task,
 )
 
-SOURCE = "kernel.cu"
+SOURCE = CudaSource("kernel.cu")
 EPS = 1e-6
 DTYPE_CODES = {torch.float32: 0, torch.float16: 1}
 # (rows, hidden, dtype): Llama widths and odd ones (hidden not a multiple of 4 or 8).
@@ -35,14 +33,9 @@ CASES = (
 )
 
 
-def build(directory: Path) -> None:
-    """The compile step: nvcc errors fail it, a machine without nvcc skips it."""
-    compile_cuda_library(directory / SOURCE)
-
-
 def load_candidate(directory: Path) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """Build (cached by source hash) and bind `rmsnorm_launch(x, weight, out, rows, hidden, dtype, eps, stream)`."""
-    launch = launcher(load_cuda_library(compile_cuda_library(directory / SOURCE)), "rmsnorm_launch")
+    launch = SOURCE.launcher(directory, "rmsnorm_launch")
 
     def rmsnorm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(x)
@@ -75,7 +68,7 @@ TASK = KernelTask(
     make_inputs=make_inputs,
     reference=reference,
     load_candidate=load_candidate,
-    build=build,
+    build=SOURCE.build,
     requires_gpu=True,
     # Default tolerances fit: the output is O(1) and the only order-dependent step is a sum of
     # squares (all positive, no cancellation) whose relative error stays far below 1e-5 in

@@ -12,16 +12,14 @@ import torch
 
 from aka.harness import (
     Case,
+    CudaSource,
     KernelTask,
     call_launcher,
-    compile_cuda_library,
-    launcher,
-    load_cuda_library,
     random_tensor,
     run_task,
 )
 
-SOURCE = "kernel.cu"
+SOURCE = CudaSource("kernel.cu")
 DTYPE_CODES = {torch.float32: 0, torch.float16: 1}
 # (tokens, d, dtype): Llama/Mistral MLP widths (11008, 14336) and odd ones.
 CASES = (
@@ -33,14 +31,9 @@ CASES = (
 )
 
 
-def build(directory: Path) -> None:
-    """The compile step: nvcc errors fail it, a machine without nvcc skips it."""
-    compile_cuda_library(directory / SOURCE)
-
-
 def load_candidate(directory: Path) -> Callable[[torch.Tensor], torch.Tensor]:
     """Build (cached by source hash) and bind `silu_and_mul_launch(x, out, tokens, d, dtype, stream)`."""
-    launch = launcher(load_cuda_library(compile_cuda_library(directory / SOURCE)), "silu_and_mul_launch")
+    launch = SOURCE.launcher(directory, "silu_and_mul_launch")
 
     def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
         tokens, two_d = x.shape
@@ -70,7 +63,7 @@ TASK = KernelTask(
     make_inputs=make_inputs,
     reference=reference,
     load_candidate=load_candidate,
-    build=build,
+    build=SOURCE.build,
     requires_gpu=True,
     # Default tolerances fit: each output is a few float32 operations (expf or __expf differ by a
     # few ulp, ~1e-6 relative), and float16 is one final rounding (at most 1 ulp <= 2^-10 relative).

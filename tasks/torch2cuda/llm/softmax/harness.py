@@ -12,28 +12,21 @@ import torch
 
 from aka.harness import (
     Case,
+    CudaSource,
     KernelTask,
     call_launcher,
-    compile_cuda_library,
-    launcher,
-    load_cuda_library,
     random_tensor,
     run_task,
 )
 
-SOURCE = "kernel.cu"
+SOURCE = CudaSource("kernel.cu")
 # (rows, cols): short, medium, long and vocabulary-sized rows; most widths are odd.
 SHAPES = ((16384, 1000), (4096, 4093), (2048, 12289), (1024, 32003), (65536, 257))
 
 
-def build(directory: Path) -> None:
-    """The compile step: nvcc errors fail it, a machine without nvcc skips it."""
-    compile_cuda_library(directory / SOURCE)
-
-
 def load_candidate(directory: Path) -> Callable[[torch.Tensor], torch.Tensor]:
     """Build (cached by source hash) and bind `softmax_launch(x, out, rows, cols, stream)`."""
-    launch = launcher(load_cuda_library(compile_cuda_library(directory / SOURCE)), "softmax_launch")
+    launch = SOURCE.launcher(directory, "softmax_launch")
 
     def softmax(x: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(x)
@@ -62,7 +55,7 @@ TASK = KernelTask(
     make_inputs=make_inputs,
     reference=reference,
     load_candidate=load_candidate,
-    build=build,
+    build=SOURCE.build,
     requires_gpu=True,
     # Default float32 tolerances fit: outputs lie in [0, 1], expf/__expf and a different summation
     # order change them by a few ulp (relative ~1e-6), far inside 1e-5 + 1e-5 * |expected|.

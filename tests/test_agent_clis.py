@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -72,8 +74,34 @@ def _kernel(root: Path) -> str:
     return str(next(root.glob("workspace_*/run_*/*/work/kernel.py")))
 
 
+def _shell(agent: str, command: str) -> Reply:
+    """`command` through the CLI's own shell tool (codex's waits up to 30 s for it, not 10, before
+    handing it back to the model still running: importing torch took longer on a loaded machine)."""
+    return {"claude_code": Reply.tool("Bash", command=command),
+            "codex": Reply.tool("exec_command", cmd=command, yield_time_ms=30000),
+            "gemini": Reply.tool("run_shell_command", command=command),
+            "opencode": Reply.tool("bash", command=command, description="run")}[agent]
+
+
+# What the agent's shell must offer: the platform's interpreter with torch and aka.harness, and the
+# evaluator's device variables (TRITON_INTERPRET=1 on a CPU machine).
+IMPORT_PROBE = ("python3 -c \"import os, sys, torch, aka.harness; env = os.environ.get; "
+                "print('AKA-SHELL', env('TRITON_INTERPRET'), env('AKA_DEVICE'), sys.executable)\"")
+PROBE_OUTPUT = re.compile(r"AKA-SHELL (\S+) (\S+) ([^\s\\\"]+)")
+
+
+def _probe_answer(server: ScriptedModelServer) -> tuple[str, str, Path]:
+    """What the probe printed (TRITON_INTERPRET, AKA_DEVICE, the interpreter), as the CLI sent it
+    back to the model."""
+    sent = [json.dumps(r.body) for r in server.agent_requests]
+    found = next((m for body in sent if (m := PROBE_OUTPUT.search(body))), None)
+    assert found is not None, f"the probe's output never reached the model: {sent[-1][-3000:]}"
+    return found[1], found[2], Path(found[3])
+
+
 def _script(agent: str, root: Path) -> list[Reply | Callable[[RecordedRequest], Reply]]:
-    """Per CLI: read the kernel, edit it with that CLI's own edit tool, then answer in text."""
+    """Per CLI: run the import probe in its shell, read the kernel, edit it with that CLI's own
+    edit tool, then answer in text."""
     done = Reply.final("Halved TIME_MS.")
     edit = {"old_string": OLD, "new_string": NEW}
     scripts: dict[str, list[Reply | Callable[[RecordedRequest], Reply]]] = {
@@ -86,7 +114,20 @@ def _script(agent: str, root: Path) -> list[Reply | Callable[[RecordedRequest], 
         "opencode": [lambda r: Reply.tool("read", filePath=_kernel(root)),
                      lambda r: Reply.tool("edit", filePath=_kernel(root), oldString=OLD, newString=NEW), done],
     }
-    return scripts[agent]
+    return [_shell(agent, IMPORT_PROBE), *scripts[agent]]
+
+
+def _activated(monkeypatch: pytest.MonkeyPatch, active: bool) -> None:
+    """This process's environment as a user's shell would have it, with the platform's virtual
+    environment activated or not (`aka` started as `.venv/bin/aka`, no other python with torch)."""
+    venv_bin = Path(sys.executable).parent
+    path = [d for d in os.environ["PATH"].split(os.pathsep) if d and Path(d).resolve() != venv_bin.resolve()]
+    if active:
+        monkeypatch.setenv("VIRTUAL_ENV", str(venv_bin.parent))
+        path.insert(0, str(venv_bin))
+    else:
+        monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
 
 
 def _agent_section(agent: str, server: ScriptedModelServer, **settings: object) -> dict[str, object]:
@@ -110,17 +151,20 @@ CLI_AGENTS = ["claude_code", "codex", "gemini", "opencode"]
 def test_cli_edits_the_kernel_and_the_platform_scores_it(agent: str, agent_clis: Path, model_server: ServerFactory,
                                                          make_toy_task, write_run_config, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also: the platform's environment reaches the CLI's shell with no virtual environment activated."""
     monkeypatch.setenv("AKA_TEST_MODEL_KEY", KEY)
+    _activated(monkeypatch, False)
     server = model_server(*_script(agent, tmp_path))
     result, workspace = _run_one(make_toy_task, write_run_config,
                                  _agent_section(agent, server, max_iterations=7, timeout_seconds=240))
     out = result.agent
     assert out is not None
-    assert (out.ok, out.exit_reason) == (True, "finished"), f"{out.message}\n{(workspace / 'agent.log').read_text()}"
+    assert (out.ok, out.exit_reason, out.limit) == (True, "finished", None), \
+        f"{out.message}\n{(workspace / 'agent.log').read_text()}"
     assert (result.status, result.failure_kind) == (TaskStatus.PASS, FailureKind.NONE)
     assert result.speedup_ratio == pytest.approx(2.0) and out.files_changed == ["kernel.py"]
     assert NEW in (workspace / "work" / "kernel.py").read_text()
-    assert out.turns is not None and out.turns >= 2 and out.tool_calls == 2
+    assert (out.turns, out.tool_calls) == (4, 3), "three tool turns and the final answer"
     assert (out.input_tokens or 0) > 0 and (out.output_tokens or 0) > 0 and out.wall_seconds > 0
     assert (out.cost_usd is not None) == (agent in ("claude_code", "opencode")), "cost is reported by these two"
     transcript = Path(out.transcript or "")
@@ -128,36 +172,49 @@ def test_cli_edits_the_kernel_and_the_platform_scores_it(agent: str, agent_clis:
     assert [json.loads(line) for line in transcript.read_text().splitlines() if line.strip()]
     assert (workspace / "agent_home").is_dir() and not (workspace / "work" / PROMPT_FILE_NAME).exists()
     turns = server.agent_requests
-    assert len(turns) == 3 and "toy_kernel" in json.dumps(turns[0].body), "the task prompt did not arrive"
+    assert len(turns) == 4 and "toy_kernel" in json.dumps(turns[0].body), "the task prompt did not arrive"
     assert all(any(KEY in value for value in r.headers.values()) for r in turns), "api_key_env was not used"
-    home, log = workspace / "agent_home", (workspace / "agent.log").read_text()
-    limit = {
-        "claude_code": lambda: "--max-turns 7" in log,
-        "gemini": lambda: json.loads((home / ".gemini/settings.json").read_text())["model"]["maxSessionTurns"] == 7,
-        "opencode": lambda: json.loads((home / ".config/opencode/opencode.json").read_text())["agent"]["build"]
-        ["steps"] == 7,
-        "codex": lambda: True,
-    }[agent]
-    assert limit(), "max_iterations was not passed to the CLI"
+    interpret, device, python = _probe_answer(server)
+    assert (interpret, device, python.parent) == ("1", "cpu", Path(sys.executable).parent)
+    if agent == "claude_code":
+        assert "--max-turns 7" in (workspace / "agent.log").read_text(), "max_iterations was not passed to claude"
+    if agent == "gemini":
+        settings = json.loads((workspace / "agent_home/.gemini/settings.json").read_text())
+        assert settings["model"]["maxSessionTurns"] == 7, "max_iterations was not passed to gemini"
 
 
-@pytest.mark.parametrize("agent", ["claude_code", "gemini", "opencode"])
-def test_turn_limit_ends_the_run(agent: str, agent_clis: Path, model_server: ServerFactory, make_toy_task,
-                                 write_run_config, tmp_path: Path) -> None:
-    server = model_server(*_script(agent, tmp_path))
-    max_iterations = 2 if agent == "opencode" else 1
+def _marker_turn(agent: str, root: Path) -> Callable[[RecordedRequest], Reply]:
+    """A turn past the limit: answered after a model's usual latency, touching a marker file."""
+    def late(request: RecordedRequest) -> Reply:
+        time.sleep(3)
+        return _shell(agent, f"touch {root / 'turn_past_the_limit_ran'}")
+    return late
+
+
+@pytest.mark.parametrize("agent", CLI_AGENTS)
+def test_max_iterations_stops_every_cli_at_that_many_turns(agent: str, agent_clis: Path, model_server: ServerFactory,
+                                                          make_toy_task, write_run_config, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model that never stops calling tools, under max_iterations 3: claude and gemini stop
+    themselves, codex and opencode are ended by the platform once the third turn's tool has run.
+    Also: the platform's environment reaches the CLI's shell with the virtual environment activated
+    (codex's login shell would reset PATH)."""
+    _activated(monkeypatch, True)
+    server = model_server(_shell(agent, IMPORT_PROBE), _shell(agent, "echo second"), _shell(agent, "echo third"),
+                          *[_marker_turn(agent, tmp_path)] * 20)
     result, workspace = _run_one(make_toy_task, write_run_config,
-                                 _agent_section(agent, server, api_key_env=None, max_iterations=max_iterations))
+                                 _agent_section(agent, server, api_key_env=None, max_iterations=3))
     out = result.agent
-    assert out is not None and (out.ok, out.exit_reason) == (False, "max_iterations"), out.message
-    assert result.failure_kind is FailureKind.AGENT_ERROR and "max_iterations" in (result.failure_message or "")
-    requests = server.agent_requests
-    if agent == "opencode":  # soft limit: the last step is told that tools are off
-        assert "MAXIMUM STEPS REACHED" in json.dumps(requests[-1].body)
-    else:
-        assert len(requests) == 1 and OLD in (workspace / "work" / "kernel.py").read_text()
-
-
+    assert out is not None
+    assert (out.ok, out.exit_reason, out.limit, out.turns) == (True, "max_iterations", "turns", 3), \
+        f"{out}\n{(workspace / 'agent.log').read_text()[-3000:]}"
+    assert (result.failure_kind, result.status) == (FailureKind.NONE, TaskStatus.PASS), "a limit is no agent error"
+    assert _probe_answer(server)[:2] == ("1", "cpu")
+    assert not (tmp_path / "turn_past_the_limit_ran").exists(), "a turn past the limit ran its tool"
+    requests = len(server.agent_requests)
+    # a CLI ended by the platform may already have sent its fourth request, never answered to it
+    assert requests == 3 if agent in ("claude_code", "gemini") else requests in (3, 4), requests
+    assert processes_under(tmp_path) == [], "a CLI process outlived the limit"
 
 
 SLEEP = {"claude_code": Reply.tool("Bash", command="sleep 300"), "codex": Reply.tool("exec_command", cmd="sleep 300"),

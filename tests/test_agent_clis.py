@@ -198,9 +198,11 @@ def test_max_iterations_stops_every_cli_at_that_many_turns(agent: str, agent_cli
     """A model that never stops calling tools, under max_iterations 3: claude and gemini stop
     themselves, codex and opencode are ended by the platform once the third turn's tool has run.
     Also: the platform's environment reaches the CLI's shell with the virtual environment activated
-    (codex's login shell would reset PATH)."""
+    (codex's login shell would reset PATH), and a tool started in a session of its own (out of the
+    CLI's process group) is killed after the run."""
     _activated(monkeypatch, True)
-    server = model_server(_shell(agent, IMPORT_PROBE), _shell(agent, "echo second"), _shell(agent, "echo third"),
+    escaped = "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started"
+    server = model_server(_shell(agent, IMPORT_PROBE), _shell(agent, escaped), _shell(agent, "echo third"),
                           *[_marker_turn(agent, tmp_path)] * 20)
     result, workspace = _run_one(make_toy_task, write_run_config,
                                  _agent_section(agent, server, api_key_env=None, max_iterations=3))
@@ -214,24 +216,25 @@ def test_max_iterations_stops_every_cli_at_that_many_turns(agent: str, agent_cli
     requests = len(server.agent_requests)
     # a CLI ended by the platform may already have sent its fourth request, never answered to it
     assert requests == 3 if agent in ("claude_code", "gemini") else requests in (3, 4), requests
-    assert processes_under(tmp_path) == [], "a CLI process outlived the limit"
+    assert processes_under(tmp_path) == [], "a CLI or tool process outlived the run"
 
 
-SLEEP = {"claude_code": Reply.tool("Bash", command="sleep 300"), "codex": Reply.tool("exec_command", cmd="sleep 300"),
-         "gemini": Reply.tool("run_shell_command", command="sleep 300"),
+SLEEP = {"gemini": Reply.tool("run_shell_command", command="sleep 300"),
          "opencode": Reply.tool("bash", command="sleep 300", description="wait")}
 
 
-@pytest.mark.parametrize("agent", CLI_AGENTS)
+@pytest.mark.parametrize("agent", ["gemini", "opencode"])
 def test_timeout_kills_the_cli_and_its_tools(agent: str, agent_clis: Path, model_server: ServerFactory,
                                              make_toy_task, write_run_config, tmp_path: Path) -> None:
     """Every turn runs `sleep 300` through the CLI's shell tool; gemini's and opencode's shells start
-    their own session, so only the run-marker sweep catches them."""
+    their own session, so only the run-marker sweep catches them (claude's and codex's stay in the
+    CLI's process group; the turn-limit test has every CLI start a tool in a session of its own)."""
     server = model_server(*[SLEEP[agent]] * 5)
     result, _ = _run_one(make_toy_task, write_run_config,
                          _agent_section(agent, server, api_key_env=None, timeout_seconds=45))
     out = result.agent
-    assert out is not None and (out.ok, out.exit_reason) == (False, "timeout"), out.message
+    assert out is not None and (out.ok, out.exit_reason, out.limit) == (True, "timeout", "time"), out.message
+    assert result.failure_kind is FailureKind.NONE, "a limit hit after the model answered is no agent error"
     # 45 s: a node CLI took over 25 s to send its first request on a loaded two-core machine
     assert 44 <= out.wall_seconds < 90 and server.agent_requests, "the CLI never reached the server"
     assert processes_under(tmp_path) == [], "a CLI or tool process outlived the timeout"
@@ -244,7 +247,9 @@ def test_timeout_when_the_model_never_answers(agent: str, agent_clis: Path, mode
     result, _ = _run_one(make_toy_task, write_run_config,
                          _agent_section(agent, server, api_key_env=None, timeout_seconds=20))
     out = result.agent
-    assert out is not None and (out.ok, out.exit_reason) == (False, "timeout"), out.message
+    assert out is not None and (out.ok, out.exit_reason, out.limit, out.turns) == (False, "timeout", "time", 0)
+    assert result.failure_kind is FailureKind.AGENT_TIMEOUT and result.status is TaskStatus.FAIL, \
+        "an agent that never ran hands over no candidate"
     # 20 s: the CLI's first request took over 5 s on a loaded two-core machine
     assert out.message == "killed after 20 s (timeout_seconds)" and server.requests
     assert processes_under(tmp_path) == [], "a CLI process outlived the timeout"
@@ -252,15 +257,23 @@ def test_timeout_when_the_model_never_answers(agent: str, agent_clis: Path, mode
 
 STAND_IN = textwrap.dedent("""\
     #!{python}
-    # A stand-in for cursor-agent: records how it was called, edits the kernel, replays a transcript.
-    import json, os, pathlib, sys
+    # A stand-in for cursor-agent: records how it was called and what a command in its shell gets,
+    # edits the kernel, replays a transcript (a tool call "runs" when its start is printed: a file).
+    import json, os, pathlib, subprocess, sys, time
+    record = pathlib.Path(os.environ["STAND_IN_RECORD"])
     prompt = pathlib.Path("AKA_PROMPT.md").read_text()
-    pathlib.Path(os.environ["STAND_IN_RECORD"]).write_text(json.dumps(
+    probe = subprocess.run(["/bin/bash", "-c", os.environ["STAND_IN_PROBE"]], capture_output=True, text=True)
+    record.write_text(json.dumps(
         {{"argv": sys.argv[1:], "home": os.environ["HOME"], "key": os.environ.get("CURSOR_API_KEY"),
-          "prompt": prompt, "stdin": sys.stdin.read()}}))
+          "prompt": prompt, "stdin": sys.stdin.read(), "probe": probe.stdout + probe.stderr}}))
     kernel = pathlib.Path("kernel.py")
     kernel.write_text(kernel.read_text().replace("{old}", "{new}"))
-    print(pathlib.Path(os.environ["STAND_IN_TRANSCRIPT"]).read_text(), end="")
+    for line in pathlib.Path(os.environ["STAND_IN_TRANSCRIPT"]).read_text().splitlines():
+        event = json.loads(line)
+        if event["type"] == "tool_call" and event["subtype"] == "started":
+            (record.parent / ("ran-" + event["call_id"])).touch()
+        print(line, flush=True)
+        time.sleep(float(os.environ["STAND_IN_PAUSE"]))
 """)
 SESSION = "00000000-0000-4000-8000-000000000001"
 CURSOR_TRANSCRIPT = [  # shapes as printed by cursor-agent 2026.08.11-e8db854 (see docs/agents.md)
@@ -285,19 +298,34 @@ CURSOR_TRANSCRIPT = [  # shapes as printed by cursor-agent 2026.08.11-e8db854 (s
 ]
 
 
-def test_cursor_launcher_with_a_stand_in(make_toy_task, write_run_config, tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def cursor_stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """Put the stand-in `cursor-agent` first on PATH; returns a function that sets what it replays
+    (events, the pause after each, the command it runs as its shell would) and gives its record."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     stand_in = bin_dir / "cursor-agent"
     stand_in.write_text(STAND_IN.format(python=sys.executable, old=OLD, new=NEW))
     stand_in.chmod(0o755)
-    record, replay = tmp_path / "record.json", tmp_path / "cursor.jsonl"
-    replay.write_text("".join(json.dumps(event) + "\n" for event in CURSOR_TRANSCRIPT))
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    for name, value in {AGENT_CLI_DIR_ENV: str(tmp_path / "none"), "STAND_IN_RECORD": str(record),
-                        "STAND_IN_TRANSCRIPT": str(replay), "MY_CURSOR_KEY": KEY}.items():
-        monkeypatch.setenv(name, value)
+
+    def prepare(events: list[dict[str, object]], pause: float = 0.0, probe: str = "true") -> Path:
+        record, replay = tmp_path / "cursor" / "record.json", tmp_path / "cursor.jsonl"
+        record.parent.mkdir()
+        replay.write_text("".join(json.dumps(event) + "\n" for event in events))
+        for name, value in {AGENT_CLI_DIR_ENV: str(tmp_path / "none"), "STAND_IN_RECORD": str(record),
+                            "STAND_IN_TRANSCRIPT": str(replay), "STAND_IN_PAUSE": str(pause),
+                            "STAND_IN_PROBE": probe, "MY_CURSOR_KEY": KEY}.items():
+            monkeypatch.setenv(name, value)
+        return record
+
+    return prepare
+
+
+def test_cursor_launcher_with_a_stand_in(cursor_stand_in: Callable[..., Path], make_toy_task, write_run_config,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    _activated(monkeypatch, False)
+    record = cursor_stand_in(CURSOR_TRANSCRIPT, probe=IMPORT_PROBE)
     result, workspace = _run_one(make_toy_task, write_run_config,
                                  {"template": "cursor", "model": "auto", "api_key_env": "MY_CURSOR_KEY"})
     out = result.agent
@@ -308,8 +336,34 @@ def test_cursor_launcher_with_a_stand_in(make_toy_task, write_run_config, tmp_pa
     assert called["argv"][:6] == ["-p", "--output-format", "stream-json", "--force", "--trust", "--model"]
     assert PROMPT_FILE_NAME in called["argv"][-1] and "toy_kernel" in called["prompt"] and called["stdin"] == ""
     assert called["key"] == KEY and called["home"] == str(workspace / "agent_home")
+    probe = PROBE_OUTPUT.search(called["probe"])
+    assert probe is not None and probe.groups()[:2] == ("1", "cpu"), called["probe"]
+    assert Path(probe[3]).parent == Path(sys.executable).parent
     assert not (workspace / "work" / PROMPT_FILE_NAME).exists(), "the prompt file must not be evaluated"
     assert Path(out.transcript or "").read_text().count("\n") == len(CURSOR_TRANSCRIPT)
+
+
+def _cursor_tool_turn(index: int) -> list[dict[str, object]]:
+    call = {"type": "tool_call", "call_id": f"call-{index}", "session_id": SESSION,
+            "tool_call": {"shellToolCall": {"args": {"command": "true"}}}}
+    return [{"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "Next."}]},
+             "session_id": SESSION}, {**call, "subtype": "started"}, {**call, "subtype": "completed"}]
+
+
+def test_cursor_is_ended_by_the_platform_at_max_iterations(cursor_stand_in: Callable[..., Path], make_toy_task,
+                                                            write_run_config, tmp_path: Path) -> None:
+    """cursor-agent has no turn limit: the platform counts its turns and ends it after the third
+    turn's tool call returned, before the fourth starts."""
+    record = cursor_stand_in([event for index in range(10) for event in _cursor_tool_turn(index)], pause=0.3)
+    result, workspace = _run_one(make_toy_task, write_run_config,
+                                 {"template": "cursor", "max_iterations": 3, "timeout_seconds": 60})
+    out = result.agent
+    assert out is not None
+    assert (out.ok, out.exit_reason, out.limit, out.turns, out.tool_calls) == (True, "max_iterations", "turns", 3, 3)
+    assert "after 3 model turns" in (out.message or "") and out.wall_seconds < 30
+    assert sorted(p.name for p in record.parent.glob("ran-*")) == ["ran-call-0", "ran-call-1", "ran-call-2"]
+    assert result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE
+    assert processes_under(tmp_path) == []
 
 
 def test_missing_cli_is_not_installed(make_toy_task, write_run_config, tmp_path: Path,

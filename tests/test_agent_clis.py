@@ -378,6 +378,7 @@ def test_missing_cli_is_not_installed(make_toy_task, write_run_config, tmp_path:
     checks = {c.name: c for c in run_checks("claude_code,codex,gemini,opencode,cursor,noop", False, None)}
     assert checks["noop"].ready and not any(checks[name].ready for name in [*CLI_AGENTS, "cursor"])
     assert all(checks[name].binary.startswith("not installed") for name in [*CLI_AGENTS, "cursor"])
+    assert checks["codex"].needs == f"the CLI: {cli_agents()['codex'].package.install}"
     assert CliRunner().invoke(app, ["check-agents", "--agents", "claude_code"]).exit_code == 1
 
 
@@ -391,7 +392,9 @@ def test_check_agents_with_the_clis(agent_clis: Path, model_server: ServerFactor
     for name in CLI_AGENTS:
         assert offline[name].version == pinned[name] and Path(offline[name].binary).is_file()
         assert not offline[name].ready and offline[name].credentials == "none found"
-    assert offline["noop"].ready and offline["replay"].ready
+    assert offline["codex"].needs == "a key ($CODEX_API_KEY, $OPENAI_API_KEY) or an endpoint (agent option " \
+                                     "`base_url` or $OPENAI_BASE_URL)"
+    assert offline["noop"].ready and not offline["replay"].ready and not offline["llm"].ready
 
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
@@ -404,7 +407,7 @@ def test_check_agents_with_the_clis(agent_clis: Path, model_server: ServerFactor
                                      "model": "scripted-model"})
     (from_config,) = run_checks("all", True, config)
     assert from_config.name == "opencode" and from_config.ready and from_config.live.startswith("ok"), from_config
-    assert CliRunner().invoke(app, ["check-agents", "--agents", "noop,replay"]).exit_code == 0
+    assert CliRunner().invoke(app, ["check-agents", "--agents", "noop,autotune"]).exit_code == 0
 
 
 def test_cli_agent_options_are_validated(make_toy_task, write_run_config) -> None:

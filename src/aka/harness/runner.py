@@ -35,7 +35,6 @@ from aka.harness.turns import CaseMemory, MemoryShortfall, candidate_took, free_
 from aka.harness.verify import UNTIMEABLE
 
 JUDGE_FEATURE = "separate-judge"
-HAND_RUN_FAILED = 1  # exit status of a failed step run by hand; the evaluator's steps always exit 0 once reported
 TRITON_COMPILE_ERRORS = {"CompilationError", "CompileTimeAssertionFailure", "OutOfResources"}
 log = logging.getLogger(__name__)
 
@@ -178,7 +177,7 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
     if not by_hand:
         return StepExit.REPORTED
     sys.stderr.write(verdict(result) + "\n")
-    return HAND_RUN_FAILED if result.status == "failed" else StepExit.REPORTED
+    return StepExit.FAILED_BY_HAND if result.status == "failed" else StepExit.REPORTED
 
 
 def verdict(result: StepResult) -> str:

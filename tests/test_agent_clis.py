@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 from aka.agents.check import run_checks
 from aka.agents.cli_runner import AGENT_CLI_DIR_ENV, PROMPT_FILE_NAME, agent_cli_dir, cli_agents, npm_specs
 from aka.cli import app
+from aka.device import detect_device
 from aka.errors import ConfigError
 from aka.results.task_result import FailureKind, TaskResult, TaskStatus
 from aka.run.runner import run_experiment
@@ -88,6 +89,11 @@ def _shell(agent: str, command: str) -> Reply:
 IMPORT_PROBE = ("python3 -c \"import os, sys, torch, aka.harness; env = os.environ.get; "
                 "print('AKA-SHELL', env('TRITON_INTERPRET'), env('AKA_DEVICE'), sys.executable)\"")
 PROBE_OUTPUT = re.compile(r"AKA-SHELL (\S+) (\S+) ([^\s\\\"]+)")
+
+
+def _device_variables() -> tuple[str, str]:
+    """What the probe must print for TRITON_INTERPRET and AKA_DEVICE on this machine."""
+    return ("None", "cuda") if detect_device().is_gpu else ("1", "cpu")
 
 
 def _probe_answer(server: ScriptedModelServer) -> tuple[str, str, Path]:
@@ -175,7 +181,7 @@ def test_cli_edits_the_kernel_and_the_platform_scores_it(agent: str, agent_clis:
     assert len(turns) == 4 and "toy_kernel" in json.dumps(turns[0].body), "the task prompt did not arrive"
     assert all(any(KEY in value for value in r.headers.values()) for r in turns), "api_key_env was not used"
     interpret, device, python = _probe_answer(server)
-    assert (interpret, device, python.parent) == ("1", "cpu", Path(sys.executable).parent)
+    assert (interpret, device, python.parent) == (*_device_variables(), Path(sys.executable).parent)
     if agent == "claude_code":
         assert "--max-turns 7" in (workspace / "agent.log").read_text(), "max_iterations was not passed to claude"
     if agent == "gemini":
@@ -211,7 +217,7 @@ def test_max_iterations_stops_every_cli_at_that_many_turns(agent: str, agent_cli
     assert (out.ok, out.exit_reason, out.limit, out.turns) == (True, "max_iterations", "turns", 3), \
         f"{out}\n{(workspace / 'agent.log').read_text()[-3000:]}"
     assert (result.failure_kind, result.status) == (FailureKind.NONE, TaskStatus.PASS), "a limit is no agent error"
-    assert _probe_answer(server)[:2] == ("1", "cpu")
+    assert _probe_answer(server)[:2] == _device_variables()
     assert not (tmp_path / "turn_past_the_limit_ran").exists(), "a turn past the limit ran its tool"
     requests = len(server.agent_requests)
     # a CLI ended by the platform may already have sent its fourth request, never answered to it
@@ -337,7 +343,7 @@ def test_cursor_launcher_with_a_stand_in(cursor_stand_in: Callable[..., Path], m
     assert PROMPT_FILE_NAME in called["argv"][-1] and "toy_kernel" in called["prompt"] and called["stdin"] == ""
     assert called["key"] == KEY and called["home"] == str(workspace / "agent_home")
     probe = PROBE_OUTPUT.search(called["probe"])
-    assert probe is not None and probe.groups()[:2] == ("1", "cpu"), called["probe"]
+    assert probe is not None and probe.groups()[:2] == _device_variables(), called["probe"]
     assert Path(probe[3]).parent == Path(sys.executable).parent
     assert not (workspace / "work" / PROMPT_FILE_NAME).exists(), "the prompt file must not be evaluated"
     assert Path(out.transcript or "").read_text().count("\n") == len(CURSOR_TRANSCRIPT)

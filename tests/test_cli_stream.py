@@ -28,7 +28,7 @@ def _fed(marks: MarkEvent, events: list[JsonEvent]) -> tuple[int, list[int]]:
     return counter.turns, settled
 
 
-def _claude(message: str, *blocks: dict[str, object]) -> JsonEvent:
+def _claude(message: str, *blocks: JsonEvent) -> JsonEvent:
     return {"type": "assistant", "message": {"id": message, "content": list(blocks)}}
 
 
@@ -43,12 +43,13 @@ def test_claude_turns_are_its_messages_not_its_num_turns() -> None:
 
 
 def test_gemini_turns_are_runs_of_model_output() -> None:
-    events = [{"type": "init"}, {"type": "message", "role": "user", "content": "task"},
-              {"type": "message", "role": "assistant", "content": "Reading", "delta": True},
-              {"type": "tool_use", "tool_id": "a"}, {"type": "tool_use", "tool_id": "b"},
-              {"type": "tool_result", "tool_id": "a"}, {"type": "tool_result", "tool_id": "b"},
-              {"type": "tool_use", "tool_id": "c"}, {"type": "tool_result", "tool_id": "c"},
-              {"type": "message", "role": "assistant", "content": "Done", "delta": True}, {"type": "result"}]
+    events: list[JsonEvent] = [
+        {"type": "init"}, {"type": "message", "role": "user", "content": "task"},
+        {"type": "message", "role": "assistant", "content": "Reading", "delta": True},
+        {"type": "tool_use", "tool_id": "a"}, {"type": "tool_use", "tool_id": "b"},
+        {"type": "tool_result", "tool_id": "a"}, {"type": "tool_result", "tool_id": "b"},
+        {"type": "tool_use", "tool_id": "c"}, {"type": "tool_result", "tool_id": "c"},
+        {"type": "message", "role": "assistant", "content": "Done", "delta": True}, {"type": "result"}]
     assert _fed(gemini_marks, events) == (3, [1, 2])
 
 

@@ -366,7 +366,7 @@ def test_cursor_is_ended_by_the_platform_at_max_iterations(cursor_stand_in: Call
     out = result.agent
     assert out is not None
     assert (out.ok, out.exit_reason, out.limit, out.turns, out.tool_calls) == (True, "max_iterations", "turns", 3, 3)
-    assert "after 3 model turns" in (out.message or "") and out.wall_seconds < 30
+    assert out.message == "stopped by the platform after 3 model turns (max_iterations=3)" and out.wall_seconds < 30
     assert sorted(p.name for p in record.parent.glob("ran-*")) == ["ran-call-0", "ran-call-1", "ran-call-2"]
     assert result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE
     assert processes_under(tmp_path) == []

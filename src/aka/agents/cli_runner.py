@@ -291,8 +291,8 @@ def _outcome(name: str, summary: RunSummary, stream: EventStream, result: Comman
     reason, message = summary.exit_reason, summary.message
     timeout = request.settings.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
     if stream.stopped_at_limit:
-        reason, message = "max_iterations", (f"stopped by the platform after {stream.turn_limit} model turns "
-                                             "(max_iterations)")
+        reason, message = "max_iterations", (f"stopped by the platform after {stream.counter.turns} model turns "
+                                             f"(max_iterations={stream.turn_limit})")
     elif result.timed_out:
         reason, message = "timeout", f"killed after {timeout:g} s (timeout_seconds)"
     elif reason == "finished" and result.exit_code != 0:

@@ -101,7 +101,8 @@ def _probe_answer(server: ScriptedModelServer) -> tuple[str, str, Path]:
     back to the model."""
     sent = [json.dumps(r.body) for r in server.agent_requests]
     found = next((m for body in sent if (m := PROBE_OUTPUT.search(body))), None)
-    assert found is not None, f"the probe's output never reached the model: {sent[-1][-3000:]}"
+    errors = [m[0] for body in sent for m in re.finditer(r"\w*Error\b[^\"]{0,300}", body)]
+    assert found is not None, f"the probe's output never reached the model; errors sent: {errors[-3:]}"
     return found[1], found[2], Path(found[3])
 
 

@@ -47,8 +47,11 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Reply:
+    """`reasoning` is sent as Chat Completions' `reasoning_content` (DeepSeek's thinking mode)."""
+
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: str = ""
 
     @classmethod
     def tool(cls, name: str, raw: str | None = None, **arguments: Any) -> Reply:
@@ -354,6 +357,8 @@ def _chat(server: ScriptedModelServer, streaming: bool, model: str, reply: Reply
     counts = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}
     if not streaming:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
         if calls:
             message["tool_calls"] = calls
         yield json.dumps({**head, "object": "chat.completion", "usage": counts,
@@ -365,6 +370,8 @@ def _chat(server: ScriptedModelServer, streaming: bool, model: str, reply: Reply
         return _sse(None, {**head, "object": "chat.completion.chunk", "choices": choices, **extra})
 
     yield chunk({"role": "assistant", "content": ""})
+    if reply.reasoning:
+        yield chunk({"reasoning_content": reply.reasoning})
     if reply.text:
         yield chunk({"content": reply.text})
     for index, call in enumerate(calls):

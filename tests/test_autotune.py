@@ -190,7 +190,8 @@ def test_finds_the_optimum_and_rejects_the_faster_wrong_variant(make_toy_task, w
 def test_respects_max_iterations(make_toy_task, autotune) -> None:
     tuned = autotune(make_toy_task("triton2triton/toy/grid", kernel=GRID_KERNEL, tunables=GRID_TUNABLES),
                      max_iterations=6)
-    assert tuned.outcome.ok and tuned.outcome.exit_reason == "max_iterations"
+    assert tuned.outcome.ok and tuned.outcome.exit_reason == "max_iterations" and tuned.outcome.limit == "turns"
+    assert tuned.outcome.turns == len(tuned.log.variants)
     assert tuned.log.strategy.startswith("random") and len(tuned.log.variants) == 6
     assert len(list(tuned.scratch.iterdir())) == 6 and tuned.log.variants[0].start
     best = min((v for v in tuned.log.variants if v.correct), key=lambda v: v.mean_time_ms or 0)
@@ -204,7 +205,7 @@ def test_stops_at_the_timeout_and_keeps_the_best_so_far(make_toy_task, autotune)
     started = time.monotonic()
     tuned = autotune(task, timeout=2.5)
     assert time.monotonic() - started < 2.5 + 4
-    assert tuned.outcome.ok and tuned.outcome.exit_reason == "timeout"
+    assert tuned.outcome.ok and (tuned.outcome.exit_reason, tuned.outcome.limit) == ("timeout", "time")
     assert 1 <= len(tuned.log.variants) < 20
     best = tuned.log.best
     assert best is not None and best.correct

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -280,17 +283,22 @@ def _load_task(directory: Path) -> KernelTask:
 
 def _run_step(directory: Path, step: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
               **env: str) -> tuple[StepReport, str]:
-    """Run one step as the judge, in this process (its report printed: no channel); the report,
-    and what was written to standard error (the workers' too, with `capfd`)."""
+    """Run one step as the judge, in this process, as by hand (no channel: its report printed, its
+    verdict the last line on standard error, exit 1 when it failed); the report, and what was
+    written to standard error (the workers' too, with `capfd`)."""
     monkeypatch.chdir(directory)
     task = _load_task(directory)
     environ = {**os.environ, "AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": env.pop("family", "e2e"),
                "AKA_BASELINE_DIR": str(directory / ".aka_baseline"), **env}
     environ.pop("AKA_RESULT_FD", None)
     capsys.readouterr()
-    assert run_task(task, [step], environ) == 0
+    code = run_task(task, [step], environ)
     captured = capsys.readouterr()
-    return StepReport.model_validate_json(captured.out), captured.err
+    report = StepReport.model_validate_json(captured.out)
+    word = {StepStatus.OK: "PASS", StepStatus.FAILED: "FAIL", StepStatus.SKIPPED: "SKIPPED"}[report.status]
+    assert code == (1 if report.status is StepStatus.FAILED else 0)
+    assert captured.err.strip().splitlines()[-1].startswith(f"{step}: {word}"), captured.err[-500:]
+    return report, captured.err
 
 
 def _ctx(step: str, **env: str) -> StepContext:
@@ -509,6 +517,26 @@ def test_nvcc_errors_become_one_line_build_errors(tmp_path: Path) -> None:
         compile_cuda_library(source, build_dir=tmp_path / "build")
     assert "\n" not in str(info.value)
     assert not list((tmp_path / "build").glob("*.so"))
+
+
+def test_a_step_run_by_hand_exits_non_zero_when_it_fails(tmp_path: Path) -> None:
+    """`python3 harness.py correctness` in a shell (an agent checking its work): the exit status
+    and the last line say whether the step passed; the evaluator's protocol (a channel) is not
+    involved, so its steps still exit 0 once they report."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AKA_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"), env.get("PYTHONPATH", "")])
+    env.update(AKA_DEVICE="cpu")
+
+    def by_hand(directory: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "harness.py", "correctness"], cwd=directory, env=env,
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False)
+
+    wrong = by_hand(_task_dir(tmp_path / "wrong", "def double(x):\n    return x * 3\n"))
+    assert wrong.returncode == 1, wrong.stderr[-2000:]
+    assert json.loads(wrong.stdout)["status"] == "failed"
+    assert wrong.stderr.strip().splitlines()[-1].startswith("correctness: FAIL (incorrect): 2 of 2 cases failed")
+    right = by_hand(_task_dir(tmp_path / "right"))
+    assert right.returncode == 0 and right.stderr.strip().splitlines()[-1] == "correctness: PASS (2 case(s))"
 
 
 def test_a_step_run_by_hand_reads_the_family_from_config_yaml(tmp_path: Path) -> None:

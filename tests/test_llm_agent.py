@@ -176,12 +176,13 @@ def test_file_tools_stay_in_the_workspace(model_server: ServerFactory, make_toy_
 
 
 def test_max_iterations_stops_the_loop(model_server: ServerFactory, make_toy_task, write_run_config) -> None:
-    server = model_server(Reply.tool("read_file", path="kernel.py"), Reply.tool("run_evaluation"),
-                          Reply.tool("read_file", path="kernel.py"))
-    result, agent, workspace = _run(make_toy_task, write_run_config, _agent(server.base_url, max_iterations=2))
-    assert len(server.agent_requests) == 2
-    assert (agent.ok, agent.exit_reason, agent.turns) == (True, "max_iterations", 2)
-    assert "max_iterations=2" in (agent.message or "")
+    """The same outcome as every CLI agent's under max_iterations 3 (tests/test_agent_clis.py)."""
+    server = model_server(Reply.tool("read_file", path="kernel.py"), Reply.tool("list_files"),
+                          *[Reply.tool("run_evaluation")] * 5)
+    result, agent, workspace = _run(make_toy_task, write_run_config, _agent(server.base_url, max_iterations=3))
+    assert len(server.agent_requests) == 3
+    assert (agent.ok, agent.exit_reason, agent.limit, agent.turns) == (True, "max_iterations", "turns", 3)
+    assert "max_iterations=3" in (agent.message or "")
     assert not (workspace / "llm_evaluations").exists(), "an evaluation no one will read was run"
     assert result.status is TaskStatus.PASS
 
@@ -191,6 +192,7 @@ def test_token_budget_stops_the_loop(model_server: ServerFactory, make_toy_task,
     _, agent, _ = _run(make_toy_task, write_run_config, _agent(server.base_url, "anthropic", token_budget=2500))
     assert len(server.agent_requests) == 3
     assert (agent.ok, agent.exit_reason, agent.input_tokens, agent.output_tokens) == (True, "token_budget", 3000, 30)
+    assert agent.limit == "tokens"
     assert "kernel.py" in _tool_results(server.agent_requests[-1])[-1]
 
 
@@ -198,7 +200,7 @@ def test_timeout_when_the_model_never_answers(model_server: ServerFactory, make_
     """No model turn at all: the agent failed (the untouched task would otherwise pass)."""
     server = model_server(hang=True)
     result, agent, _ = _run(make_toy_task, write_run_config, _agent(server.base_url, timeout_seconds=3))
-    assert (agent.ok, agent.exit_reason, agent.turns) == (False, "timeout", 0)
+    assert (agent.ok, agent.exit_reason, agent.limit, agent.turns) == (False, "timeout", "time", 0)
     assert 2.5 < agent.wall_seconds < 8 and len(server.requests) == 1
     assert "the model never answered" in (agent.message or "")
     assert result.failure_kind is FailureKind.AGENT_TIMEOUT
@@ -215,7 +217,7 @@ def test_an_agent_that_edited_before_its_timeout_is_judged_on_its_edit(
 
     server = model_server(Reply.tool("edit_file", path="kernel.py", old_string=OLD, new_string=NEW), never_in_time)
     result, agent, _ = _run(make_toy_task, write_run_config, _agent(server.base_url, timeout_seconds=4))
-    assert (agent.ok, agent.exit_reason, agent.turns) == (True, "timeout", 1)
+    assert (agent.ok, agent.exit_reason, agent.limit, agent.turns) == (True, "timeout", "time", 1)
     assert (result.status, result.failure_kind) == (TaskStatus.PASS, FailureKind.NONE)
     assert result.speedup_ratio == pytest.approx(2.0) and result.score > 0
 

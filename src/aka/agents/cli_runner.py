@@ -3,30 +3,35 @@
 Each CLI runs headless with the task's `work/` folder as its working directory and a fresh HOME
 (`agent_home/`, beside `work/` in the task workspace: never evaluated, never shared between tasks).
 The prompt goes in on stdin; a CLI that only takes it as an argument gets a short instruction to
-read `AKA_PROMPT.md`, which is removed again afterwards. Standard output, the CLI's JSON event
-stream, is kept as `agent_transcript.jsonl` and normalized into an `AgentOutcome`; standard error
-goes to `agent.log`. The timeout kills the CLI's whole process group (`aka.process.run_command`),
-and afterwards whatever still carries the run's marker variable (tools in sessions of their own).
+read `AKA_PROMPT.md`, which is removed again afterwards. Its shell gets the platform's interpreter
+and device variables (`aka.agents.agent_environment`). Standard output, the CLI's JSON event
+stream, is read as it arrives (`aka.agents.cli_stream`): kept as `agent_transcript.jsonl`, its
+model turns counted (`aka.agents.cli_turns`), the CLI ended at `max_iterations` when it has no
+turn limit of its own, and normalized into an `AgentOutcome`; standard error goes to `agent.log`.
+The timeout kills the CLI's whole process group (`aka.process`), and afterwards whatever still
+carries the run's marker variable (tools in sessions of their own).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
 import signal
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from aka.agents.agent_environment import agent_environment
 from aka.agents.agent_sandbox import SandboxUnavailableError, bwrap_prefix, hidden_from_agent
+from aka.agents.cli_stream import EventStream
+from aka.agents.cli_turns import JsonEvent, MarkEvent, TurnCounter
 from aka.agents.registry import AgentContext, AgentSettings, load_agents, register_agent
-from aka.process import CommandOutcome, run_command
+from aka.process import CommandOutcome, StartedCommand
 from aka.results.task_result import AgentOutcome
 
 logger = logging.getLogger(__name__)
@@ -40,9 +45,7 @@ HOME_DIR_NAME = "agent_home"
 DEFAULT_TIMEOUT_SECONDS = 3600.0
 LOCAL_ENDPOINT_KEY = "aka-local-endpoint"
 MESSAGE_CHARS = 1000
-_REDIRECT_STDOUT = 'out=$1; shift; exec "$@" >"$out"'
-
-JsonEvent = dict[str, Any]
+_REDIRECT_STDOUT = 'fd=$1; shift; exec "$@" >&"$fd" {fd}>&-'
 
 
 class CliSetupError(Exception):
@@ -110,11 +113,11 @@ class CliCommand:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """What the event stream says: how the run ended and what it cost."""
+    """What the event stream says: how the run ended and what it cost (the turns are counted apart,
+    by the spec's `marks`, the same way for every CLI)."""
 
     exit_reason: str
     message: str | None = None
-    turns: int | None = None
     tool_calls: int | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -123,7 +126,9 @@ class RunSummary:
 
 @dataclass(frozen=True)
 class CliAgentSpec:
-    """Everything agent-specific: the package, its credential variables, and two functions."""
+    """Everything agent-specific: the package, its credential variables, how to start it, how to
+    read its stream (`summarize`, and `marks` for the turns), and whether it enforces
+    `max_iterations` itself (`own_turn_limit`); if not, the platform does."""
 
     name: str
     package: CliPackage
@@ -131,6 +136,8 @@ class CliAgentSpec:
     endpoint_var: str | None
     command: Callable[[CliRequest], CliCommand]
     summarize: Callable[[list[JsonEvent], AgentSettings], RunSummary]
+    marks: MarkEvent
+    own_turn_limit: bool = False
     options_model: type[CliOptions] = EndpointOptions
 
 
@@ -176,9 +183,10 @@ def find_binary(name: str) -> Path | None:
     return Path(found) if found else None
 
 
-def isolated_env(home: Path, workspace: Path) -> dict[str, str]:
-    """This process's environment with HOME, the XDG folders, TMPDIR and PWD moved to the run's own."""
-    env = dict(os.environ)
+def isolated_env(home: Path, workspace: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (default: this process's environment) with HOME, the XDG folders, TMPDIR and PWD moved
+    to the run's own."""
+    env = dict(os.environ if base is None else base)
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
                XDG_CACHE_HOME=str(home / ".cache"), XDG_STATE_HOME=str(home / ".local/state"), PWD=str(workspace),
                TMPDIR=str(home / "tmp"))
@@ -186,21 +194,22 @@ def isolated_env(home: Path, workspace: Path) -> dict[str, str]:
 
 
 def new_request(workspace: Path, log_path: Path, prompt: str, settings: AgentSettings, options: CliOptions,
-                binary: Path, sandbox: tuple[str, ...] = ()) -> CliRequest:
-    """A request with a fresh, empty home beside `log_path`."""
+                binary: Path, sandbox: tuple[str, ...] = (), base_env: Mapping[str, str] | None = None) -> CliRequest:
+    """A request with a fresh, empty home beside `log_path`; the CLI's environment is `base_env`
+    (default: this process's) with that home."""
     home = log_path.parent / HOME_DIR_NAME
     shutil.rmtree(home, ignore_errors=True)
     (home / "tmp").mkdir(parents=True)
     return CliRequest(workspace=workspace, home=home, transcript=log_path.parent / TRANSCRIPT_NAME,
                       log_path=log_path, prompt=prompt, settings=settings,
                       base_url=getattr(options, "base_url", None), api_key_env=options.api_key_env,
-                      binary=binary, env=isolated_env(home, workspace), sandbox=sandbox)
+                      binary=binary, env=isolated_env(home, workspace, base_env), sandbox=sandbox)
 
 
 def not_installed(spec: CliAgentSpec) -> AgentOutcome:
-    return AgentOutcome(agent=spec.name, ok=False, exit_reason="not_installed",
-                        message=f"'{spec.package.binary}' is neither in {agent_cli_dir()} nor on PATH; "
-                                f"install it with: {spec.package.install}")
+    return AgentOutcome.ended(spec.name, "not_installed", None,
+                              message=f"'{spec.package.binary}' is neither in {agent_cli_dir()} nor on PATH; "
+                                      f"install it with: {spec.package.install}")
 
 
 def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) -> AgentOutcome:
@@ -214,9 +223,11 @@ def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) ->
         sandbox = (bwrap_prefix(workspace.resolve(), home.resolve(), hidden_from_agent(context))
                    if context.options.sandbox == "bwrap" else ())
     except SandboxUnavailableError as exc:
-        return AgentOutcome(agent=spec.name, ok=False, exit_reason="not_configured", message=str(exc))
+        return AgentOutcome.ended(spec.name, "not_configured", None, message=str(exc))
+    keep = [context.options.api_key_env] if context.options.api_key_env else []
+    base_env = agent_environment(context.task, context.device, workspace, keep)
     request = new_request(workspace, context.log_path, context.prompt, context.settings, context.options, binary,
-                          sandbox)
+                          sandbox, base_env)
     return run_headless(spec, request)
 
 
@@ -225,84 +236,74 @@ def run_headless(spec: CliAgentSpec, request: CliRequest) -> AgentOutcome:
     try:
         command = spec.command(request)
     except CliSetupError as exc:
-        return AgentOutcome(agent=spec.name, ok=False, exit_reason="not_configured", message=str(exc))
+        return AgentOutcome.ended(spec.name, "not_configured", None, message=str(exc))
     prompt_path = request.workspace / PROMPT_FILE_NAME
     if command.prompt_file:
         prompt_path.write_text(request.prompt, encoding="utf-8")
     marker = uuid.uuid4().hex
+    turn_limit = None if spec.own_turn_limit else request.settings.max_iterations
+    stream = EventStream(request.transcript, TurnCounter(spec.marks), turn_limit)
     try:
-        argv = ["/bin/bash", "-c", _REDIRECT_STDOUT, "aka-agent", str(request.transcript), *request.sandbox,
+        argv = ["/bin/bash", "-c", _REDIRECT_STDOUT, "aka-agent", str(stream.write_fd), *request.sandbox,
                 *command.argv]
-        result = run_command(argv, request.workspace, {**command.env, RUN_MARKER_ENV: marker}, timeout,
-                             request.log_path, stdin=command.stdin)
+        try:
+            started = StartedCommand(argv, request.workspace, {**command.env, RUN_MARKER_ENV: marker},
+                                     request.log_path, command.stdin is not None, pass_fds=(stream.write_fd,))
+        except BaseException:
+            stream.abandon()
+            raise
+        stream.watch(started.proc.pid)
+        try:
+            result = started.finish(command.stdin, timeout)
+        finally:
+            kill_escaped(marker)
+            events = stream.close()
     finally:
-        kill_escaped(marker)
         if command.prompt_file:
             prompt_path.unlink(missing_ok=True)
-    summary = spec.summarize(read_events(request.transcript), request.settings)
-    return _outcome(spec.name, summary, result, timeout, request.transcript)
+    summary = spec.summarize(events, request.settings)
+    return _outcome(spec.name, summary, stream, result, request)
 
 
 def kill_escaped(marker: str) -> list[int]:
     """Kill what the run left outside its process group: tools that a CLI starts in a session of
     their own (gemini's and opencode's shells do) survive the group kill. They are recognized by
-    the run's marker variable, which they inherit."""
+    the run's marker variable, which they inherit. Two passes (a process may start one while the
+    first is killed); each process is counted once."""
     needle = f"{RUN_MARKER_ENV}={marker}".encode()
-    killed: list[int] = []
+    killed: set[int] = set()
     for _ in range(2):
         for proc in Path("/proc").iterdir():
             try:
                 if proc.name.isdigit() and needle in (proc / "environ").read_bytes().split(b"\0"):
                     os.kill(int(proc.name), signal.SIGKILL)
-                    killed.append(int(proc.name))
+                    killed.add(int(proc.name))
             except OSError:
                 continue
     if killed:
-        logger.warning("killed %d agent process(es) that outlived the CLI: %s", len(killed), sorted(set(killed)))
-    return killed
+        logger.warning("killed %d agent process(es) that outlived the CLI: %s", len(killed), sorted(killed))
+    return sorted(killed)
 
 
-def _outcome(name: str, summary: RunSummary, result: CommandOutcome, timeout: float,
-             transcript: Path) -> AgentOutcome:
+def _outcome(name: str, summary: RunSummary, stream: EventStream, result: CommandOutcome,
+             request: CliRequest) -> AgentOutcome:
+    """The one outcome rule (`AgentOutcome.ended`) on what the stream and the exit say."""
     reason, message = summary.exit_reason, summary.message
-    if result.timed_out:
+    timeout = request.settings.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+    if stream.stopped_at_limit:
+        reason, message = "max_iterations", (f"stopped by the platform after {stream.counter.turns} model turns "
+                                             f"(max_iterations={stream.turn_limit})")
+    elif result.timed_out:
         reason, message = "timeout", f"killed after {timeout:g} s (timeout_seconds)"
     elif reason == "finished" and result.exit_code != 0:
         reason, message = "error", result.describe()
     elif reason == "error":
         message = f"{message}; {result.describe()}" if message else result.describe()
-    return AgentOutcome(
-        agent=name, ok=reason == "finished", exit_reason=reason, message=clip(message),
-        wall_seconds=round(result.seconds, 3), turns=summary.turns, tool_calls=summary.tool_calls,
-        input_tokens=summary.input_tokens, output_tokens=summary.output_tokens, cost_usd=summary.cost_usd,
-        transcript=str(transcript),
+    return AgentOutcome.ended(
+        name, reason, stream.counter.turns, message=clip(message), wall_seconds=round(result.seconds, 3),
+        tool_calls=summary.tool_calls, input_tokens=summary.input_tokens, output_tokens=summary.output_tokens,
+        cost_usd=summary.cost_usd, transcript=str(request.transcript),
     )
-
-
-def read_events(transcript: Path) -> list[JsonEvent]:
-    """The JSON objects of a JSON-lines stream; other lines (banners, warnings) are skipped."""
-    events: list[JsonEvent] = []
-    if not transcript.is_file():
-        return events
-    for line in transcript.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
-def count_turns(events: Iterable[JsonEvent], is_model_event: Callable[[JsonEvent], bool]) -> int:
-    """Model responses, counted as runs of consecutive model events (text, tool calls)."""
-    turns, inside = 0, False
-    for event in events:
-        model = is_model_event(event)
-        if model and not inside:
-            turns += 1
-        inside = model
-    return turns
 
 
 def number(value: object) -> int:

@@ -30,10 +30,12 @@ ENV_SHARED_CACHE = "AKA_SHARED_CACHE_DIR"
 
 
 class StepExit(IntEnum):
-    """How a step process ends. Only `REPORTED` carries a report; the candidate's own failures are
-    in it (`status: failed`), never in the exit code."""
+    """How a step process ends. Under the evaluator only `REPORTED` carries a report; the
+    candidate's own failures are in it (`status: failed`), never in the exit code. Run by hand
+    (no channel), a failed step prints its report and exits `FAILED_BY_HAND`."""
 
     REPORTED = 0
+    FAILED_BY_HAND = 1  # run by hand (no channel: never the evaluator's step) and the step failed
     TASK_FAULT = 2  # the task or the platform is at fault, never the candidate: an infra_error
     HARNESS_BUG = 3  # an unexpected exception in the judge: charged like a crash, so that a candidate
     # cannot turn its own failure into an infra_error that a trainer drops

@@ -6,6 +6,10 @@ on inputs the judge wrote into memory it lends, and the judge compares what come
 against its own clock, and writes the one `aka-step-report/1`. Whatever the candidate does wrong
 becomes `status: failed` with a failure kind and a one-line reason; only a fault of the harness
 or the task itself exits non-zero (the evaluator then never charges the candidate).
+
+Run by hand (no evaluator's channel: an agent or an author checking the sources in a shell), the
+report is printed, a one-line verdict follows on standard error, and a failed step exits 1, so
+that a command's exit status tells whoever runs it whether the step passed.
 """
 
 from __future__ import annotations
@@ -157,6 +161,7 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
         _forget_directory(Path.cwd())
         result = run_step(task, ctx, workers, task_file)
         result.isolation = [JUDGE_FEATURE, *([NAMESPACE_FEATURE] if workers.isolated else [])]
+        by_hand = channel.fd is None
         channel.send(result.to_json())
     except HarnessError as exc:
         log.error("%s: %s", task.name, exc)
@@ -169,4 +174,22 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
             workers.close()
     log.info("%s %s (%s, %s): %s%s", task.name, ctx.step, ctx.target, ctx.device, result.status,
              f": {result.message}" if result.message else "")
-    return StepExit.REPORTED
+    if not by_hand:
+        return StepExit.REPORTED
+    sys.stderr.write(verdict(result) + "\n")
+    return StepExit.FAILED_BY_HAND if result.status == "failed" else StepExit.REPORTED
+
+
+def verdict(result: StepResult) -> str:
+    """One line that says how the step went, for a step run by hand: `correctness: FAIL (incorrect):
+    2 of 2 cases failed; ...`, `performance: PASS, mean speedup 1.31x over 4 case(s)`."""
+    if result.status == "failed":
+        kind = f" ({result.failure_kind})" if result.failure_kind else ""
+        return f"{result.step}: FAIL{kind}: {result.message or 'no reason given'}"
+    if result.status == "skipped":
+        return f"{result.step}: SKIPPED (not judged on this machine): {result.message or ''}".rstrip(": ")
+    speedups = [c.speedup for c in result.cases if c.speedup is not None and c.speedup > 0]
+    if speedups and len(speedups) == len(result.cases):
+        return (f"{result.step}: PASS, mean speedup {sum(speedups) / len(speedups):.3f}x over {len(speedups)} "
+                "case(s) (baseline time / yours)")
+    return f"{result.step}: PASS" + (f" ({len(result.cases)} case(s))" if result.cases else "")

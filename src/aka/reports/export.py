@@ -70,6 +70,7 @@ class EpisodeRow(BaseModel):
     output_tokens: int | None
     cost_usd: float | None
     turns: int | None
+    agent_limit: str | None = None
     tool_calls: int | None
     agent_wall_seconds: float | None
     evaluation_seconds: float | None
@@ -128,6 +129,7 @@ def run_rows(run_dir: Path) -> list[EpisodeRow]:
             base_ms=result.base_execution_time, optimized_ms=result.best_optimized_execution_time,
             input_tokens=agent.input_tokens if agent else None, output_tokens=agent.output_tokens if agent else None,
             cost_usd=agent.cost_usd if agent else None, turns=agent.turns if agent else None,
+            agent_limit=agent.limit if agent else None,
             tool_calls=agent.tool_calls if agent else None, agent_wall_seconds=agent.wall_seconds if agent else None,
             evaluation_seconds=result.evaluation_seconds, latest=False,
         ))

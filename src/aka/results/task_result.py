@@ -10,6 +10,7 @@ import os
 import tempfile
 from enum import Enum
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -101,11 +102,19 @@ class HeldoutResult(BaseModel):
     cases: list[CaseTiming] = Field(default_factory=list)
 
 
+AgentLimit = Literal["turns", "tokens", "time"]
+LIMIT_EXIT_REASONS: dict[str, AgentLimit] = {"max_iterations": "turns", "token_budget": "tokens", "timeout": "time"}
+
+
 class AgentOutcome(BaseModel):
     """What the agent run itself reported (independent of how its files evaluate).
 
-    The optional counters are the normalized summary of a CLI agent's event stream; `None` means
-    the agent does not report that figure. `transcript` is the path of the saved event stream.
+    The same for every agent: `ok` says the files it left are its answer (it finished, or a limit
+    ended it after the model had answered at least once); `limit` names the budget that ended it
+    (`turns` = `max_iterations`, `tokens` = `token_budget`, `time` = `timeout_seconds`); `turns` is
+    the number of model responses. The other counters are `None` when the agent does not report
+    them. `transcript` is the path of the saved event stream. Build it with `ended`, which applies
+    that rule.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -113,6 +122,7 @@ class AgentOutcome(BaseModel):
     agent: str
     ok: bool = True
     exit_reason: str = "finished"
+    limit: AgentLimit | None = None
     message: str | None = None
     wall_seconds: float = 0.0
     files_changed: list[str] = Field(default_factory=list)
@@ -122,6 +132,20 @@ class AgentOutcome(BaseModel):
     output_tokens: int | None = None
     cost_usd: float | None = None
     transcript: str | None = None
+
+    @classmethod
+    def ended(cls, agent: str, exit_reason: str, turns: int | None, ok: bool | None = None,
+              **fields: object) -> AgentOutcome:
+        """An outcome by the one rule: an exit reason of a limit (`max_iterations`, `token_budget`,
+        `timeout`) sets `limit` and is `ok` once the model answered (an agent that never ran is no
+        pass of the untouched task); otherwise `ok` is `finished` unless the agent says (`ok`)."""
+        limit = LIMIT_EXIT_REASONS.get(exit_reason)
+        if limit is not None:
+            ok = turns is None or turns > 0
+        elif ok is None:
+            ok = exit_reason == "finished"
+        return cls.model_validate({"agent": agent, "ok": ok, "exit_reason": exit_reason, "limit": limit,
+                                   "turns": turns, **fields})
 
 
 class TaskResult(BaseModel):

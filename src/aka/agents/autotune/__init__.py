@@ -71,4 +71,5 @@ def launch_agent(eval_config: AgentContext, task_config_dir: Path, workspace: Pa
     log = tuner.run()
     best = tuner.best_variant
     changed = sources.write(best, workspace) if best is not None else []
-    return AgentOutcome(agent=name, exit_reason=log.stop_reason, message=_summary(log), files_changed=changed)
+    return AgentOutcome.ended(name, log.stop_reason, len(log.variants), ok=True, message=_summary(log),
+                              files_changed=changed)

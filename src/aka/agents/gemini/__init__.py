@@ -17,13 +17,12 @@ from aka.agents.cli_runner import (
     CliCommand,
     CliPackage,
     CliRequest,
-    JsonEvent,
     RunSummary,
     cli_agent,
     clip,
-    count_turns,
     number,
 )
+from aka.agents.cli_turns import JsonEvent, Mark
 from aka.agents.registry import AgentSettings
 
 VERSION = "0.61.0"
@@ -61,16 +60,23 @@ def _command(request: CliRequest) -> CliCommand:
     return CliCommand(argv, env, stdin=request.prompt.encode())
 
 
-def _is_model_event(event: JsonEvent) -> bool:
-    return event.get("type") == "tool_use" or (event.get("type") == "message" and event.get("role") == "assistant")
+def _marks(event: JsonEvent) -> list[Mark]:
+    """A response is a run of assistant messages and tool_use events; tool_result ends it."""
+    kind = event.get("type")
+    if kind == "message" and event.get("role") == "assistant":
+        return [Mark("model")]
+    if kind == "tool_use":
+        return [Mark("call", str(event.get("tool_id")))]
+    if kind == "tool_result":
+        return [Mark("result", str(event.get("tool_id")))]
+    return []
 
 
 def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
     tool_calls = sum(1 for e in events if e.get("type") == "tool_use")
-    turns = count_turns(events, _is_model_event)
     result = next((e for e in reversed(events) if e.get("type") == "result"), None)
     if result is None:
-        return RunSummary("error", "no result event in the stream", turns=turns, tool_calls=tool_calls)
+        return RunSummary("error", "no result event in the stream", tool_calls=tool_calls)
     last_reply = ""
     for event in events:
         if event.get("type") == "tool_result":
@@ -86,7 +92,7 @@ def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
     else:
         reason, message = "error", error_text or f"status {result.get('status')}"
     stats = result.get("stats") or {}
-    return RunSummary(reason, clip(message), turns=turns, tool_calls=tool_calls,
+    return RunSummary(reason, clip(message), tool_calls=tool_calls,
                       input_tokens=number(stats.get("input_tokens")), output_tokens=number(stats.get("output_tokens")))
 
 
@@ -95,4 +101,5 @@ SPEC = cli_agent(CliAgentSpec(
     package=CliPackage("gemini", VERSION, f"npm install --prefix .agent-clis @google/gemini-cli@{VERSION}",
                        f"@google/gemini-cli@{VERSION}"),
     key_vars=KEY_VARS, endpoint_var="GOOGLE_GEMINI_BASE_URL", command=_command, summarize=_summarize,
+    marks=_marks, own_turn_limit=True,
 ), __name__)

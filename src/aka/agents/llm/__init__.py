@@ -72,7 +72,7 @@ class LlmOptions(BaseModel):
 
 
 def _not_configured(name: str, message: str) -> AgentOutcome:
-    return AgentOutcome(agent=name, ok=False, exit_reason="not_configured", message=message)
+    return AgentOutcome.ended(name, "not_configured", None, message=message)
 
 
 @register_agent("llm", options=LlmOptions)

@@ -73,20 +73,20 @@ class AgentLoop:
         while True:
             stop = self._limit_reached()
             if stop is not None:
-                return self._end(stop, self.turns > 0, self._stopped_message(stop))
+                return self._end(stop, self._stopped_message(stop))
             try:
                 turn = self._request()
             except TimeoutError as exc:
                 return self._end(*self._timed_out(exc))
             except ApiError as exc:
                 self.transcript.write("error", message=str(exc))
-                return self._end("api_error", False, str(exc))
+                return self._end("api_error", str(exc))
             if not turn.calls:
                 cut = "the response was cut at max_tokens; " if turn.stop_reason in ("length", "max_tokens") else ""
-                return self._end("finished", True, cut + (turn.text or "the model ended without a tool call"))
+                return self._end("finished", cut + (turn.text or "the model ended without a tool call"))
             summary = self._run_tools(turn)
             if summary is not None:
-                return self._end("finished", True, summary)
+                return self._end("finished", summary)
 
     def _remaining(self) -> float | None:
         return None if self.limits.deadline is None else self.limits.deadline - time.monotonic()
@@ -131,13 +131,12 @@ class AgentLoop:
         self._logged_messages = len(messages)
         return part
 
-    def _timed_out(self, exc: TimeoutError) -> tuple[str, bool, str]:
+    def _timed_out(self, exc: TimeoutError) -> tuple[str, str]:
         remaining = self._remaining()
         self.transcript.write("error", message=f"request timed out: {exc}")
         if remaining is not None and remaining < MIN_REQUEST_SECONDS:
-            # a session the model never answered in is the agent's failure, not a pass of the untouched task
-            return "timeout", self.turns > 0, self._stopped_message("timeout")
-        return "api_error", False, (f"no answer from {self.conversation.url} within request_timeout_seconds="
+            return "timeout", self._stopped_message("timeout")
+        return "api_error", (f"no answer from {self.conversation.url} within request_timeout_seconds="
                                     f"{self.limits.request_timeout:g}")
 
     def _run_tools(self, turn: ModelTurn) -> str | None:
@@ -169,10 +168,12 @@ class AgentLoop:
             return f"stopped at {what}: the model never answered ({self.conversation.url})"
         return f"stopped at {what}" + (f"; last evaluation: {last}" if last else "; no evaluation was run")
 
-    def _end(self, reason: str, ok: bool, message: str) -> AgentOutcome:
-        outcome = AgentOutcome(
-            agent=self.agent, ok=ok, exit_reason=reason, message=clip(message),
-            wall_seconds=round(time.monotonic() - self.started, 3), turns=self.turns, tool_calls=self.tool_calls,
+    def _end(self, reason: str, message: str) -> AgentOutcome:
+        """`AgentOutcome.ended`'s rule: a limit is `ok` once the model answered (a session it never
+        answered in is the agent's failure, not a pass of the untouched task)."""
+        outcome = AgentOutcome.ended(
+            self.agent, reason, self.turns, message=clip(message),
+            wall_seconds=round(time.monotonic() - self.started, 3), tool_calls=self.tool_calls,
             input_tokens=self.input_tokens, output_tokens=self.output_tokens, transcript=str(self.transcript.path),
         )
         summary: JsonObject = outcome.model_dump(mode="json", exclude={"files_changed"})

@@ -254,7 +254,9 @@ class ChatCompletions:
 
     def body(self) -> JsonObject:
         s = self.settings
-        body: JsonObject = {"model": s.model, "messages": self.messages, "tools": self.tools}
+        body: JsonObject = {"model": s.model, "messages": self.messages}
+        if self.tools:  # an empty list is refused by some servers
+            body["tools"] = self.tools
         if s.max_tokens is not None:
             body["max_tokens"] = s.max_tokens
         if s.temperature is not None:
@@ -317,7 +319,9 @@ class AnthropicMessages:
     def body(self) -> JsonObject:
         s = self.settings
         body: JsonObject = {"model": s.model, "max_tokens": s.max_tokens, "system": self.system,
-                            "messages": self.messages, "tools": self.tools}
+                            "messages": self.messages}
+        if self.tools:
+            body["tools"] = self.tools
         if s.temperature is not None:
             body["temperature"] = s.temperature
         return {**body, **s.extra_body}

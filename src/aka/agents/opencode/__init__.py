@@ -1,12 +1,14 @@
 """`opencode`: opencode, `opencode run --format json --pure`, prompt on stdin.
 
 Its configuration is written to the fresh home (`.config/opencode/opencode.json`): edits, shell
-and web fetches allowed, no auto-update or sharing, and `max_iterations` as the build agent's
-`steps`. That limit is soft: at the last step opencode tells the model that tools are disabled and
-asks for a text answer. An endpoint (agent option `base_url`, an OpenAI-compatible URL ending in
-`/v1`) becomes provider `aka` using `@ai-sdk/openai-compatible`, and the model `aka/<model>`;
-without it `model` must be `provider/model` and the provider's own key variable is used.
-`PWD` must be the workspace: opencode takes its project directory from it, not from the cwd.
+and web fetches allowed, no auto-update or sharing. opencode's own step limit (the build agent's
+`steps`) only warns the model and still runs every tool call, so it is not used: the platform
+counts steps (`step_start` ... `step_finish`, one model call each) and ends opencode once the
+`max_iterations`-th step's tools have run. An endpoint (agent option `base_url`, an
+OpenAI-compatible URL ending in `/v1`) becomes provider `aka` using `@ai-sdk/openai-compatible`,
+and the model `aka/<model>`; without it `model` must be `provider/model` and the provider's own
+key variable is used. `PWD` must be the workspace: opencode takes its project directory from it,
+not from the cwd.
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ from aka.agents.cli_runner import (
     CliCommand,
     CliPackage,
     CliRequest,
-    JsonEvent,
     RunSummary,
     cli_agent,
     clip,
     number,
 )
+from aka.agents.cli_turns import JsonEvent, Mark
 from aka.agents.registry import AgentSettings
 
 VERSION = "1.18.33"
@@ -40,8 +42,6 @@ def _config(request: CliRequest) -> tuple[dict[str, Any], str | None]:
         "$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled",
         "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow"},
     }
-    if request.settings.max_iterations:
-        config["agent"] = {"build": {"steps": request.settings.max_iterations}}
     model = request.settings.model
     if request.base_url:
         name = model or "default"
@@ -79,9 +79,17 @@ def _error_text(event: JsonEvent) -> str:
     return str(detail)
 
 
+def _marks(event: JsonEvent) -> list[Mark]:
+    """A step is one model call; one that finished for its tool calls has run them."""
+    if event.get("type") == "step_start":
+        return [Mark("model")]
+    if event.get("type") == "step_finish" and (event.get("part") or {}).get("reason") == "tool-calls":
+        return [Mark("settle")]
+    return []
+
+
 def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
     steps = [e.get("part") or {} for e in events if e.get("type") == "step_finish"]
-    started = sum(1 for e in events if e.get("type") == "step_start")
     texts = [str((e.get("part") or {}).get("text", "")) for e in events if e.get("type") == "text"]
     error = next((e for e in reversed(events) if e.get("type") == "error"), None)
     message: str | None
@@ -89,8 +97,6 @@ def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
         reason, message = "error", _error_text(error)
     elif not steps:
         reason, message = "error", "no step_finish event in the stream"
-    elif settings.max_iterations and started >= settings.max_iterations:
-        reason, message = "max_iterations", f"reached its step limit ({settings.max_iterations})"
     elif steps[-1].get("reason") == "tool-calls":
         reason, message = "error", "the stream ended in the middle of a step"
     else:
@@ -98,7 +104,7 @@ def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
     tokens = [s.get("tokens") or {} for s in steps]
     costs = [float(cost) for s in steps if isinstance(cost := s.get("cost"), (int, float))]
     return RunSummary(
-        reason, clip(message), turns=len(steps), tool_calls=sum(1 for e in events if e.get("type") == "tool_use"),
+        reason, clip(message), tool_calls=sum(1 for e in events if e.get("type") == "tool_use"),
         input_tokens=sum(number(t.get("input")) + number((t.get("cache") or {}).get("read")) for t in tokens),
         output_tokens=sum(number(t.get("output")) + number(t.get("reasoning")) for t in tokens),
         cost_usd=sum(costs) if costs else None,
@@ -109,5 +115,5 @@ SPEC = cli_agent(CliAgentSpec(
     name="opencode",
     package=CliPackage("opencode", VERSION, f"npm install --prefix .agent-clis opencode-ai@{VERSION}",
                        f"opencode-ai@{VERSION}"),
-    key_vars=KEY_VARS, endpoint_var=None, command=_command, summarize=_summarize,
+    key_vars=KEY_VARS, endpoint_var=None, command=_command, summarize=_summarize, marks=_marks,
 ), __name__)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.evaluation.baseline import BaselineRecord
+from aka.harness.describe import judging_notes, load_kernel_task
 
 FENCE = "```"
+logger = logging.getLogger(__name__)
 
 
 def _language(path: str) -> str:
@@ -24,6 +27,16 @@ def _baseline_lines(baseline: BaselineRecord) -> list[str]:
         if case.time_ms:
             lines.append(f"- {case.id}: {case.time_ms:.4f} ms ({case.timing_method})")
     return lines
+
+
+def _judging(task: Task, device: DeviceInfo) -> list[str]:
+    """Generated from the task's own `KernelTask` (aka.harness.describe); none for other tasks."""
+    try:
+        kernel_task = load_kernel_task(task.directory)
+    except Exception as exc:  # noqa: BLE001 - the prompt goes without it; the steps will say what is wrong
+        logger.warning("%s: harness.py did not load for the prompt: %s", task.name, exc)
+        return []
+    return judging_notes(kernel_task, task.family, device.is_gpu) if kernel_task is not None else []
 
 
 def build_prompt(task: Task, work_dir: Path, baseline: BaselineRecord, device: DeviceInfo) -> str:
@@ -46,6 +59,9 @@ def build_prompt(task: Task, work_dir: Path, baseline: BaselineRecord, device: D
     ]
     if config.prompt.instructions:
         parts += ["## Instructions", config.prompt.instructions.strip()]
+    judged = _judging(task, device)
+    if judged:
+        parts += ["## How your kernel is judged", *judged]
     parts.append("## Source code")
     if config.prompt.source_code:
         parts.append(config.prompt.source_code.strip())

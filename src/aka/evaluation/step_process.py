@@ -55,6 +55,7 @@ class StepSetup:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     rebuild: Callable[[], object] | None = None
     caches: BuildCaches = BuildCaches()
+    measuring_baseline: bool = False  # the pristine task measured as the run's baseline (not a candidate)
 
     def environment(self, step: Step, target: Target) -> dict[str, str]:
         return step_environment(self.task, self.device, step, target, self.eval_dir,

@@ -44,7 +44,8 @@ def _paired_statistics() -> Any:
     that never imported torch should not pay seconds for. It needs only the standard library."""
     name = "_aka_harness_paired"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "harness" / "paired.py")
+        path = Path(__file__).resolve().parents[1] / "harness" / "paired.py"
+        spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module

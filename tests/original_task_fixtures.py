@@ -365,7 +365,8 @@ ARENA_EVAL = textwrap.dedent('''
                     record = rows.get(row["test_case_id"], {})
                     ms = record.get("execution_time_ms")
                     if not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms <= 0:
-                        row.update(status="FAIL", reason="Invalid or failed measurement", failure_kind="measurement_failure")
+                        row.update(status="FAIL", reason="Invalid or failed measurement",
+                                   failure_kind="measurement_failure")
                     else:
                         row.update(execution_time_ms=ms, benchmark_method=record.get("benchmark_method"),
                                    metadata={"harness_measurement": record})
@@ -432,7 +433,8 @@ TRITON_ADD_TEST_FILE = textwrap.dedent('''
         pid = tl.program_id(axis=0)
         offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
         mask = offsets < n
-        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+        total = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, total, mask=mask)
 
     ##################################################################################################
     from performance_utils_pytest import PytestBenchmarker, do_bench_config, save_all_benchmark_results

@@ -27,7 +27,7 @@ SKIPPED_PARTS = frozenset({BASELINE_SOURCES_DIR, "__pycache__", ".git", "build"}
 
 _PATH_LINES = f'''import sys as _aka_sys
 if {str(SRC_ROOT)!r} not in _aka_sys.path:
-    _aka_sys.path.append({str(SRC_ROOT)!r})
+    _aka_sys.path.insert(0, {str(SRC_ROOT)!r})
 '''
 PYTEST_SHIM = f'''"""Written by AgentKernelArena (aka) before every step: the original's performance_utils_pytest."""
 {_PATH_LINES}from aka.compat.pytest_bench import *  # noqa: E402,F403

@@ -82,8 +82,16 @@ class Candidate(_Lenient):
     language: str
     initial_state: Literal["implemented", "unimplemented"] = "implemented"
     initial_language: str | None = None
-    editable: list[str | EditableEntry] = Field(min_length=1)
+    editable: list[EditableEntry] = Field(min_length=1)
     entrypoints: list[Entrypoint] = Field(default_factory=list)
+
+    @field_validator("editable", mode="before")
+    @classmethod
+    def _whole_files(cls, value: Any) -> Any:
+        """A plain string is a whole editable file."""
+        if not isinstance(value, list):
+            return value
+        return [{"path": item} if isinstance(item, str) else item for item in value]
 
 
 class Baseline(_Lenient):
@@ -172,8 +180,7 @@ def _family(spec: TaskSpecV2, hint: str) -> str:
 
 def _scopes(spec: TaskSpecV2, task_dir: Path, path: Path) -> list[EditScope]:
     scopes: list[EditScope] = []
-    for entry in spec.candidate.editable:
-        item = EditableEntry(path=entry) if isinstance(entry, str) else entry
+    for item in spec.candidate.editable:
         if item.scope == "tree":
             tree = task_dir / item.path
             files = sorted(p.relative_to(task_dir).as_posix() for p in tree.rglob("*") if p.is_file())

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from aka.compat import original_reports  # noqa: F401  (registers the original's report format)
 from aka.errors import AkaError
 from aka.reports.tree import replace_tree
 from aka.reports.writers import RunHeader, report_files

@@ -21,6 +21,7 @@ qualifies. Rates and averages of a group with no counted task are 0.0.
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import json
 import math
@@ -161,6 +162,7 @@ def _stats_json(stats: TaskStats) -> dict[str, object]:
 ReportWriter = Callable[[Sequence[TaskResult], RunHeader], str]
 REPORT_WRITERS: dict[str, ReportWriter] = {}
 REPORT_FORMATS: dict[str, dict[str, ReportWriter]] = {}  # other formats' writers, replacing ours by file name
+FORMAT_MODULES = {"original": "aka.compat.original_reports"}  # where a format's writers register, imported on use
 
 
 def report_writer(name: str, report_format: str | None = None) -> Callable[[ReportWriter], ReportWriter]:
@@ -331,6 +333,8 @@ def _report_txt(results: Sequence[TaskResult], header: RunHeader) -> str:
 
 def report_files(results: list[TaskResult], header: RunHeader) -> dict[str, str]:
     """Every registered report of `results`, by file name, in the header's report format."""
+    if header.report_format in FORMAT_MODULES:
+        importlib.import_module(FORMAT_MODULES[header.report_format])
     writers = {**REPORT_WRITERS, **REPORT_FORMATS.get(header.report_format, {})}
     return {name: writer(results, header) for name, writer in writers.items()}
 

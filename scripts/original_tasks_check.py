@@ -76,7 +76,7 @@ def check_one(root: Path, name: str, scratch: Path, step_timeout: float) -> dict
     work = Path(tempfile.mkdtemp(prefix="aka_check_", dir=scratch))  # no dots: rocmbench derives paths from __file__
     started = time.monotonic()
     baseline = measure_baseline(work / "run", task, task_identity(task), device, work / "baseline")
-    row["baseline_seconds"] = round(time.monotonic() - started, 1)
+    row.update(device=device.name, baseline_seconds=round(time.monotonic() - started, 1))
     if not baseline.usable:
         verdict = "skipped" if baseline.status is FailureKind.SKIPPED else "baseline_failed"
         return {**row, "verdict": verdict, "message": baseline.message}
@@ -134,8 +134,9 @@ def _reason(row: dict[str, Any]) -> str:
     return f"{row['verdict']}: {text[:140]}"
 
 
-def render_table(rows: list[dict[str, Any]], device: str) -> str:
+def render_table(rows: list[dict[str, Any]]) -> str:
     counts = Counter(row["verdict"] for row in rows)
+    device = ", ".join(sorted({str(row["device"]) for row in rows if row.get("device")})) or "no task ran"
     ran = counts["pass"] + counts["outside"]
     lines = [f"# The original's task folders through aka's evaluator: baseline A/A ({device})", "",
              f"{len(rows)} tasks; {ran} evaluated; **{counts['pass']} pass A/A within +-1%**; "
@@ -207,11 +208,11 @@ def main() -> int:
     if args.one:
         print(json.dumps(check_one(args.tasks_root, args.one, args.scratch, args.step_timeout)), flush=True)
         return 0
-    device = detect_device()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.table_only:
-        (args.out / "table.md").write_text(render_table(read_rows(args.out), device.name))
+        (args.out / "table.md").write_text(render_table(read_rows(args.out)))
         return 0
+    device = detect_device()
     tasks, unloadable = _selected(args.tasks_root, args.tasks)
     _, dropped = gate_tasks(tasks, device.arch)
     skipped = {task.name: why for task, why in dropped}
@@ -234,8 +235,8 @@ def main() -> int:
         print(f"{name}: {row['verdict']} {row.get('speedup') or ''} {row.get('message') or ''}"[:300], flush=True)
         with rows_path.open("a") as handle:
             handle.write(json.dumps(row) + "\n")
-        (args.out / "table.md").write_text(render_table(read_rows(args.out), device.name))
-    (args.out / "table.md").write_text(render_table(read_rows(args.out), device.name))
+        (args.out / "table.md").write_text(render_table(read_rows(args.out)))
+    (args.out / "table.md").write_text(render_table(read_rows(args.out)))
     return 0
 
 

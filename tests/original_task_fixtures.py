@@ -182,7 +182,7 @@ ADD_TEST_FILE = textwrap.dedent('''
 
     def add_kernel(x, y, out):
         for i in range(len(x)):
-            out[i] = x[i] + y[i]
+            out[i] = sum((x[i], y[i]))
 
 
     def sub_kernel(x, y, out):

@@ -123,8 +123,9 @@ def test_symbol_scopes(tmp_path: Path) -> None:
         candidate.write_text(text)
         return scope_violations(scope, pristine, candidate)
 
-    faster = ADD_TEST_FILE.replace("    for i in range(len(x)):\n        out[i] = x[i] + y[i]",
+    faster = ADD_TEST_FILE.replace("    for i in range(len(x)):\n        out[i] = sum((x[i], y[i]))",
                                    "    out[:] = [a + b for a, b in zip(x, y)]  # reformatted, commented")
+    assert faster != ADD_TEST_FILE
     assert violations(faster + "\n\ndef _helper():\n    return 1\n\nimport math\n") == []
     assert violations(ADD_TEST_FILE.replace("assert out == [a + b", "assert True or out == [a + b")) == [
         "test_add changed"]

@@ -104,8 +104,8 @@ def test_geak_line_is_the_only_stdout_read() -> None:
 
 
 def test_paired_numbers() -> None:
-    good = {"aka_pairing": "paired", "aka_baseline_time_ms": 2.0, "aka_speedup": 1.0, "aka_speedup_ci_low": 0.9,
-            "aka_speedup_ci_high": 1.1, "aka_pairs": 50}
+    good: dict[str, Any] = {"aka_pairing": "paired", "aka_baseline_time_ms": 2.0, "aka_speedup": 1.0,
+                            "aka_speedup_ci_low": 0.9, "aka_speedup_ci_high": 1.1, "aka_pairs": 50}
     assert paired_numbers(good) == {k: float(v) for k, v in good.items() if k != "aka_pairing"}
     assert paired_numbers({"aka_pairing": "not requested"}) is None
     with pytest.raises(ResultFileError, match="aka_speedup is not a positive finite number"):
@@ -113,9 +113,10 @@ def test_paired_numbers() -> None:
 
 
 def _line(**fields: object) -> str:
-    result = {"protocol": "arena-eval-v1", "role": "candidate", "action": "performance", "status": "PASS",
-              "cases": [{"test_case_id": "perf1", "status": "PASS", "params": {"case_index": 0}, "dtype": "float16",
-                         "execution_time_ms": 0.5, "benchmark_method": "cuda_graph"}]}
+    result: dict[str, object] = {
+        "protocol": "arena-eval-v1", "role": "candidate", "action": "performance", "status": "PASS",
+        "cases": [{"test_case_id": "perf1", "status": "PASS", "params": {"case_index": 0}, "dtype": "float16",
+                   "execution_time_ms": 0.5, "benchmark_method": "cuda_graph"}]}
     result.update(fields)
     return "ARENA_EVAL_RESULT=" + json.dumps(result)
 

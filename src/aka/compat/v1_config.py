@@ -149,7 +149,7 @@ def load_v1(task_dir: Path, raw: dict[str, Any]) -> tuple[TaskConfig, OriginalSp
     fields: dict[str, Any] = {
         **own,
         "task_type": family, "source_file_path": sources, "target_kernel_functions": kernels,
-        **{key: [normalized_command(str(c)) for c in as_list(raw.get(key))] for key in COMMAND_FIELDS},
+        **{key: [normalized_command(str(c)) for c in as_list(raw[key])] for key in COMMAND_FIELDS if key in raw},
         **{key: raw[key] for key in TIMEOUT_FIELDS if raw.get(key) is not None},
         "baseline": raw.get("baseline", "source"),
         "prompt": {key: prompt.get(key) for key in PROMPT_FIELDS},

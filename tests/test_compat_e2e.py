@@ -56,6 +56,8 @@ def test_a_folder_of_original_tasks_runs_unchanged(tmp_path: Path) -> None:
     assert manifest["dropped_tasks"]["triton2triton/rocmbench/easy/test_blocks"].startswith("needs Triton <1.0")
     work = next(run_dir.glob("instruction2triton_rocmbench_test_toy_add_*/work"))
     assert "aka.compat.pytest_bench" in (work / "performance_utils_pytest.py").read_text()  # the agent's runs work
+    prompt = (work.parent / "prompt.md").read_text()
+    assert "only `add_kernel`, `sub_kernel` (and new helper functions) may change" in prompt
 
     reports = run_dir / "reports"
     breakdown = json.loads((reports / "task_type_breakdown.json").read_text())

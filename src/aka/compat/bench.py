@@ -134,6 +134,7 @@ class _Graph:
     def sample(self) -> float:
         start = self.torch.cuda.Event(enable_timing=True)
         end = self.torch.cuda.Event(enable_timing=True)
+        self.stream.wait_stream(self.torch.cuda.current_stream())  # after whatever prepared the inputs
         with self.torch.cuda.stream(self.stream):
             start.record(self.stream)
             self.graph.replay()
@@ -162,30 +163,33 @@ def _capture(torch: Any, stream: Any, fn: Fn, n: int) -> _Graph:
 def _paired_samples(candidate: Callable[[], float], baseline: Callable[[], float] | None, repetition: int,
                     prepare: Fn | None) -> tuple[list[float], Any]:
     """`repetition` candidate samples; with a baseline, each taken in a pair with one of its
-    samples, the side that goes first alternating; the candidate runs last."""
+    samples, the side that goes first alternating; `prepare` before every sample of either side;
+    the candidate runs last."""
+
+    def sample(side: Callable[[], float]) -> float:
+        if prepare is not None:
+            prepare()
+        return side()
+
     cand: list[float] = []
     pairs = _paired_statistics().PairTimes() if baseline is not None else None
     last_was_baseline = False
     for index in range(max(1, int(repetition))):
-        if prepare is not None:
-            prepare()
         if baseline is None or pairs is None:
-            cand.append(candidate())
+            cand.append(sample(candidate))
             continue
         baseline_first = index % 2 == 0
         if baseline_first:
-            base_ms = baseline()
-            cand_ms = candidate()
+            base_ms = sample(baseline)
+            cand_ms = sample(candidate)
         else:
-            cand_ms = candidate()
-            base_ms = baseline()
+            cand_ms = sample(candidate)
+            base_ms = sample(baseline)
         last_was_baseline = not baseline_first
         cand.append(cand_ms)
         pairs.add(base_ms, cand_ms, baseline_first)
     if last_was_baseline:
-        if prepare is not None:
-            prepare()
-        candidate()
+        sample(candidate)
     return cand, pairs
 
 

@@ -132,8 +132,8 @@ def test_triton_needs(tasks_root: Path) -> None:
     assert mismatch(need, "3.9.0") == ("needs Triton <3.9 (uses tl.make_block_ptr, which Triton 3.9 removed); "
                                        "Triton 3.9.0 is installed")
     assert mismatch(need, None) is not None and mismatch(None, "3.9.0") is None
-    block = rocmbench_task(tasks_root, "triton2triton/rocmbench/easy/test_blocks", ADD_TEST_FILE.replace(
-        "    for i in range(len(x)):\n        out[i] = x[i] + y[i]", "    p = tl.make_block_ptr(x)"))
+    block = rocmbench_task(tasks_root, "triton2triton/rocmbench/easy/test_blocks",
+                           ADD_TEST_FILE + "\n\ndef blocks(tl, x):\n    return tl.make_block_ptr(x)\n")
     vllm_task(tasks_root, "triton2triton/vllm/old_triton", triton_versions="<1.0")
     vllm_task(tasks_root, "triton2triton/vllm/any_triton")
     _, dropped = gate_tasks(select_tasks(tasks_root, ["all"]), None)

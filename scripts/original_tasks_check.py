@@ -1,9 +1,11 @@
 """The original AgentKernelArena's task folders through our evaluator: a baseline A/A per task.
 
 For every task under TASKS_ROOT (a clone of the original's `tasks/`, or any selection of it) the
-baseline is measured as a run measures it (`measure_baseline`, from the pristine folder), then the
-task's own untouched sources are evaluated as the candidate (a noop agent) and judged as a run
-judges them; A/A passes when the speedup is within +-1% of 1. Each task runs in a child process
+baseline is measured as a run measures it (`measure_baseline`, from the pristine folder: compile,
+correctness, performance), then the task's own untouched sources are timed as the candidate (a
+noop agent; its compile and correctness are the baseline's, already passed on the same sources,
+unless --full-candidate) and judged as a run judges them; A/A passes when the speedup is within
++-1% of 1. Each task runs in a child process
 of its own with a wall-clock limit (`--task-timeout`; every step command is also capped at
 `--step-timeout`), so one task that hangs or crashes never stops the others; its row says why.
 Rows are appended to `OUT/rows-K-of-N.jsonl` as they come (a rerun with the same OUT skips the
@@ -13,6 +15,11 @@ each task: how many ran, how many pass A/A within +-1%, and why the others do no
     PYTHONPATH=src python scripts/original_tasks_check.py /path/to/AgentKernelArena/tasks \
         --tasks triton2triton instruction2triton --out original_check [--shard 1/4]
     PYTHONPATH=src python scripts/original_tasks_check.py ROOT --out original_check --table-only
+
+On a machine with N GPUs, one shard per GPU (they share OUT; each writes its own rows file):
+
+    for i in $(seq 1 N); do CUDA_VISIBLE_DEVICES=$((i-1)) PYTHONPATH=src python \
+        scripts/original_tasks_check.py ROOT --out original_check --shard $i/N & done; wait
 """
 
 from __future__ import annotations
@@ -32,12 +39,15 @@ from pathlib import Path
 from typing import Any
 
 from aka.config.tasks import Task, gate_tasks, select_tasks, task_identity
-from aka.device import detect_device
+from aka.device import DeviceInfo, detect_device
 from aka.errors import AkaError
 from aka.evaluation.baseline import baseline_builds, measure_baseline
-from aka.evaluation.steps import evaluate_candidate
+from aka.evaluation.eval_dir import build_eval_dir
+from aka.evaluation.step_process import StepSetup
+from aka.evaluation.step_spec import Step, Target
+from aka.evaluation.steps import StepOutcome, evaluate_candidate, run_steps
 from aka.results.scoring import resolve_scorer
-from aka.results.task_result import AgentOutcome, FailureKind, TaskStatus
+from aka.results.task_result import AgentOutcome, FailureKind, TaskStatus, write_text_atomic
 from aka.run.task_pipeline import judge_outcomes
 
 AA_TOLERANCE = 0.01
@@ -64,7 +74,21 @@ def _capped(task: Task, seconds: float) -> Task:
     return dataclasses.replace(task, config=task.config.model_copy(update=caps))
 
 
-def check_one(root: Path, name: str, scratch: Path, step_timeout: float) -> dict[str, Any]:
+def noop_outcomes(task: Task, work: Path, device: DeviceInfo, trusted: Path, full: bool) -> list[StepOutcome]:
+    """The noop candidate's steps. Its sources are the baseline's, whose compile and correctness
+    just passed on the same machine, so unless `full` only its performance step runs again."""
+    if full:
+        return evaluate_candidate(task, task.directory, work, device, trusted_cache=trusted)
+    eval_dir = work / "evaluation"
+    build_eval_dir(task, eval_dir, task.directory)
+    setup = StepSetup(task, device, eval_dir, work / ".reports_evaluation", work / "evaluation.log",
+                      rebuild=lambda: build_eval_dir(task, eval_dir, task.directory))
+    same = "the baseline's step on the same sources passed"
+    return [StepOutcome(Step.COMPILE, message=same), StepOutcome(Step.CORRECTNESS, message=same),
+            *run_steps(setup, [(Step.PERFORMANCE, Target.CANDIDATE)], trusted_cache=trusted)]
+
+
+def check_one(root: Path, name: str, scratch: Path, step_timeout: float, full: bool = False) -> dict[str, Any]:
     """One task's A/A row (run in the child process)."""
     try:
         task = select_tasks(root, [name], "original_tasks_check")[0]
@@ -81,7 +105,7 @@ def check_one(root: Path, name: str, scratch: Path, step_timeout: float) -> dict
         verdict = "skipped" if baseline.status is FailureKind.SKIPPED else "baseline_failed"
         return {**row, "verdict": verdict, "message": baseline.message}
     started = time.monotonic()
-    outcomes = evaluate_candidate(task, task.directory, work, device, trusted_cache=baseline_builds(work / "run", task))
+    outcomes = noop_outcomes(task, work, device, baseline_builds(work / "run", task), full)
     row["candidate_seconds"] = round(time.monotonic() - started, 1)
     result = judge_outcomes(task, baseline, device, resolve_scorer("default"), "default",
                             AgentOutcome(agent="noop", message="the task's own sources"), outcomes, [])
@@ -106,7 +130,8 @@ def check_one(root: Path, name: str, scratch: Path, step_timeout: float) -> dict
 def _child(args: argparse.Namespace, name: str, log: Path) -> dict[str, Any]:
     """`check_one` in a child process of its own (own process group), killed after the task timeout."""
     command = [sys.executable, str(Path(__file__).resolve()), str(args.tasks_root), "--one", name,
-               "--scratch", str(args.scratch), "--step-timeout", str(args.step_timeout)]
+               "--scratch", str(args.scratch), "--step-timeout", str(args.step_timeout),
+               *(["--full-candidate"] if args.full_candidate else [])]
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as stderr:
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
@@ -172,10 +197,17 @@ def read_rows(out: Path) -> list[dict[str, Any]]:
     latest: dict[str, dict[str, Any]] = {}
     for path in sorted(out.glob("rows-*.jsonl")):
         for line in path.read_text().splitlines():
-            if line.strip():
+            try:
                 row = json.loads(line)
-                latest[row["task"]] = row
+            except ValueError:  # another shard's line being written right now
+                continue
+            latest[row["task"]] = row
     return list(latest.values())
+
+
+def write_table(out: Path) -> None:
+    """`OUT/table.md` from every shard's rows, replaced at once (shards write it concurrently)."""
+    write_text_atomic(out / "table.md", render_table(read_rows(out)))
 
 
 def _selected(root: Path, selectors: list[str]) -> tuple[list[Task], list[dict[str, Any]]]:
@@ -201,16 +233,19 @@ def main() -> int:
     parser.add_argument("--step-timeout", type=float, default=600.0, help="seconds a step command may take")
     parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "aka_original_check")
     parser.add_argument("--table-only", action="store_true", help="only rewrite OUT/table.md from the rows")
+    parser.add_argument("--full-candidate", action="store_true",
+                        help="run the noop candidate's compile and correctness too (default: performance only)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.tasks_root, args.scratch = args.tasks_root.resolve(), args.scratch.resolve()
     args.scratch.mkdir(parents=True, exist_ok=True)
     if args.one:
-        print(json.dumps(check_one(args.tasks_root, args.one, args.scratch, args.step_timeout)), flush=True)
+        row = check_one(args.tasks_root, args.one, args.scratch, args.step_timeout, args.full_candidate)
+        print(json.dumps(row), flush=True)
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     if args.table_only:
-        (args.out / "table.md").write_text(render_table(read_rows(args.out)))
+        write_table(args.out)
         return 0
     device = detect_device()
     tasks, unloadable = _selected(args.tasks_root, args.tasks)
@@ -235,8 +270,8 @@ def main() -> int:
         print(f"{name}: {row['verdict']} {row.get('speedup') or ''} {row.get('message') or ''}"[:300], flush=True)
         with rows_path.open("a") as handle:
             handle.write(json.dumps(row) + "\n")
-        (args.out / "table.md").write_text(render_table(read_rows(args.out)))
-    (args.out / "table.md").write_text(render_table(read_rows(args.out)))
+        write_table(args.out)
+    write_table(args.out)
     return 0
 
 

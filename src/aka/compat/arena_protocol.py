@@ -24,8 +24,6 @@ RESULT_KEYS = frozenset({"protocol", "role", "action", "status", "cases", "reaso
 DEVICE_METHODS = frozenset({"cuda_graph", "cuda_event_fallback"})
 CPU_METHOD = "cpu_timer_fallback"  # ours: accepted only when the evaluation runs on the CPU
 CHECKS = ("correctness", "performance")
-ACTIONS = {"task": ("validate-task",), "baseline": ("compile", "correctness", "performance"),
-           "candidate": ("compile", "correctness", "performance")}
 
 
 class ArenaProtocolError(ValueError):

@@ -130,8 +130,8 @@ def test_malformed_configs_fail_cleanly_and_write_nothing(tmp_path: Path) -> Non
     tasks_root = tmp_path / "tasks"
     (tasks_root / "triton2triton/x/bad").mkdir(parents=True)
     (tasks_root / "triton2triton/x/bad/config.yaml").write_text("task_type: triton2triton\ncompile_command: ['true']\n")
-    bad_task = _config(tmp_path, {"template": "noop"}, ["all"], tasks_root=str(tasks_root))
-    done = _aka("run", str(bad_task), cwd=tmp_path)
+    bad_task = _config(tmp_path, {"template": "noop"}, ["triton2triton/x/bad"], tasks_root=str(tasks_root))
+    done = _aka("run", str(bad_task), cwd=tmp_path)  # named explicitly: strict (among `all` it is that task's INFRA)
     assert done.returncode == 2
     assert "bad/config.yaml: field 'correctness_command': required field is missing" in done.stderr
 

@@ -173,7 +173,7 @@ def test_bad_inputs_write_nothing(make_toy_task, write_run_config, tmp_path: Pat
     raw["source_file_path"] = ["missing.py"]
     (broken / "config.yaml").write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match="broken_config/config.yaml: field 'source_file_path'"):
-        run_experiment(write_run_config())
+        run_experiment(write_run_config(tasks=["triton2triton/toy/broken_config"]))  # named: strict
     assert not any(tmp_path.glob("workspace_*")) and not (tmp_path / "logs").exists()
 
 

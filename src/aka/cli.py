@@ -143,15 +143,18 @@ def list_tasks(
         raise fail(exc) from None
     rows = [{"name": t.name, "task_type": t.family, "source_file_path": t.config.source_file_path,
              "target_kernel_functions": t.config.target_kernel_functions,
-             "baseline": t.config.baseline_source.value, "platform_status": t.config.platform_support.status}
+             "baseline": t.config.baseline_source.value, "platform_status": t.config.platform_support.status,
+             "format": t.original.format.value if t.original else "aka", "problem": t.problem,
+             "warnings": list(t.original.warnings) if t.original else []}
             for t in tasks]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table("task", "type", "editable files", "baseline")
-    for task in tasks:
-        table.add_row(task.name, task.family, ", ".join(task.config.source_file_path),
-                      task.config.baseline_source.value)
+    table = Table("task", "type", "editable files", "baseline", "format")
+    for task, row in zip(tasks, rows, strict=True):
+        editable = ", ".join(task.config.source_file_path)
+        editable = f"[red]cannot be loaded: {task.problem}[/]" if task.problem else editable
+        table.add_row(task.name, task.family, editable, task.config.baseline_source.value, str(row["format"]))
     console.print(table)
 
 
@@ -334,7 +337,12 @@ def doctor(tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root")] =
     root = (tasks_root or default_tasks_root()).resolve()
     try:
         runnable, dropped = gate_tasks(select_tasks(root, ["all"], "aka doctor"), device.arch)
-        table.add_row("tasks", f"{len(runnable)} runnable, {len(dropped)} dropped here ({root})")
+        broken = sum(1 for task in runnable if task.problem)
+        table.add_row("tasks", f"{len(runnable) - broken} runnable, {len(dropped)} dropped here, {broken} cannot be "
+                      f"loaded ({root})")
+        triton = [(task.name, why) for task, why in dropped if why.startswith("needs Triton")]
+        table.add_row("triton needs", f"{len(triton)} task(s) need another Triton: {triton[0][1]}; e.g. "
+                      f"{', '.join(name for name, _ in triton[:3])}" if triton else "every task runs on this Triton")
     except AkaError as exc:
         table.add_row("tasks", f"problem: {exc}")
     console.print(table)

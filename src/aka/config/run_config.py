@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -56,6 +56,7 @@ class RunConfig(BaseModel):
     gpu_ids: str | int | list[int] | None = None  # GPUs of a parallel run (aka.parallel.executor.device_slots)
     num_parallel: int | None = Field(default=None, ge=1)  # workers per GPU (or CPU workers without gpu_ids)
     run_mode: str | None = None
+    report_format: Literal["aka", "original"] = "aka"  # "original": the original's report files (aka.compat)
 
     @field_validator("tasks", mode="before")
     @classmethod

@@ -9,6 +9,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from aka.compat.triton_versions import valid_specifier
 from aka.config.families import FAMILIES, family_named
 from aka.errors import ConfigError, describe_validation_error
 
@@ -84,6 +85,7 @@ class TaskConfig(BaseModel):
     post_clone_install: list[str] = Field(default_factory=list)
     post_clone_install_mode: str | None = None
     repo_subdir: str | None = None
+    triton_versions: str | None = None  # a PEP 440 specifier of the Triton the task needs (aka.compat.triton_versions)
 
     _list_fields = field_validator(
         "source_file_path",
@@ -103,6 +105,11 @@ class TaskConfig(BaseModel):
         if family_named(value) is None:
             raise ValueError(f"unknown task type '{value}'; allowed: {', '.join(sorted(FAMILIES))}")
         return value
+
+    @field_validator("triton_versions")
+    @classmethod
+    def _specifier(cls, value: str | None) -> str | None:
+        return valid_specifier(value) if value is not None else None
 
     @field_validator("source_file_path", "hidden_files")
     @classmethod
@@ -147,17 +154,23 @@ class TaskConfig(BaseModel):
         return BaselineSource(family.baseline) if family is not None else BaselineSource.SOURCE
 
 
-def load_task_config(task_dir: Path) -> TaskConfig:
-    """Load and validate `task_dir/config.yaml`; every problem is a one-line `ConfigError`."""
+def read_task_yaml(task_dir: Path) -> dict[str, Any]:
+    """The raw mapping of `task_dir/config.yaml`; a missing file, bad YAML or a non-mapping is a `ConfigError`."""
     path = task_dir / TASK_CONFIG_NAME
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: task config not found (every task folder needs a {TASK_CONFIG_NAME})") from exc
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: must be a mapping of task fields")
+    return raw
+
+
+def validate_task_config(task_dir: Path, raw: dict[str, Any]) -> TaskConfig:
+    """Our schema, strictly: every problem is a one-line `ConfigError`."""
+    path = task_dir / TASK_CONFIG_NAME
     try:
         config = TaskConfig.model_validate(raw)
     except ValidationError as exc:
@@ -169,3 +182,8 @@ def load_task_config(task_dir: Path) -> TaskConfig:
         if not (task_dir / rel).is_file():
             raise ConfigError(f"{path}: field 'hidden_files': '{rel}' does not exist in {task_dir}")
     return config
+
+
+def load_task_config(task_dir: Path) -> TaskConfig:
+    """Load and validate `task_dir/config.yaml` in our schema; every problem is a one-line `ConfigError`."""
+    return validate_task_config(task_dir, read_task_yaml(task_dir))

@@ -7,7 +7,13 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from aka.config.task_config import TASK_CONFIG_NAME, TaskConfig, load_task_config
+from aka.compat.loading import load_original, task_format
+from aka.compat.platform import platform_skip_reason
+from aka.compat.spec import OriginalSpec, TaskFormat
+from aka.compat.triton_versions import installed_triton, mismatch, triton_need
+from aka.compat.v1_config import placeholder_config
+from aka.config.families import family_named
+from aka.config.task_config import TASK_CONFIG_NAME, TaskConfig, read_task_yaml, validate_task_config
 from aka.errors import ConfigError
 
 IGNORED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", "build", ".git"})
@@ -15,11 +21,15 @@ IGNORED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", "build
 
 @dataclass(frozen=True)
 class Task:
-    """A task folder and its validated configuration."""
+    """A task folder and its validated configuration. `original`: what a folder in the original
+    AgentKernelArena's format says beyond our config (aka.compat). `problem`: why a task found
+    among many could not be loaded; it runs as that task's infrastructure failure."""
 
     name: str
     directory: Path
     config: TaskConfig
+    original: OriginalSpec | None = None
+    problem: str | None = None
 
     @property
     def family(self) -> str:
@@ -45,7 +55,7 @@ def task_files(task_dir: Path) -> list[Path]:
     )
 
 
-JUDGE_MODULES = ("harness", "evaluation", "process.py")  # under aka/: the code that reaches a verdict
+JUDGE_MODULES = ("harness", "evaluation", "compat", "process.py")  # under aka/: the code that reaches a verdict
 
 
 @functools.cache
@@ -81,15 +91,36 @@ def _all_task_dirs(root: Path) -> list[Path]:
 
 
 def load_task(root: Path, task_dir: Path) -> Task:
-    return Task(task_dir.relative_to(root).as_posix(), task_dir, load_task_config(task_dir))
+    """A task in our format (strict), or in the original's v1 or v2 (aka.compat.loading)."""
+    name = task_dir.relative_to(root).as_posix()
+    raw = read_task_yaml(task_dir)
+    if task_format(task_dir, raw) is TaskFormat.AKA:
+        return Task(name, task_dir, validate_task_config(task_dir, raw))
+    config, original = load_original(task_dir, raw, name)
+    return Task(name, task_dir, config, original)
+
+
+def load_or_problem(root: Path, task_dir: Path) -> Task:
+    """`load_task`, or a task carrying its one-line problem, so one bad folder never stops the others."""
+    try:
+        return load_task(root, task_dir)
+    except ConfigError as exc:
+        name = task_dir.relative_to(root).as_posix()
+        return Task(name, task_dir, placeholder_config(name.split("/")[0]), problem=str(exc))
 
 
 def select_tasks(root: Path, selectors: list[str], source: str = "tasks") -> list[Task]:
-    """Resolve `all`, a family, a subtree or one task; a selector matching nothing is an error."""
+    """Resolve `all`, a family, a subtree or one task; a selector matching nothing is an error.
+
+    A task named by its own selector is loaded strictly (a bad config is an error, nothing runs);
+    among the many tasks of `all`, a family or a subtree, one that cannot be loaded carries its
+    problem (`Task.problem`) and becomes that task's infrastructure failure, so a broken folder
+    never stops the others."""
     if not root.is_dir():
         raise ConfigError(f"{source}: tasks root {root} does not exist (set tasks_root to a folder of tasks)")
     all_dirs = _all_task_dirs(root)
     chosen: dict[Path, None] = {}
+    named: set[Path] = set()
     for selector in selectors:
         clean = selector.strip().strip("/")
         if clean == "all":
@@ -102,20 +133,42 @@ def select_tasks(root: Path, selectors: list[str], source: str = "tasks") -> lis
                 f"{source}: field 'tasks': selector '{selector}' matches no task under {root} "
                 "(use `aka tasks list` to see the task names)"
             )
+        if clean != "all" and len(matches) == 1 and matches[0].resolve() == base:
+            named.add(matches[0])
         chosen.update(dict.fromkeys(matches))
-    return [load_task(root, d) for d in chosen]
+    return [load_task(root, d) if d in named else load_or_problem(root, d) for d in chosen]
+
+
+def skip_reason(task: Task, arch: str | None, installed: str | None) -> str | None:
+    """Why `task` does not run on a device of architecture `arch` with Triton `installed`, or None."""
+    if task.problem is not None:
+        return None
+    if task.original is not None:
+        reason = task.original.skip_reason or platform_skip_reason(task.original.platform, arch)
+    else:
+        support = task.config.platform_support
+        reason = None
+        if support.status == "skip":
+            reason = support.reason or "platform_support.status is skip"
+        elif support.required_arch and support.required_arch != arch:
+            reason = f"requires {support.required_arch}, this device is {arch or 'cpu'}"
+    if reason is not None:
+        return reason
+    family = family_named(task.family)
+    return mismatch(triton_need(task.directory, task.config.triton_versions, family.language if family else ""),
+                    installed)
 
 
 def gate_tasks(tasks: list[Task], arch: str | None) -> tuple[list[Task], list[tuple[Task, str]]]:
-    """Split tasks into runnable ones and (task, reason) pairs dropped by `platform_support`."""
+    """Split tasks into runnable ones and (task, reason) pairs dropped here: `platform_support`
+    (ours or the original's), a language this machine cannot run, or the Triton the task needs."""
+    installed = installed_triton()
     runnable: list[Task] = []
     dropped: list[tuple[Task, str]] = []
     for task in tasks:
-        support = task.config.platform_support
-        if support.status == "skip":
-            dropped.append((task, support.reason or "platform_support.status is skip"))
-        elif support.required_arch and support.required_arch != arch:
-            dropped.append((task, f"requires {support.required_arch}, this device is {arch or 'cpu'}"))
-        else:
+        reason = skip_reason(task, arch, installed)
+        if reason is None:
             runnable.append(task)
+        else:
+            dropped.append((task, reason))
     return runnable, dropped

@@ -86,7 +86,7 @@ def measure_baseline(run_dir: Path, task: Task, identity: str, device: DeviceInf
     steps = [(Step.COMPILE, Target.CANDIDATE), (Step.CORRECTNESS, Target.CANDIDATE)] if validate else []
     builds = baseline_builds(run_dir, task)
     shutil.rmtree(builds, ignore_errors=True)
-    setup = StepSetup(task, device, eval_dir, reports_dir, log)
+    setup = StepSetup(task, device, eval_dir, reports_dir, log, measuring_baseline=True)
     outcomes = run_steps(setup, [*steps, (Step.PERFORMANCE, Target.BASELINE)], shared_cache=builds)
     problem = _first_problem(outcomes)
     record = BaselineRecord(

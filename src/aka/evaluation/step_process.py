@@ -56,6 +56,7 @@ class StepSetup:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     rebuild: Callable[[], object] | None = None
     caches: BuildCaches = BuildCaches()
+    measuring_baseline: bool = False  # the pristine task measured as the run's baseline (not a candidate)
     deadline: float | None = None  # time.monotonic() past which no step may run (a reward request's)
 
     def time_left(self) -> float:

@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aka.compat.symbol_scope import scope_problem
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.evaluation.bytecode import warm_bytecode
@@ -51,6 +52,7 @@ class StepOutcome:
     eval_seed: int | None = None
     isolation: list[str] = field(default_factory=list)
     deadline_cut: bool = False  # timed out at the evaluation's deadline, before the step's own timeout
+    trust: str | None = None  # an original-format task's: what its verdict rests on (aka.compat.trust)
 
     @property
     def passed(self) -> bool:
@@ -82,6 +84,10 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
     the evaluation directory before every command. Each command runs holding the device
     (`DeviceLock`): shared, or alone for the performance step, whose timing nothing may disturb.
     """
+    if setup.task.original is not None:  # the original's format: its result files or result line
+        from aka.compat.steps import run_original_step  # imports this module
+
+        return run_original_step(setup, step, target)
     outcome = StepOutcome(step, isolation=list(detect_sandbox().features))
     for index, command in enumerate(step_commands(setup.task, step)):
         if setup.rebuild is not None:
@@ -176,6 +182,10 @@ def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, devic
     if absent:
         return [StepOutcome(Step.COMPILE, FailureKind.MISSING_KERNEL,
                             f"target kernel function(s) not defined: {', '.join(absent)}")]
+    outside = scope_problem(task.original.symbol_scopes(), task.directory, eval_dir) if task.original else None
+    if outside is not None:
+        return [StepOutcome(Step.COMPILE, FailureKind.POLICY_VIOLATION,
+                            f"edited outside its editable symbols: {outside}")]
     steps = [s for s in (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE)[:through]
              if s is not Step.PERFORMANCE or task.config.performance_command]
     setup = StepSetup(task, device, eval_dir, scratch_dir / f".reports_{name}", scratch_dir / f"{name}.log", extra,

@@ -66,8 +66,10 @@ def _manifest(run_dir: Path) -> dict[str, object]:
 def _header(run_dir: Path, manifest: dict[str, object], scorer: str) -> RunHeader:
     device = manifest.get("device")
     name = device.get("name") if isinstance(device, dict) else None
+    config = manifest.get("config")
+    report_format = config.get("report_format") if isinstance(config, dict) else None
     return RunHeader(run_dir.name, str(manifest.get("agent", "")), str(manifest.get("target_gpu_model", "")),
-                     str(name or ""), str(manifest.get("created_at", "")), scorer)
+                     str(name or ""), str(manifest.get("created_at", "")), scorer, str(report_format or "aka"))
 
 
 def _arms(manifest: dict[str, object]) -> list[tuple[str, str]]:

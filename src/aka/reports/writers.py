@@ -21,6 +21,7 @@ qualifies. Rates and averages of a group with no counted task are 0.0.
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import json
 import math
@@ -54,6 +55,7 @@ class RunHeader:
     device_name: str
     created: str
     scorer: str
+    report_format: str = "aka"  # `report_format` of the run config: whose report files (REPORT_FORMATS)
 
 
 @dataclass(frozen=True)
@@ -159,15 +161,20 @@ def _stats_json(stats: TaskStats) -> dict[str, object]:
 
 ReportWriter = Callable[[Sequence[TaskResult], RunHeader], str]
 REPORT_WRITERS: dict[str, ReportWriter] = {}
+REPORT_FORMATS: dict[str, dict[str, ReportWriter]] = {}  # other formats' writers, replacing ours by file name
+FORMAT_MODULES = {"original": "aka.compat.original_reports"}  # where a format's writers register, imported on use
 
 
-def report_writer(name: str) -> Callable[[ReportWriter], ReportWriter]:
+def report_writer(name: str, report_format: str | None = None) -> Callable[[ReportWriter], ReportWriter]:
     """Register a report: `name` is its file in `reports/`, the function renders it from the
-    results and the run's header alone (a run's reports can be re-made from its directory)."""
+    results and the run's header alone (a run's reports can be re-made from its directory).
+    With `report_format`, it replaces the report of that name in runs that ask for the format
+    (`report_format: original`: aka.compat.original_reports)."""
     def register(writer: ReportWriter) -> ReportWriter:
-        if name in REPORT_WRITERS:
+        registry = REPORT_WRITERS if report_format is None else REPORT_FORMATS.setdefault(report_format, {})
+        if name in registry:
             raise ValueError(f"a report named {name} is already registered")
-        REPORT_WRITERS[name] = writer
+        registry[name] = writer
         return writer
     return register
 
@@ -325,8 +332,11 @@ def _report_txt(results: Sequence[TaskResult], header: RunHeader) -> str:
 
 
 def report_files(results: list[TaskResult], header: RunHeader) -> dict[str, str]:
-    """Every registered report of `results`, by file name."""
-    return {name: writer(results, header) for name, writer in REPORT_WRITERS.items()}
+    """Every registered report of `results`, by file name, in the header's report format."""
+    if header.report_format in FORMAT_MODULES:
+        importlib.import_module(FORMAT_MODULES[header.report_format])
+    writers = {**REPORT_WRITERS, **REPORT_FORMATS.get(header.report_format, {})}
+    return {name: writer(results, header) for name, writer in writers.items()}
 
 
 def write_reports(reports_dir: Path, results: list[TaskResult], header: RunHeader) -> list[Path]:

@@ -191,6 +191,7 @@ class TaskResult(BaseModel):
     eval_seed: int | None = None
     evaluation_seconds: float | None = None
     isolation: list[str] = Field(default_factory=list)
+    trust: str | None = None  # original-format tasks: what the verdict and times rest on (aka.compat.trust)
     arm: str | None = None
     repeat: int | None = None
 

@@ -39,6 +39,15 @@ def _judging(task: Task, device: DeviceInfo) -> list[str]:
     return judging_notes(kernel_task, task.family, device.is_gpu) if kernel_task is not None else []
 
 
+def _scope_lines(task: Task) -> list[str]:
+    """Files of the original's tasks that hold their tests too: which definitions may change."""
+    scopes = task.original.symbol_scopes() if task.original else []
+    return [f"- In `{scope.path}` only {', '.join(f'`{s}`' for s in scope.symbols)}"
+            + (" (and new helper functions)" if scope.allow_new_helpers else "")
+            + " may change; the rest of it is the task's harness (any other change fails the task)."
+            for scope in scopes]
+
+
 def build_prompt(task: Task, work_dir: Path, baseline: BaselineRecord, device: DeviceInfo) -> str:
     """Markdown prompt; the task's `prompt.source_code` replaces the inlined sources when given."""
     config = task.config
@@ -49,6 +58,7 @@ def build_prompt(task: Task, work_dir: Path, baseline: BaselineRecord, device: D
         "You are in the task workspace. Optimize the kernel for speed while keeping it correct.",
         "## Files you may edit (only these are evaluated; everything else is restored)",
         *[f"- `{rel}`" for rel in config.source_file_path],
+        *_scope_lines(task),
         "## Kernel functions that must exist and be used",
         *[f"- `{name}`" for name in config.target_kernel_functions],
         "## Commands you can run here to check your work",

@@ -405,7 +405,7 @@ def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_direc
 
 def report_header(run_dir: Path, checked: CheckedInputs, manifest: RunManifest) -> RunHeader:
     return RunHeader(run_dir.name, checked.loaded.experiment_name, checked.model, str(manifest.device.get("name")),
-                     manifest.created_at, checked.loaded.config.scorer)
+                     manifest.created_at, checked.loaded.config.scorer, checked.loaded.config.report_format)
 
 
 def _scored_by(ctx: RunContext, workspace: Path, result: TaskResult) -> TaskResult:
@@ -429,6 +429,8 @@ def _config_record(loaded: LoadedRunConfig) -> dict[str, object]:
             record.pop(key, None)
     if record.get("repeats") == 1:
         record.pop("repeats")
+    if record.get("report_format") == "aka":
+        record.pop("report_format")
     return record
 
 

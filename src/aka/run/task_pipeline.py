@@ -11,6 +11,7 @@ from pathlib import Path
 
 from aka import __version__
 from aka.agents.registry import AgentContext
+from aka.compat.perf_helpers import helper_files, materialize_helpers
 from aka.config.run_config import LoadedRunConfig
 from aka.config.task_config import BaselineSource
 from aka.config.tasks import IGNORED_NAMES, Task, task_files, task_identity
@@ -92,6 +93,8 @@ def copy_for_agent(task: Task, work: Path) -> None:
 
     shutil.copytree(task.directory, work, ignore=ignore)
     copy_original_sources(task, work)
+    if task.original is not None:  # the original's perf helpers, so the agent's own runs work
+        materialize_helpers(work, set(task.config.source_file_path))
 
 
 def tampered_files(task: Task, work: Path) -> list[str]:
@@ -99,11 +102,13 @@ def tampered_files(task: Task, work: Path) -> list[str]:
 
     They never reach the evaluation (it starts from the pristine task), but trying is cheating."""
     editable = set(task.config.source_file_path) | set(task.config.hidden_files)
+    helpers = helper_files(task.directory, editable) if task.original is not None else {}
     changed = []
     for path in task_files(task.directory):
         rel = path.relative_to(task.directory).as_posix()
         copy = work / rel
-        if rel not in editable and (not copy.is_file() or copy.read_bytes() != path.read_bytes()):
+        expected = helpers[rel].encode() if rel in helpers else path.read_bytes()
+        if rel not in editable and (not copy.is_file() or copy.read_bytes() != expected):
             changed.append(rel)
     return changed
 
@@ -233,6 +238,7 @@ def judge_outcomes(task: Task, baseline: BaselineRecord, device: DeviceInfo, sco
     eval_seeds = [o.eval_seed for o in outcomes if o.eval_seed is not None]
     result.eval_seed = eval_seeds[0] if eval_seeds else None
     result.isolation = outcomes[-1].isolation if outcomes else []
+    result.trust = next((o.trust for o in reversed(outcomes) if o.trust), None)
     result.status = _status(result)
     result.score = finite_score(scorer, result) if result.status not in (TaskStatus.SKIP, TaskStatus.INFRA) else 0.0
     return result
@@ -253,6 +259,10 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
     """Run one task in a new workspace; infrastructure faults become INFRA results, not crashes."""
     workspace = new_task_workspace(ctx.run_dir, task, ctx.label)
     identity = task_identity(task)  # the task folder's (config pins a repository's revision)
+    if task.problem is not None:  # found among many, but not loadable: this task's failure only
+        result = _infra_result(ctx, task, f"the task cannot be loaded: {task.problem}")
+        write_task_result(workspace, _of_trial(ctx, result))
+        return workspace, result
     try:
         task = materialize(task, ctx.run_dir / REPOSITORIES_DIR)
         baseline = frozen_or_measured(ctx.run_dir, task, identity, ctx.device, workspace / "baseline")

@@ -256,6 +256,36 @@ def report_command(run_dir: Annotated[Path, typer.Argument(help="A run directory
     _print_path(folder)
 
 
+@app.command("dashboard")
+def dashboard_command(
+    runs: Annotated[Optional[list[Path]], typer.Argument(help="Run directories (run_<timestamp>...).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the site into.")] = Path("dashboard"),
+    serve: Annotated[bool, typer.Option("--serve", help="Then serve it on 127.0.0.1 until Ctrl-C.")] = False,
+    port: Annotated[int, typer.Option("--port", help="Port of --serve (0: any free one).")] = 8766,
+    single_file: Annotated[bool, typer.Option("--single-file", help="Inline plotly.js and the script.")] = False,
+) -> None:
+    """A static site of the runs (leaderboard, heatmap, task matrix with per-case drill-down, A/B,
+    held-out, validation) that opens from file://; --serve serves it (without RUNs: the site in --out)."""
+    from aka.dashboard.serve import serve_site
+    from aka.dashboard.site import INDEX_NAME, build_site, built_run_dirs
+
+    try:
+        if runs:
+            index = build_site(runs, out, single_file)
+            _print_path(index.resolve())
+        elif not serve:
+            raise AkaError("aka dashboard: pass run directories, or --serve to serve the site already in --out")
+        shown = [r.resolve() for r in runs] if runs else built_run_dirs(out)
+    except AkaError as exc:
+        raise fail(exc) from None
+    if serve:
+        if not (out / INDEX_NAME).is_file():
+            raise fail(AkaError(f"--out {out}: no {INDEX_NAME} to serve; build it with `aka dashboard RUN... --out "
+                                f"{out}`"))
+        serve_site(out, shown, port, lambda url: console.print(f"serving {url} (Ctrl-C stops)", highlight=False,
+                                                                soft_wrap=True, markup=False))
+
+
 @app.command("score")
 def score_command(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (run_<timestamp>...).")],

@@ -1,0 +1,62 @@
+"""`aka dashboard --serve`: the built site over HTTP on 127.0.0.1, with the run folders its links
+point into (logs, transcripts, results) and nothing else.
+
+The server's root is the folder above the site and the runs, so the page's relative links work
+as they do from `file://`; a request for anything outside the site and the runs (after symlinks
+are followed) is answered 404, and folders are not listed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from aka.dashboard.site import INDEX_NAME
+
+logger = logging.getLogger(__name__)
+LOOPBACK = "127.0.0.1"
+
+
+class _SiteHandler(SimpleHTTPRequestHandler):
+    def __init__(self, *args: Any, allowed: tuple[Path, ...], **kwargs: Any) -> None:
+        self.allowed = allowed
+        super().__init__(*args, **kwargs)
+
+    def _permitted(self) -> bool:
+        path = Path(self.translate_path(self.path)).resolve()
+        return path.is_file() and any(path.is_relative_to(root) for root in self.allowed)
+
+    def do_GET(self) -> None:
+        if self._permitted():
+            super().do_GET()
+        else:
+            self.send_error(404)
+
+    def do_HEAD(self) -> None:
+        if self._permitted():
+            super().do_HEAD()
+        else:
+            self.send_error(404)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.info("%s " + format, self.address_string(), *args)
+
+
+def serve_site(site: Path, run_dirs: list[Path], port: int, started: Callable[[str], None]) -> None:
+    """Serve until interrupted; `started` gets the page's URL once the server listens."""
+    site, runs = site.resolve(), [d.resolve() for d in run_dirs]
+    root = Path(os.path.commonpath([site, *runs]))
+    handler = partial(_SiteHandler, directory=str(root), allowed=(site, *runs))
+    with ThreadingHTTPServer((LOOPBACK, port), handler) as server:
+        relative = quote(site.relative_to(root).as_posix()) if site != root else ""
+        started(f"http://{LOOPBACK}:{server.server_address[1]}/{relative + '/' if relative else ''}{INDEX_NAME}")
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            return

@@ -148,3 +148,12 @@ def processes_under(root: Path, by_command_line: bool = False) -> list[str]:
         except OSError:
             continue
     return found
+
+
+@pytest.fixture(scope="session")
+def toy_ab_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished two-arm toy run with its comparison and validation files (tests/toy_runs.py), made
+    once per test process for the dashboard's tests."""
+    from toy_runs import build_ab_run
+
+    return build_ab_run(tmp_path_factory.mktemp("ab_run"))

@@ -168,7 +168,8 @@ def test_text_report_header_best_worst_and_task_lines(reports_dir: Path) -> None
         "PASS     a_fast  score=270.00  speedup=1.500x  correct-and-faster",
         "PASS     b_slow  score=200.00  speedup=0.800x  correct-but-slower",
         "PARTIAL  c_partial  score=20.00  speedup=n/a  incorrect  [incorrect: case n=1024: max abs error 0.5]",
-        "FAIL     d_compile  score=0.00  speedup=n/a  compile failure  [compile_error: nvcc: error: expected ';' at kernel.cu:12]",
+        "FAIL     d_compile  score=0.00  speedup=n/a  compile failure  "
+        "[compile_error: nvcc: error: expected ';' at kernel.cu:12]",
         "INFRA    e_infra  score=0.00  speedup=n/a  infrastructure  [infra_error: GPU lost during timing]",
         "FAIL     f_timeout  score=20.00  speedup=n/a  incorrect  [timeout: correctness step timed out after 3600 s]",
     ]

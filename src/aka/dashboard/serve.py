@@ -48,14 +48,21 @@ class _SiteHandler(SimpleHTTPRequestHandler):
         logger.info("%s " + format, self.address_string(), *args)
 
 
-def serve_site(site: Path, run_dirs: list[Path], port: int, started: Callable[[str], None]) -> None:
-    """Serve until interrupted; `started` gets the page's URL once the server listens."""
+def site_server(site: Path, run_dirs: list[Path], port: int) -> tuple[ThreadingHTTPServer, str]:
+    """A server of the site and its runs on 127.0.0.1 (`port` 0: any free one), and the page's URL."""
     site, runs = site.resolve(), [d.resolve() for d in run_dirs]
     root = Path(os.path.commonpath([site, *runs]))
     handler = partial(_SiteHandler, directory=str(root), allowed=(site, *runs))
-    with ThreadingHTTPServer((LOOPBACK, port), handler) as server:
-        relative = quote(site.relative_to(root).as_posix()) if site != root else ""
-        started(f"http://{LOOPBACK}:{server.server_address[1]}/{relative + '/' if relative else ''}{INDEX_NAME}")
+    server = ThreadingHTTPServer((LOOPBACK, port), handler)
+    relative = quote(site.relative_to(root).as_posix()) + "/" if site != root else ""
+    return server, f"http://{LOOPBACK}:{server.server_address[1]}/{relative}{INDEX_NAME}"
+
+
+def serve_site(site: Path, run_dirs: list[Path], port: int, started: Callable[[str], None]) -> None:
+    """Serve until interrupted; `started` gets the page's URL once the server listens."""
+    server, url = site_server(site, run_dirs, port)
+    with server:
+        started(url)
         try:
             server.serve_forever()
         except KeyboardInterrupt:

@@ -366,8 +366,7 @@ def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_direc
             manifest = _new_manifest(checked, run_dir, log_file)
         write_text_atomic(run_dir / MANIFEST_NAME, manifest.model_dump_json(indent=2))
         trials = _schedule(run_dir, loaded, checked.runnable, manifest)
-        events = Broadcast(EventsFile(run_dir / EVENTS_NAME), display)
-        events.emit(_run_started(checked, run_dir, trials, len(slots)))
+        display.emit(_run_started(checked, run_dir, trials, len(slots)))  # the events file holds trials only
         for task, reason in checked.dropped:
             logger.info("dropped %s: %s", task.name, reason)
         runner = TrialRunner.of(checked, run_dir)
@@ -381,8 +380,8 @@ def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_direc
         else:
             results = [runner.run(trial, resuming, display)[1] for trial in trials]
         write_all_reports(run_dir, loaded, results, report_header(run_dir, checked, manifest))
-        events.emit(RunEvent(time=now(), event=EventKind.RUN_FINISHED, run_dir=str(run_dir),
-                             reports=str(run_dir / REPORTS_DIR)))
+        display.emit(RunEvent(time=now(), event=EventKind.RUN_FINISHED, run_dir=str(run_dir),
+                              reports=str(run_dir / REPORTS_DIR)))
     finally:
         logging.getLogger("aka").removeHandler(handler)
         handler.close()

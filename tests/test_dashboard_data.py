@@ -184,17 +184,20 @@ def test_cli_builds_serves_and_refuses_bad_calls(toy_ab_run: Path, tmp_path: Pat
     assert missing.exit_code == 2 and "pass run directories" in missing.output
     nothing = runner.invoke(app, ["dashboard", "--serve", "--out", str(tmp_path / "none")])
     assert nothing.exit_code == 2 and "data.json missing" in nothing.output
+    built = runner.invoke(app, ["dashboard", str(toy_ab_run), "--out", str(tmp_path / "site")])
+    assert built.exit_code == 0 and built.output.strip() == str(tmp_path / "site" / "index.html"), built.output
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    served = subprocess.Popen([sys.executable, "-m", "aka.cli", "dashboard", str(toy_ab_run), "--out",
-                               str(tmp_path / "site"), "--serve", "--port", "0"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    served = subprocess.Popen([sys.executable, "-m", "aka.cli", "dashboard", "--serve", "--port", "0", "--out",
+                               str(tmp_path / "site")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=tmp_path)
     try:
         assert served.stdout is not None
-        index = served.stdout.readline().strip()
-        assert index == str(tmp_path / "site" / "index.html")
         line = served.stdout.readline()
         assert line.startswith("serving http://127.0.0.1:"), line + (served.stderr.read() if served.stderr else "")
-        assert _get(line.split()[1]) == 200
+        url = line.split()[1]
+        assert _get(url) == 200
+        href = json.loads((tmp_path / "site" / "data.json").read_text())["trials"][0]["links"][0]["href"]
+        assert _get(url.rsplit("/", 1)[0] + "/" + href) == 200, "the runs of the site built before are served too"
     finally:
         served.terminate()
         served.wait(timeout=30)

@@ -3,7 +3,7 @@
 
 Tasks (noop against replayed solutions):
 - triton2triton/toy/fast: the solution is 2x faster; it has held-out cases.
-- triton2triton/toy/slow: the solution is 2x slower.
+- triton2triton/toy/slow: the solution is 1.6x slower.
 - torch2triton/toy/wrong: the kernel is wrong (incorrect under noop); no solution (no candidate).
 The toy harness reports each case's speedup with a +-10% interval, so the untouched kernel's 1.0x
 is `correct-unchanged`.
@@ -27,7 +27,7 @@ assert INTERVAL_HARNESS.count("speedup_ci_low") == 2
 TASKS = {"triton2triton/toy/fast": toy_kernel_source(), "triton2triton/toy/slow": toy_kernel_source(),
          "torch2triton/toy/wrong": toy_kernel_source(value=41)}
 SOLUTIONS = {"triton2triton/toy/fast": toy_kernel_source(time_ms=2.0),
-             "triton2triton/toy/slow": toy_kernel_source(time_ms=8.0)}
+             "triton2triton/toy/slow": toy_kernel_source(time_ms=6.4)}
 VALIDATION_SUMMARY = {"overall_status": "WARN", "tasks": 2, "passed": 1, "warned": 1, "failed": 0}
 VALIDATION_REPORTS = {
     "triton2triton/toy/fast": {"task_name": "triton2triton/toy/fast", "overall_status": "PASS",

@@ -62,7 +62,7 @@ def heatmap(data: SiteData) -> Figure:
             text_row.append(f"{shown}<br>{stats.correct}/{stats.tasks} correct")
         z.append(z_row)
         text.append(text_row)
-    span = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
+    span = max([1.0, *(abs(v) for row in z for v in row if v is not None)])  # at least 0.5x..2x
     figure = go.Figure(go.Heatmap(
         z=z, x=keys, y=families, text=text, texttemplate="%{text}", colorscale=HEATMAP_COLORS, zmid=0.0,
         zmin=-span, zmax=span, hoverongaps=False, colorbar={"title": {"text": "log2 speedup"}},

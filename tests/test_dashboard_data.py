@@ -53,7 +53,8 @@ def test_site_data_matches_the_run_s_own_files(toy_ab_run: Path, tmp_path: Path)
         assert column.smoke_test, "a CPU run is a smoke test"
     words = {(t.column.split(":")[1], t.task): t.verdict for t in data.trials}
     assert words == {
-        ("noop", "triton2triton/toy/fast"): "correct-unchanged", ("noop", "triton2triton/toy/slow"): "correct-unchanged",
+        ("noop", "triton2triton/toy/fast"): "correct-unchanged",
+        ("noop", "triton2triton/toy/slow"): "correct-unchanged",
         ("noop", "torch2triton/toy/wrong"): "incorrect", ("sol", "triton2triton/toy/fast"): "correct-and-faster",
         ("sol", "triton2triton/toy/slow"): "correct-but-slower", ("sol", "torch2triton/toy/wrong"): "no candidate"}
     fast = next(t for t in data.trials if t.column.endswith(":sol") and t.task.endswith("fast"))

@@ -41,11 +41,18 @@ def _chromium() -> str | None:
 
 
 def _watch(page: Any, problems: list[str]) -> None:
-    page.on("console", lambda m: m.type in ("error", "warning") and problems.append(f"console.{m.type}: {m.text}"))
+    def console(message: Any) -> None:
+        if message.type in ("error", "warning"):
+            problems.append(f"console.{message.type}: {message.text}")
+
+    def request(sent: Any) -> None:
+        if not sent.url.startswith(("file:", "data:", "blob:")):
+            problems.append(f"network request: {sent.url}")
+
+    page.on("console", console)
     page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
     page.on("requestfailed", lambda r: problems.append(f"requestfailed: {r.url} {r.failure}"))
-    page.on("request", lambda r: r.url.startswith(("file:", "data:", "blob:"))
-            or problems.append(f"network request: {r.url}"))
+    page.on("request", request)
 
 
 @pytest.fixture(scope="module")

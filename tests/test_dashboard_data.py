@@ -25,12 +25,12 @@ from aka.dashboard.data import load_site_data
 from aka.dashboard.serve import site_server
 from aka.dashboard.site import build_site, embedded_json
 from aka.errors import AkaError
-from aka.results.task_result import read_task_result
+from aka.results.task_result import TaskResult, read_task_result
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _results(run_dir: Path) -> dict[tuple[str, str], object]:
+def _results(run_dir: Path) -> dict[tuple[str, str], TaskResult]:
     found = {}
     for path in run_dir.glob("*/task_result.yaml"):
         result = read_task_result(path)

@@ -157,7 +157,8 @@ def test_the_summary_counts_verdicts_per_family_and_marks_a_smoke_test() -> None
 def _toy_run(make_toy_task, write_run_config, tmp_path: Path, **fields: object) -> Path:
     make_toy_task("triton2triton/toy/one")
     make_toy_task("torch2triton/toy/two", kernel=toy_kernel_source(value=41))
-    return write_run_config(workspace_directory_prefix=str(tmp_path / ("deep_" * 20) / "workspace"), **fields)
+    config: Path = write_run_config(workspace_directory_prefix=str(tmp_path / ("deep_" * 20) / "workspace"), **fields)
+    return config
 
 
 def test_a_run_off_a_terminal_prints_lines_then_the_summary_and_a_whole_path(make_toy_task, write_run_config,

@@ -177,9 +177,8 @@ def list_tasks(
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table("type", "editable files", "baseline")
-    longest = max((len(task.name) for task in tasks), default=4)
-    table.columns.insert(0, Column("task", no_wrap=True, min_width=longest))  # names are selectors: never cut
+    longest = max((len(task.name) for task in tasks), default=4)  # names are selectors: never cut
+    table = Table(Column("task", no_wrap=True, min_width=longest), "type", "editable files", "baseline")
     for task in tasks:
         table.add_row(task.name, task.family, ", ".join(task.config.source_file_path),
                       task.config.baseline_source.value)

@@ -28,6 +28,7 @@ from aka.errors import AkaError
 from aka.results.task_result import TaskResult, read_task_result
 
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.xdist_group("toy_ab_run")  # the toy run is made once, on one test worker
 
 
 def _results(run_dir: Path) -> dict[tuple[str, str], TaskResult]:
@@ -173,6 +174,7 @@ def test_the_server_serves_the_site_and_the_run_s_files_only(toy_ab_run: Path, t
             Path(os.path.commonpath([tmp_path / "site", toy_ab_run]))).as_posix()) == 404
         assert _get(url.rsplit("/", 1)[0] + "/../../../../../../etc/passwd") == 404
         assert _get(url.rsplit("/", 1)[0] + "/assets/") == 404, "no folder listings"
+        assert _get(root) == 200 and _get(url.rsplit("/", 1)[0] + "/") == 200, "/ and the site's folder: the page"
     finally:
         server.shutdown()
         server.server_close()

@@ -255,6 +255,16 @@ def _run_labels(run_dirs: list[Path]) -> list[str]:
     return [d.name if names.count(d.name) == 1 else f"{d.parent.name}/{d.name}" for d in run_dirs]
 
 
+def _arm_agent(manifest: RunManifest, arm: str | None) -> str:
+    """The agent of an arm (its template in the run's config), or the run's agent."""
+    declared = manifest.config.get("arms")
+    for entry in declared if isinstance(declared, list) else []:
+        agent = entry.get("agent") if isinstance(entry, dict) else None
+        if isinstance(entry, dict) and entry.get("label") == arm and isinstance(agent, dict):
+            return str(agent.get("template", arm))
+    return manifest.agent if arm is None else arm
+
+
 def _columns(run_dir: Path, label: str, manifest: RunManifest, found: list[tuple[Path, TaskResult]],
              site: Path) -> tuple[list[Column], list[Trial]]:
     arms: list[str | None] = list(manifest.arms) or [None]
@@ -267,7 +277,7 @@ def _columns(run_dir: Path, label: str, manifest: RunManifest, found: list[tuple
         families = sorted({r.task_type for r in results})
         device = manifest.device
         columns.append(Column(
-            key=key, run=label, arm=arm, agent=str(arm if arm is not None else manifest.agent),
+            key=key, run=label, arm=arm, agent=_arm_agent(manifest, arm),
             device=str(device.get("name", "")), target_gpu_model=manifest.target_gpu_model,
             created=manifest.created_at, smoke_test=is_smoke_test(str(device.get("name", ""))),
             run_dir=str(run_dir), stats=column_stats(results),

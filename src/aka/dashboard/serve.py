@@ -2,8 +2,8 @@
 point into (logs, transcripts, results) and nothing else.
 
 The server's root is the folder above the site and the runs, so the page's relative links work
-as they do from `file://`; a request for anything outside the site and the runs (after symlinks
-are followed) is answered 404, and folders are not listed.
+as they do from `file://`; `/` leads to the page; a request for anything outside the site and
+the runs (after symlinks are followed) is answered 404, and folders are not listed.
 """
 
 from __future__ import annotations
@@ -24,16 +24,21 @@ LOOPBACK = "127.0.0.1"
 
 
 class _SiteHandler(SimpleHTTPRequestHandler):
-    def __init__(self, *args: Any, allowed: tuple[Path, ...], **kwargs: Any) -> None:
-        self.allowed = allowed
+    def __init__(self, *args: Any, allowed: tuple[Path, ...], home: str, **kwargs: Any) -> None:
+        self.allowed, self.home = allowed, home
         super().__init__(*args, **kwargs)
 
     def _permitted(self) -> bool:
         path = Path(self.translate_path(self.path)).resolve()
-        return path.is_file() and any(path.is_relative_to(root) for root in self.allowed)
+        page = path.is_file() or (path.is_dir() and (path / INDEX_NAME).is_file())
+        return page and any(path.is_relative_to(root) for root in self.allowed)
 
     def do_GET(self) -> None:
-        if self._permitted():
+        if self.path == "/" and self.home != "/":
+            self.send_response(302)
+            self.send_header("Location", self.home)
+            self.end_headers()
+        elif self._permitted():
             super().do_GET()
         else:
             self.send_error(404)
@@ -52,10 +57,10 @@ def site_server(site: Path, run_dirs: list[Path], port: int) -> tuple[ThreadingH
     """A server of the site and its runs on 127.0.0.1 (`port` 0: any free one), and the page's URL."""
     site, runs = site.resolve(), [d.resolve() for d in run_dirs]
     root = Path(os.path.commonpath([site, *runs]))
-    handler = partial(_SiteHandler, directory=str(root), allowed=(site, *runs))
+    home = "/" + (quote(site.relative_to(root).as_posix()) + "/" if site != root else "") + INDEX_NAME
+    handler = partial(_SiteHandler, directory=str(root), allowed=(site, *runs), home=home)
     server = ThreadingHTTPServer((LOOPBACK, port), handler)
-    relative = quote(site.relative_to(root).as_posix()) + "/" if site != root else ""
-    return server, f"http://{LOOPBACK}:{server.server_address[1]}/{relative}{INDEX_NAME}"
+    return server, f"http://{LOOPBACK}:{server.server_address[1]}{home}"
 
 
 def serve_site(site: Path, run_dirs: list[Path], port: int, started: Callable[[str], None]) -> None:

@@ -29,7 +29,7 @@ from aka.results.task_result import TaskResult, read_task_result
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("AKA_TEST_ARTIFACTS", REPO / "test-artifacts"))
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("toy_ab_run")]  # one worker: one run, one page load
+pytestmark = pytest.mark.browser
 
 
 def _chromium() -> str | None:

@@ -28,7 +28,6 @@ from aka.errors import AkaError
 from aka.results.task_result import TaskResult, read_task_result
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.xdist_group("toy_ab_run")  # the toy run is made once, on one test worker
 
 
 def _results(run_dir: Path) -> dict[tuple[str, str], TaskResult]:

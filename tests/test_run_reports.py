@@ -81,7 +81,6 @@ def test_a_folder_that_is_not_a_run_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.exit_code == 2 and "not a run directory" in done.output
 
 
-@pytest.mark.xdist_group("toy_ab_run")
 def test_aka_report_remakes_the_verdicts_and_smoke_test_marks_and_prints_the_summary(toy_ab_run: Path,
                                                                                      tmp_path: Path) -> None:
     copy = tmp_path / toy_ab_run.name

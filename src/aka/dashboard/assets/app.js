@@ -284,6 +284,15 @@
     holder.append(el("h3", "per task"), table(["task", "run / arm", "outcome", "baseline correct", "candidate correct",
       "speedup", "held-out speedup", "generalization gap", "message"], rows, "heldout-tasks"));
   }
+  function checkList(checks) {
+    const list = el("ul", null, "checks");
+    checks.forEach((c) => {
+      const li = el("li");
+      li.append(badge(c.status, "s-" + c.status), " " + c.name + (c.message ? ": " + c.message : ""));
+      list.append(li);
+    });
+    return list;
+  }
   function buildValidation() {
     const holder = $("#validation");
     if (!data.validation.length) {
@@ -298,15 +307,11 @@
       if (v.summary) {
         const facts = Object.entries(v.summary.details).map(([k, val]) => k + ": " + val).join("; ");
         if (facts) holder.append(el("p", facts, "hint"));
+        if (v.summary.checks.length) holder.append(checkList(v.summary.checks));
       }
+      if (!v.reports.length) return;
       holder.append(table(["task", "status", "checks", "file"], v.reports.map((r) => {
-        const checks = el("ul", null, "checks");
-        r.checks.forEach((c) => {
-          const li = el("li");
-          li.append(badge(c.status, "s-" + c.status), " " + c.name + (c.message ? ": " + c.message : ""));
-          checks.append(li);
-        });
-        const tr = row([r.subject, badge(r.overall_status, "s-" + r.overall_status), checks, r.path]);
+        const tr = row([r.subject, badge(r.overall_status, "s-" + r.overall_status), checkList(r.checks), r.path]);
         tr.dataset.subject = r.subject;
         return tr;
       }), "validation-reports"));

@@ -147,8 +147,8 @@ def compute_stats(results: Sequence[TaskResult]) -> TaskStats:
 
 
 def _ordered(results: Sequence[TaskResult]) -> list[TaskResult]:
-    """Reports list tasks by name so that reruns produce identical files."""
-    return sorted(results, key=lambda r: (r.task_name, r.task_type))
+    """Reports list tasks by name (then arm and repeat) so that reruns produce identical files."""
+    return sorted(results, key=lambda r: (r.task_name, r.task_type, r.arm or "", r.repeat or 0))
 
 
 def _stats_json(stats: TaskStats) -> dict[str, object]:

@@ -62,6 +62,7 @@ class RunEvent(BaseModel):
     device: str | None = None
     smoke_test: bool | None = None
     trials: int | None = None
+    dropped: int | None = None
     arm_trials: dict[str, int] | None = None
     workers: int | None = None
     reports: str | None = None

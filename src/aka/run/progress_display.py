@@ -149,8 +149,9 @@ def finished_line(event: RunEvent, state: ProgressState) -> str:
 def started_line(event: RunEvent) -> str:
     """The run's first line: where it is, who runs, on what, how much; and the smoke-test warning."""
     workers = f"  workers={event.workers}" if event.workers and event.workers > 1 else ""
+    dropped = f" ({event.dropped} task(s) dropped by platform_support: see the log)" if event.dropped else ""
     line = (f"[bold]run[/] {escape(event.run_dir or '')}  agent={escape(event.agent or '')}  "
-            f"device={escape(event.device or '')}  trials={event.trials}{workers}")
+            f"device={escape(event.device or '')}  trials={event.trials}{dropped}{workers}")
     return line + (f"\n[yellow]{SMOKE_TEST_NOTE}[/]" if event.smoke_test else "")
 
 

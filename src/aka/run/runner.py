@@ -393,7 +393,8 @@ def _run_started(checked: CheckedInputs, run_dir: Path, trials: list[Trial], wor
     arms = {str(arm.label): per_arm[arm.label] for arm in checked.loaded.arms} if checked.loaded.multi_arm else None
     return RunEvent(time=now(), event=EventKind.RUN_STARTED, run_dir=str(run_dir),
                     agent=checked.loaded.experiment_name, device=checked.device.name,
-                    smoke_test=is_smoke_test(checked.device.name), trials=len(trials), arm_trials=arms,
+                    smoke_test=is_smoke_test(checked.device.name), trials=len(trials),
+                    dropped=len(checked.dropped) or None, arm_trials=arms,
                     workers=workers)
 
 

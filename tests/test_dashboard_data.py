@@ -167,6 +167,8 @@ def test_the_server_serves_the_site_and_the_run_s_files_only(toy_ab_run: Path, t
         data = json.loads((tmp_path / "site" / "data.json").read_text())
         link = data["trials"][0]["links"][0]["href"]
         assert _get(url.rsplit("/", 1)[0] + "/" + link) == 200, "a result's file, through its relative link"
+        with urllib.request.urlopen(url.rsplit("/", 1)[0] + "/" + link, timeout=10) as response:
+            assert link.endswith("task_result.yaml") and response.headers["Content-Type"].startswith("text/plain")
         base = url.split("/", 3)
         root = f"{base[0]}//{base[2]}/"
         assert _get(root + (tmp_path / "secret.txt").relative_to(

@@ -30,6 +30,10 @@ install-test: $(VENV)/bin/python
 		{ apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null && \
 		  apt-get install -y -q bubblewrap >/dev/null; }; }; } || \
 		echo "note: bubblewrap is not installed; the agent-sandbox tests will be skipped"
+	@[ -x /usr/lib/chromium/chromium ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends chromium >/dev/null; } || \
+		echo "note: Debian's chromium is not installed; the dashboard's browser test will be skipped"
 
 # (Re)install the pinned CLIs when $(AGENT_CLI_DIR)/aka-pins.txt does not list exactly the pinned versions.
 agent-clis: $(VENV)/bin/python

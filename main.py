@@ -13,9 +13,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
+from aka.console import cli_console  # noqa: E402
 from aka.errors import AkaError  # noqa: E402
 from aka.parallel.queue import DEFAULT_LEASE_SECONDS  # noqa: E402
 from aka.parallel.seed_modes import parallel_mode, postprocess_run, run_parallel_worker  # noqa: E402
+from aka.reports.summary import print_summary  # noqa: E402
 from aka.run.runner import INFRA_EXIT, run_experiment  # noqa: E402
 
 
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if mode == "init":
         print(outcome.run_dir)
         return 0
+    print_summary(outcome.results, cli_console())
     print(outcome.reports_dir)
     problem = outcome.infra_message()
     if problem is not None:

@@ -148,3 +148,20 @@ def processes_under(root: Path, by_command_line: bool = False) -> list[str]:
         except OSError:
             continue
     return found
+
+
+@pytest.fixture(scope="session")
+def toy_ab_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """A finished two-arm toy run with its comparison and validation files (tests/toy_runs.py), made
+    once per test session: test workers (pytest-xdist) share one, made by the first that asks."""
+    from filelock import FileLock
+    from toy_runs import build_ab_run
+
+    if worker_id == "master":
+        return build_ab_run(tmp_path_factory.mktemp("ab_run"))
+    shared = tmp_path_factory.getbasetemp().parent  # this session's, above every worker's own
+    made = shared / "toy_ab_run.path"
+    with FileLock(str(shared / "toy_ab_run.lock")):
+        if not made.is_file():
+            made.write_text(str(build_ab_run(shared / "toy_ab_run")))
+    return Path(made.read_text())

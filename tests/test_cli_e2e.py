@@ -148,6 +148,9 @@ def test_tasks_list_and_doctor(tmp_path: Path) -> None:
     doctor = _aka("doctor", cwd=tmp_path)
     assert doctor.returncode == 0, doctor.stderr
     assert "noop" in doctor.stdout and "replay" in doctor.stdout and "triton" in doctor.stdout
+    on_gpu = "this GPU" in doctor.stdout
+    assert ("0 skipped" if on_gpu else "cuda2cuda/basic/vector_add (CUDA kernels need a GPU)") in doctor.stdout
+    assert "built in" in doctor.stdout, "each agent says what it is ready with"
 
 
 

@@ -102,8 +102,10 @@ def test_a_repeated_single_arm_run_labels_its_repeats(make_toy_task, write_run_c
     assert sorted(r.repeat or 0 for r in outcome.results) == [1, 2] and {r.arm for r in outcome.results} == {None}
     assert sorted(p.name.split("__")[1][:2] for p in outcome.run_dir.glob("triton2triton_toy_one__r*")) == ["r1", "r2"]
     events = [json.loads(line) for line in (outcome.run_dir / "events.jsonl").read_text().splitlines()]
-    assert [(e["event"], e["repeat"]) for e in events] == [("task_started", 1), ("task_finished", 1),
-                                                           ("task_started", 2), ("task_finished", 2)]
+    assert [(e["event"], e["repeat"]) for e in events if e["event"] != "task_phase"] == [
+        ("task_started", 1), ("task_finished", 1), ("task_started", 2), ("task_finished", 2)]
+    assert [e["phase"] for e in events if e["event"] == "task_phase" and e["repeat"] == 1] == [
+        "baseline", "agent", "compile", "correctness", "performance"]
     assert not any("arm" in e for e in events)
 
 

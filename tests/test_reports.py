@@ -165,15 +165,16 @@ def test_text_report_header_best_worst_and_task_lines(reports_dir: Path) -> None
     assert "Worst task: d_compile (score=0.00)" in lines
     tasks = lines[lines.index("Tasks") + 1 : lines.index("Tasks") + 7]
     assert tasks == [
-        "PASS     a_fast  score=270.00  speedup=1.500x",
-        "PASS     b_slow  score=200.00  speedup=0.800x",
-        "PARTIAL  c_partial  score=20.00  speedup=n/a  [incorrect: case n=1024: max abs error 0.5]",
-        "FAIL     d_compile  score=0.00  speedup=n/a  [compile_error: nvcc: error: expected ';' at kernel.cu:12]",
-        "INFRA    e_infra  score=0.00  speedup=n/a  [infra_error: GPU lost during timing]",
-        "FAIL     f_timeout  score=20.00  speedup=n/a  [timeout: correctness step timed out after 3600 s]",
+        "PASS     a_fast  score=270.00  speedup=1.500x  correct-and-faster",
+        "PASS     b_slow  score=200.00  speedup=0.800x  correct-but-slower",
+        "PARTIAL  c_partial  score=20.00  speedup=n/a  incorrect  [incorrect: case n=1024: max abs error 0.5]",
+        "FAIL     d_compile  score=0.00  speedup=n/a  compile failure  "
+        "[compile_error: nvcc: error: expected ';' at kernel.cu:12]",
+        "INFRA    e_infra  score=0.00  speedup=n/a  infrastructure  [infra_error: GPU lost during timing]",
+        "FAIL     f_timeout  score=20.00  speedup=n/a  incorrect  [timeout: correctness step timed out after 3600 s]",
     ]
     skipped = lines[lines.index("Skipped tasks (not in rates or averages)") + 1 :]
-    assert skipped == ["SKIP     g_skip  score=0.00  speedup=n/a  [skipped: no CUDA device]"]
+    assert skipped == ["SKIP     g_skip  score=0.00  speedup=n/a  skipped  [skipped: no CUDA device]"]
 
 
 def test_infra_task_never_scores_or_contributes_a_speedup() -> None:
@@ -184,7 +185,7 @@ def test_infra_task_never_scores_or_contributes_a_speedup() -> None:
     stats = compute_stats([infra])
     assert (stats.task_count, stats.total_score, stats.average_score) == (1, 0.0, 0.0)
     assert stats.average_speedup is None and stats.speedup_gt1_count == 0
-    assert task_line(infra) == "INFRA    x  score=0.00  speedup=n/a  [infra_error]"
+    assert task_line(infra) == "INFRA    x  score=0.00  speedup=n/a  infrastructure  [infra_error]"
 
 
 def test_reports_are_deterministic(tmp_path: Path) -> None:

@@ -79,3 +79,21 @@ def test_a_report_is_added_by_registering_one_writer(finished_run: Path) -> None
 def test_a_folder_that_is_not_a_run_is_a_one_line_error(tmp_path: Path) -> None:
     done = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert done.exit_code == 2 and "not a run directory" in done.output
+
+
+def test_aka_report_remakes_the_verdicts_and_smoke_test_marks_and_prints_the_summary(toy_ab_run: Path,
+                                                                                     tmp_path: Path) -> None:
+    copy = tmp_path / toy_ab_run.name
+    shutil.copytree(toy_ab_run, copy, symlinks=True)
+    made_by_the_run = (copy / "reports" / "overall_report.txt").read_text()
+    shutil.rmtree(copy / "reports")
+    done = CliRunner().invoke(app, ["report", str(copy)])
+    assert done.exit_code == 0, done.output
+    assert done.stdout.splitlines()[-1] == str(copy / "reports")
+    assert "arm noop" in done.stdout and "arm sol" in done.stdout and "verdicts: correct-and-faster 1" in done.stdout
+    text = (copy / "reports" / "overall_report.txt").read_text()
+    assert text == made_by_the_run
+    assert "Timing: smoke test: a CPU (Triton interpreter) run" in text and "Speedup (smoke test): mean" in text
+    assert "triton2triton/toy/slow  score=182.50  speedup=0.625x  correct-but-slower" in text
+    arm = (copy / "reports" / "arms" / "sol" / "overall_report.txt").read_text()
+    assert "triton2triton/toy/fast  score=320.00  speedup=2.000x  correct-and-faster" in arm

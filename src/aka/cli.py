@@ -10,16 +10,20 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
+from aka import __version__
 from aka.agents.check import checks_table, run_checks
 from aka.authoring.task_tools import check_task, scaffold_task
-from aka.config.tasks import default_tasks_root, gate_tasks, select_tasks
+from aka.config.tasks import default_tasks_root, select_tasks
+from aka.console import cli_console
 from aka.device import chosen_devices, detect_device
+from aka.doctor import agents_table, plan_tasks, tasks_table
 from aka.errors import AkaError
 from aka.parallel.queue import DEFAULT_LEASE_SECONDS
 from aka.parallel.seed_modes import parallel_mode, postprocess_run, run_parallel_worker
+from aka.reports.summary import print_summary
+from aka.run.progress_display import make_display, phases_shown
 from aka.run.runner import INFRA_EXIT, package_versions, run_experiment
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -29,8 +33,25 @@ app.add_typer(tasks_app, name="tasks")
 import_app = typer.Typer(no_args_is_help=True, help="Import tasks from other benchmarks.")
 app.add_typer(import_app, name="import")
 app.add_typer(task_app, name="task")
-console = Console()
-err_console = Console(stderr=True)
+console = cli_console()
+err_console = cli_console(stderr=True)
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        typer.echo(f"aka {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                 help="Print the version and exit.")] = False) -> None:
+    """Run AI coding agents on GPU-kernel tasks and measure their candidates independently."""
+
+
+def _print_path(path: Path) -> None:
+    """A path on a line of its own, never wrapped (people copy it)."""
+    console.print(str(path), highlight=False, soft_wrap=True, markup=False)
 
 
 def fail(error: AkaError) -> typer.Exit:
@@ -60,10 +81,15 @@ def run(
         "--run-name", help="The run of --parallel-worker / --postprocess-only (a name or a directory).")] = None,
     postprocess_only: Annotated[bool, typer.Option(
         "--postprocess-only", help="Write --run-name's reports from its queue and workspaces.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view: a line per finished trial.")] = False,
+    json_events: Annotated[bool, typer.Option(
+        "--json-events", help="The run's events as JSON lines on stdout (the events.jsonl format).")] = False,
 ) -> None:
     """Run every selected task with the configured agent, then write the reports."""
     if resume_run is not None and resume_latest:
         raise fail(AkaError("use either --resume-run or --resume-latest, not both"))
+    if quiet and json_events:
+        raise fail(AkaError("use either --quiet or --json-events, not both"))
     try:
         mode = parallel_mode(parallel_init, parallel_worker, postprocess_only, worker_id, run_name)
         if mode == "worker":
@@ -76,13 +102,16 @@ def run(
         else:
             outcome = run_experiment(config, run_suffix, resume_run, resume_latest, err_console,
                                      accept_changes=accept_changes, gpus=gpus, lease_seconds=lease_seconds,
-                                     init_only=mode == "init")
+                                     init_only=mode == "init",
+                                     display=make_display(err_console, console, quiet, json_events))
     except AkaError as exc:
         raise fail(exc) from None
     if mode == "init":
-        console.print(str(outcome.run_dir))
+        _print_path(outcome.run_dir)
         return
-    console.print(str(outcome.reports_dir))
+    if not json_events:
+        print_summary(outcome.results, console)
+        _print_path(outcome.reports_dir)
     problem = outcome.infra_message()
     if problem is not None:
         err_console.print(f"[red]error:[/] {problem}", highlight=False)
@@ -150,7 +179,8 @@ def list_tasks(
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table("task", "type", "editable files", "baseline", "format")
+    longest = max((len(task.name) for task in tasks), default=4)  # names are selectors: never cut
+    table = Table(Column("task", no_wrap=True, min_width=longest), "type", "editable files", "baseline", "format")
     for task, row in zip(tasks, rows, strict=True):
         editable = ", ".join(task.config.source_file_path)
         editable = f"[red]cannot be loaded: {task.problem}[/]" if task.problem else editable
@@ -180,7 +210,8 @@ def check_task_command(
     """Static checks, then the real evaluator on this machine (CPU: the ci cases under Triton's interpreter)."""
     task_dir = path.resolve()
     root = (tasks_root or _guess_root(task_dir)).resolve()
-    checks = check_task(root, task_dir, detect_device(), solution.resolve() if solution else None)
+    with phases_shown(err_console, f"checking {task_dir.name}"):
+        checks = check_task(root, task_dir, detect_device(), solution.resolve() if solution else None)
     table = Table("check", "ok", "detail")
     for check in checks:
         table.add_row(check.name, "[green]yes[/]" if check.ok else "[red]no[/]", check.detail)
@@ -217,12 +248,44 @@ def import_kernelbench_cmd(
 @app.command("report")
 def report_command(run_dir: Annotated[Path, typer.Argument(help="A run directory (run_<timestamp>...).")]) -> None:
     """Write the run's reports again from its directory alone (its results and manifest)."""
-    from aka.reports.rebuild import rereport
+    from aka.reports.rebuild import counted_results, rereport
 
     try:
-        console.print(str(rereport(run_dir)))
+        folder = rereport(run_dir)
     except AkaError as exc:
         raise fail(exc) from None
+    print_summary(counted_results(run_dir.resolve()), console)
+    _print_path(folder)
+
+
+@app.command("dashboard")
+def dashboard_command(
+    runs: Annotated[Optional[list[Path]], typer.Argument(help="Run directories (run_<timestamp>...).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the site into.")] = Path("dashboard"),
+    serve: Annotated[bool, typer.Option("--serve", help="Then serve it on 127.0.0.1 until Ctrl-C.")] = False,
+    port: Annotated[int, typer.Option("--port", help="Port of --serve (0: any free one).")] = 8766,
+    single_file: Annotated[bool, typer.Option("--single-file", help="Inline plotly.js and the script.")] = False,
+) -> None:
+    """A static site of the runs (leaderboard, heatmap, task matrix with per-case drill-down, A/B,
+    held-out, validation) that opens from file://; --serve serves it (without RUNs: the site in --out)."""
+    from aka.dashboard.serve import serve_site
+    from aka.dashboard.site import INDEX_NAME, build_site, built_run_dirs
+
+    try:
+        if runs:
+            index = build_site(runs, out, single_file)
+            _print_path(index.resolve())
+        elif not serve:
+            raise AkaError("aka dashboard: pass run directories, or --serve to serve the site already in --out")
+        shown = [r.resolve() for r in runs] if runs else built_run_dirs(out)
+    except AkaError as exc:
+        raise fail(exc) from None
+    if serve:
+        if not (out / INDEX_NAME).is_file():
+            raise fail(AkaError(f"--out {out}: no {INDEX_NAME} to serve; build it with `aka dashboard RUN... --out "
+                                f"{out}`"))
+        serve_site(out, shown, port, lambda url: console.print(f"serving {url} (Ctrl-C stops)", highlight=False,
+                                                                soft_wrap=True, markup=False))
 
 
 @app.command("score")
@@ -320,7 +383,7 @@ def _tool_version(command: list[str]) -> str:
 
 @app.command()
 def doctor(tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root")] = None) -> None:
-    """Show the device, architecture, toolchain versions, usable agents and runnable tasks."""
+    """Show the device, toolchain versions, which tasks run or are skipped here, and which agents are ready."""
     device = detect_device()
     table = Table("check", "value", show_header=False)
     table.add_row("device", f"{device.name} ({device.kind}, model {device.model})")
@@ -331,21 +394,22 @@ def doctor(tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root")] =
         table.add_row(name, value)
     table.add_row("python executable", sys.executable)
     table.add_row("nvcc", _tool_version(["nvcc", "--version"]))
-    checks = run_checks("all", False, None)
-    table.add_row("agents usable", ", ".join(c.name for c in checks if c.ready) or "none")
-    table.add_row("agents not ready", ", ".join(c.name for c in checks if not c.ready) or "none")
     root = (tasks_root or default_tasks_root()).resolve()
     try:
-        runnable, dropped = gate_tasks(select_tasks(root, ["all"], "aka doctor"), device.arch)
-        broken = sum(1 for task in runnable if task.problem)
-        table.add_row("tasks", f"{len(runnable) - broken} runnable, {len(dropped)} dropped here, {broken} cannot be "
-                      f"loaded ({root})")
-        triton = [(task.name, why) for task, why in dropped if why.startswith("needs Triton")]
+        plan = plan_tasks(select_tasks(root, ["all"], "aka doctor"), device)
+        broken = sum(1 for task in plan.run if task.problem)
+        table.add_row("tasks", f"{len(plan.run) - broken} run here, {len(plan.skipped)} skipped here, "
+                               f"{len(plan.dropped)} dropped, {broken} cannot be loaded ({root})")
+        triton = [(task.name, why) for task, why in plan.dropped if why.startswith("needs Triton")]
         table.add_row("triton needs", f"{len(triton)} task(s) need another Triton: {triton[0][1]}; e.g. "
                       f"{', '.join(name for name, _ in triton[:3])}" if triton else "every task runs on this Triton")
     except AkaError as exc:
+        plan = None
         table.add_row("tasks", f"problem: {exc}")
     console.print(table)
+    if plan is not None:
+        console.print(tasks_table(plan, device))
+    console.print(agents_table(run_checks("all", False, None)))
 
 
 @app.command("check-agents")

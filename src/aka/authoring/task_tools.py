@@ -6,6 +6,7 @@ author starts from something the evaluator already accepts and changes one piece
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from aka.evaluation.baseline import measure_baseline
 from aka.evaluation.eval_dir import build_eval_dir
 from aka.evaluation.kernel_check import missing_kernels
 from aka.evaluation.steps import evaluate_candidate
+from aka.progress import Phase, phase
 from aka.results.task_result import FailureKind
 from aka.run.repository import materialize
 
@@ -209,14 +211,17 @@ def check_task(root: Path, task_dir: Path, device: DeviceInfo, solution: Path | 
             checks.append(TaskCheck("target kernels defined", True, "skeleton: written by the agent"))
         else:
             checks.append(TaskCheck("target kernels defined", not absent, ", ".join(absent) or "all found"))
-        baseline = measure_baseline(scratch, task, task_identity(task), device, scratch / "baseline")
+        with phase(Phase.BASELINE):
+            baseline = measure_baseline(scratch, task, task_identity(task), device, scratch / "baseline")
         skipped = baseline.status is FailureKind.SKIPPED
         checks.append(TaskCheck("baseline", baseline.usable or skipped,
                                 baseline.message or f"{len(baseline.cases)} case(s) timed"))
         candidate = solution or task.directory
         name = "solution" if solution else "noop candidate"
         for heldout in (False, True) if "heldout.py" in task.config.hidden_files else (False,):
-            outcomes = evaluate_candidate(task, candidate, scratch / f"candidate{heldout}", device, heldout=heldout)
+            with phase(Phase.HELDOUT) if heldout else contextlib.nullcontext():
+                outcomes = evaluate_candidate(task, candidate, scratch / f"candidate{heldout}", device,
+                                              heldout=heldout)
             failed = next((o for o in outcomes if not o.passed), None)
             label = f"held-out cases ({name})" if heldout else name
             if skeleton:  # a skeleton fails cleanly (a failure kind, not a harness fault); a given kernel passes

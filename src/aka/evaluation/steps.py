@@ -30,6 +30,7 @@ from aka.evaluation.step_report import CaseReport, StepReport, StepReportError, 
 from aka.evaluation.step_spec import SRC_ROOT, Step, Target, case_profile, step_commands
 from aka.evaluation.wire import StepExit
 from aka.process import CommandOutcome
+from aka.progress import step_started
 from aka.results.task_result import FailureKind
 
 _STEP_FAILURE = {
@@ -210,6 +211,7 @@ def run_steps(setup: StepSetup, steps: list[tuple[Step, Target]], trusted_cache:
     outcomes: list[StepOutcome] = []
     try:
         for step, target in steps:
+            step_started(step.value)
             outcomes.append(run_step(setup, step, target, prestarted))
             if not outcomes[-1].passed:
                 break

@@ -14,19 +14,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rich.console import Console
-from rich.markup import escape
-
 from aka.parallel.executor import DeviceSlot, Executor
 from aka.parallel.queue import TrialEntry, TrialQueue, WorkerIdentity
 from aka.results.task_result import (
     RESULT_FILE_NAME,
-    STATUS_STYLE,
     FailureKind,
     TaskResult,
     TaskStatus,
     read_task_result,
 )
+from aka.results.verdict import Verdict
+from aka.run.events import EventFollower, EventKind, EventSink, RunEvent, now
 from aka.run.schedule import Trial
 
 logger = logging.getLogger(__name__)
@@ -38,11 +36,13 @@ WORKER_USAGE_EXIT = 2  # a worker that exits 2 was refused its run (config error
 RunTrial = Callable[[Trial, str], tuple[Path, TaskResult]]
 
 
-def supervise(queue: TrialQueue, executor: Executor, slots: list[DeviceSlot], console: Console) -> None:
+def supervise(queue: TrialQueue, executor: Executor, slots: list[DeviceSlot], display: EventSink,
+              events: Path) -> None:
     """Run the queue to the end with one worker per slot; on any exit (SIGTERM included) the
-    workers are stopped before this returns."""
+    workers are stopped before this returns. The workers' trial events (appended to `events`) go
+    to `display`, and a trial the queue gave up on without a result is shown as its end."""
     restarts = dict.fromkeys(slots, 0)
-    total, shown, printed = queue.settings().trials, -1, set[int]()
+    shown = _WorkersShown(queue, events, display)
     try:
         for slot in slots:
             executor.start(slot)
@@ -67,35 +67,39 @@ def supervise(queue: TrialQueue, executor: Executor, slots: list[DeviceSlot], co
             if not live:
                 queue.fail_remaining("every worker exited before the queue drained (see .parallel/workers/*.log)")
                 break
-            finished = _finished(queue)
-            if finished != shown:
-                printed = _print_finished(queue, console, printed)
-                console.print(f"  [dim]queue[/]   {finished}/{total} trial(s) finished, {len(live)} worker(s)")
-                shown = finished
+            shown.update()
             time.sleep(SUPERVISE_SECONDS)
-        _print_finished(queue, console, printed)
+        shown.update()
     finally:
         executor.stop()
 
 
-def _print_finished(queue: TrialQueue, console: Console, printed: set[int]) -> set[int]:
-    """One line per trial that ended since the last call (the serial loop prints one per task)."""
-    entries = queue.entries()
-    for entry in sorted(entries["done"] + entries["failed"], key=lambda e: e.index):
-        if entry.index in printed:
-            continue
-        trial = " ".join(p for p in (entry.arm, f"r{entry.repeat}" if entry.arm or entry.repeat > 1 else None) if p)
-        shown = f"{entry.task} [{trial}]" if trial else entry.task
-        status = entry.status or "INFRA"
-        style = STATUS_STYLE.get(status, "white")
-        why = f"  ({entry.reason})" if entry.reason else ""
-        console.print(f"  [{style}]{status:<7}[/] {escape(shown)}{why}")
-    return printed | {e.index for e in entries["done"] + entries["failed"]}
+class _WorkersShown:
+    """The parallel run's trials as the parent shows them: the workers' events, read from the
+    events file, then an end for each trial that failed/ holds whose last event is not an end
+    (its holders died). The queue is read before the file: a worker appends its trial's end before
+    it reports the trial, so an end already written is always read with it."""
 
+    def __init__(self, queue: TrialQueue, events: Path, display: EventSink) -> None:
+        self.queue, self.follower, self.display = queue, EventFollower(events), display
+        self.last: dict[tuple[str, str | None, int], EventKind] = {}
+        self.shown: set[int] = set()
 
-def _finished(queue: TrialQueue) -> int:
-    counts = queue.counts()
-    return counts["done"] + counts["failed"]
+    def update(self) -> None:
+        failed = self.queue.entries()["failed"]
+        for event in self.follower.poll():
+            self.display.emit(event)
+            self.last[event.trial] = event.event
+        for entry in failed:
+            if entry.index in self.shown:
+                continue
+            self.shown.add(entry.index)
+            if self.last.get((entry.task, entry.arm, entry.repeat)) is EventKind.TASK_FINISHED:
+                continue
+            self.display.emit(RunEvent(
+                time=now(), event=EventKind.TASK_FINISHED, task=entry.task, arm=entry.arm,
+                repeat=entry.repeat if entry.arm or entry.repeat > 1 else None, status=TaskStatus.INFRA.value,
+                verdict=Verdict.INFRASTRUCTURE.value, message=entry.reason or "; ".join(entry.history) or "not run"))
 
 
 class _Heartbeat:

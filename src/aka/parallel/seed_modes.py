@@ -14,6 +14,7 @@ from aka.parallel.pool import queue_results, work_queue
 from aka.parallel.queue import TrialQueue, WorkerIdentity
 from aka.run.layout import MANIFEST_NAME, REPORTS_DIR, experiment_dir
 from aka.run.lock import holding_run
+from aka.run.progress_display import PlainDisplay
 from aka.run.runner import (
     CheckedInputs,
     RunManifest,
@@ -78,10 +79,11 @@ def run_parallel_worker(config_path: Path, run_name: str, worker_id: str, consol
             raise ConfigError(f"{checked.loaded.path}: the run's queue has task {missing[0]}, which this config "
                               "does not select here; use the config the run was made with")
         runner = TrialRunner.of(checked, run_dir)
+        display = PlainDisplay(console)
         handler = attach_log(Path(manifest.log_file))
         try:
             return work_queue(queue, WorkerIdentity.this_process(worker_id),
-                              lambda trial, worker: runner.run(trial, True, console, worker))
+                              lambda trial, worker: runner.run(trial, True, display, worker))
         finally:
             logging.getLogger("aka").removeHandler(handler)
             handler.close()

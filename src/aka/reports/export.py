@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import types
 import typing
 from collections.abc import Iterable
@@ -23,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from aka.errors import AkaError
-from aka.results.task_result import RESULT_FILE_NAME, read_task_result, write_text_atomic
+from aka.results.task_result import RESULT_FILE_NAME, read_task_result, temp_file_beside, write_text_atomic
 from aka.run.layout import MANIFEST_NAME, result_workspaces
 
 EXPORT_SCHEMA_VERSION = 1
@@ -164,8 +163,7 @@ def write_parquet(rows: list[EpisodeRow], path: Path) -> None:
         raise AkaError("--format parquet needs pyarrow: pip install 'agentkernelarena[export]'") from None
     schema = pa.schema([(name, _arrow_type(field.annotation)) for name, field in EpisodeRow.model_fields.items()])
     table = pa.Table.from_pylist([row.model_dump() for row in rows], schema=schema)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = temp_file_beside(path)
     os.close(fd)
     try:
         pq.write_table(table, tmp)

@@ -39,14 +39,19 @@ def write_run_reports(run_dir: Path, results: Sequence[TaskResult], header: RunH
 
 def counted_results(run_dir: Path) -> list[TaskResult]:
     """The newest result of every trial, in the order the trials first ran."""
-    newest: dict[tuple[str | None, str, int | None], TaskResult] = {}
+    return [result for _, result in counted_workspaces(run_dir)]
+
+
+def counted_workspaces(run_dir: Path) -> list[tuple[Path, TaskResult]]:
+    """`counted_results` with the workspace each result is in."""
+    newest: dict[tuple[str | None, str, int | None], tuple[Path, TaskResult]] = {}
     for workspace in result_workspaces(run_dir):
         try:
             result = read_task_result(workspace / RESULT_FILE_NAME)
         except (OSError, ValueError) as exc:
             raise AkaError(f"{workspace / RESULT_FILE_NAME}: not a readable task result ({type(exc).__name__}); "
                            "resume the run to re-run it") from None
-        newest[(result.arm, result.task_name, result.repeat)] = result
+        newest[(result.arm, result.task_name, result.repeat)] = workspace, result
     return list(newest.values())
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,7 +28,7 @@ def replace_tree(target: Path, files: Mapping[str, str]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     owned = {Path(rel).parts[0] for rel in files}
     _recover(target, owned)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
+    staging = _new_staging(target)
     for rel, text in files.items():
         path = staging / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,6 +46,18 @@ def replace_tree(target: Path, files: Mapping[str, str]) -> None:
         staging = old
     _move_unowned(staging, target, owned)
     shutil.rmtree(staging, ignore_errors=True)
+
+
+def _new_staging(target: Path) -> Path:
+    """A new staging folder made as `mkdir` makes one (0777 less the umask), not `mkdtemp`'s 0700:
+    it becomes the reports folder, which the run's group may read when the umask lets it."""
+    while True:
+        staging = target.parent / f".{target.name}.new-{secrets.token_hex(6)}"
+        try:
+            staging.mkdir()
+            return staging
+        except FileExistsError:
+            continue
 
 
 def _exchange(first: Path, second: Path) -> bool:

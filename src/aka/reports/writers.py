@@ -34,6 +34,7 @@ from pathlib import Path
 from aka.reports.heldout import heldout_lines, heldout_summary
 from aka.reports.tree import replace_tree
 from aka.results.task_result import FailureKind, TaskResult, TaskStatus
+from aka.results.verdict import SMOKE_TEST_NOTE, is_smoke_test, verdict
 
 SUMMARY_CSV_NAME = "overall_summary.csv"
 BREAKDOWN_JSON_NAME = "task_type_breakdown.json"
@@ -148,8 +149,8 @@ def compute_stats(results: Sequence[TaskResult]) -> TaskStats:
 
 
 def _ordered(results: Sequence[TaskResult]) -> list[TaskResult]:
-    """Reports list tasks by name so that reruns produce identical files."""
-    return sorted(results, key=lambda r: (r.task_name, r.task_type))
+    """Reports list tasks by name (then arm and repeat) so that reruns produce identical files."""
+    return sorted(results, key=lambda r: (r.task_name, r.task_type, r.arm or "", r.repeat or 0))
 
 
 def _stats_json(stats: TaskStats) -> dict[str, object]:
@@ -231,9 +232,10 @@ def failure_text(result: TaskResult) -> str:
 
 
 def task_line(result: TaskResult) -> str:
-    """One report line: verdict, name, score, speedup and, on failure, why."""
-    speedup, score = _optional(trusted_speedup(result)), counted_score(result)
-    line = f"{result.status.value:<7}  {result.task_name}  score={score:.2f}  speedup={speedup}"
+    """One report line: status, name, score, speedup, what happened (`aka.results.verdict`) and,
+    on failure, why."""
+    speedup, score, said = _optional(trusted_speedup(result)), counted_score(result), verdict(result).value
+    line = f"{result.status.value:<7}  {result.task_name}  score={score:.2f}  speedup={speedup}  {said}"
     reason = failure_text(result)
     return f"{line}  [{reason}]" if reason else line
 
@@ -246,8 +248,9 @@ def _optional(value: float | None, suffix: str = "x") -> str:
     return "n/a" if value is None else f"{value:.3f}{suffix}"
 
 
-def _stats_lines(stats: TaskStats, indent: str) -> list[str]:
+def _stats_lines(stats: TaskStats, indent: str, smoke: bool = False) -> list[str]:
     n, opt = stats.task_count, _optional
+    speedup = "Speedup (smoke test)" if smoke else "Speedup"
     kinds = ", ".join(f"{k}={v}" for k, v in stats.failure_kinds.items()) or "none"
     compiled = _fraction(stats.compiled_count, n)
     correct = _fraction(stats.correct_count, n)
@@ -256,9 +259,9 @@ def _stats_lines(stats: TaskStats, indent: str) -> list[str]:
         f"Tasks counted: {n}  skipped: {stats.skipped_count}  infra errors: {stats.infra_error_count}",
         f"Total score: {stats.total_score:.2f}  average score: {stats.average_score:.2f}",
         f"Compiled: {compiled}  correct: {correct}  speedup>1: {faster}",
-        f"Speedup: mean {opt(stats.average_speedup)}  median {opt(stats.median_speedup)}  "
+        f"{speedup}: mean {opt(stats.average_speedup)}  median {opt(stats.median_speedup)}  "
         + f"geomean {opt(stats.geomean_speedup)}  std {opt(stats.std_speedup, '')}",
-        f"Speedup percentiles: p25 {opt(stats.p25_speedup)}  p75 {opt(stats.p75_speedup)}  "
+        f"{speedup} percentiles: p25 {opt(stats.p25_speedup)}  p75 {opt(stats.p75_speedup)}  "
         + f"p90 {opt(stats.p90_speedup)}",
         f"Failure kinds: {kinds}",
     ]
@@ -278,22 +281,24 @@ def best_and_worst(results: Sequence[TaskResult]) -> tuple[TaskResult | None, Ta
 def render_text_report(results: Sequence[TaskResult], header: RunHeader) -> str:
     """The human-readable `overall_report.txt`."""
     ordered = _ordered(results)
+    smoke = is_smoke_test(header.target_gpu_model)
     lines = [
         f"Run: {header.run_name}",
         f"Agent: {header.agent}",
         f"Target GPU: {header.target_gpu_model}",
         f"Device: {header.device_name}",
+        *([f"Timing: {SMOKE_TEST_NOTE}"] if smoke else []),
         f"Created: {header.created}",
         f"Scorer: {header.scorer}",
         "",
         "Overall",
-        *_stats_lines(compute_stats(ordered), "  "),
+        *_stats_lines(compute_stats(ordered), "  ", smoke),
         "",
         "By task type",
     ]
     for family in sorted({r.task_type for r in ordered}):
         lines.append(f"  {family}")
-        lines.extend(_stats_lines(compute_stats([r for r in ordered if r.task_type == family]), "    "))
+        lines.extend(_stats_lines(compute_stats([r for r in ordered if r.task_type == family]), "    ", smoke))
     best, worst = best_and_worst(ordered)
     attempted = [task_line(r) for r in ordered if r.status is not TaskStatus.SKIP]
     skipped = [task_line(r) for r in ordered if r.status is TaskStatus.SKIP]
@@ -302,7 +307,7 @@ def render_text_report(results: Sequence[TaskResult], header: RunHeader) -> str:
         f"Best task: {_scored_name(best)}",
         f"Worst task: {_scored_name(worst)}",
         "",
-        "Tasks",
+        "Tasks (smoke-test speedups)" if smoke else "Tasks",
         *(attempted or ["none"]),
         "",
         "Skipped tasks (not in rates or averages)",

@@ -7,7 +7,7 @@ The seed's fields are kept verbatim (SEED_SPEC 6); we add `schema_version`, `sta
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from enum import Enum
 from pathlib import Path
 from typing import Literal
@@ -196,10 +196,22 @@ class TaskResult(BaseModel):
     repeat: int | None = None
 
 
+def temp_file_beside(path: Path) -> tuple[int, str]:
+    """A new hidden file next to `path` (open for writing), made with the mode `open()` gives a new
+    file (0666 less the umask), where `mkstemp` would make it 0600: the record it is renamed into
+    stays readable by the run's group when the umask lets it (results, reports, manifests)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        name = str(path.parent / f".{path.name}.{secrets.token_hex(6)}")
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), name
+        except FileExistsError:
+            continue
+
+
 def write_yaml_atomic(path: Path, data: object) -> None:
     """Write YAML through a temp file, fsync and rename, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp_name = temp_file_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             yaml.safe_dump(data, handle, sort_keys=False, allow_unicode=True)
@@ -213,8 +225,7 @@ def write_yaml_atomic(path: Path, data: object) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Atomic counterpart of `Path.write_text` for reports and records."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp_name = temp_file_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -16,15 +16,14 @@ import secrets
 import signal
 import subprocess
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
-from rich.markup import escape
 
 from aka import __version__
 from aka.config.run_config import LoadedRunConfig, check_run_suffix, load_run_config
@@ -34,18 +33,20 @@ from aka.errors import ConfigError
 from aka.parallel.executor import DeviceSlot, LocalExecutor, device_slots
 from aka.parallel.pool import queue_results, supervise
 from aka.parallel.queue import DEFAULT_LEASE_SECONDS, TrialQueue
+from aka.progress import phases_to
 from aka.reports.rebuild import write_run_reports
 from aka.reports.writers import RunHeader
 from aka.results.scoring import Scorer, finite_score, resolve_scorer
 from aka.results.task_result import (
     RESULT_FILE_NAME,
-    STATUS_STYLE,
     TaskResult,
     TaskStatus,
     read_task_result,
     write_text_atomic,
 )
+from aka.results.verdict import is_smoke_test
 from aka.run.completion import completed_workspace, rewrite_result
+from aka.run.events import Broadcast, EventKind, EventsFile, EventSink, RunEvent, TrialEvents, now
 from aka.run.layout import (
     EVENTS_NAME,
     MANIFEST_NAME,
@@ -56,6 +57,7 @@ from aka.run.layout import (
     new_run_dir,
 )
 from aka.run.lock import holding_run
+from aka.run.progress_display import PlainDisplay, ProgressDisplay
 from aka.run.schedule import Trial, interleaved_schedule
 from aka.run.task_pipeline import RunContext, run_task
 
@@ -129,22 +131,6 @@ def _git_revision() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _event(ctx: RunContext, event: str, task: Task) -> None:
-    record: dict[str, object] = {"time": _now(), "event": event, "task": task.name}
-    if ctx.arm is not None:
-        record["arm"] = ctx.arm
-    if ctx.repeat is not None:
-        record["repeat"] = ctx.repeat
-    if ctx.worker is not None:
-        record["worker"] = ctx.worker
-    with (ctx.run_dir / EVENTS_NAME).open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
 
 
 def attach_log(path: Path) -> logging.Handler:
@@ -228,7 +214,7 @@ def _check_resumable(run_dir: Path, loaded: LoadedRunConfig, identities: dict[st
         raise ConfigError(f"{loaded.path}: {changes[0]}; resume with the config the run {run_dir.name} was made with, "
                           "or pass --accept-changes to resume with this one (recorded in the run's manifest)")
     if changes:
-        manifest.accepted_changes += [f"{_now()}: {change}" for change in changes]
+        manifest.accepted_changes += [f"{now()}: {change}" for change in changes]
         manifest.config = _config_record(loaded)
         manifest.tasks = {name: identity for name, identity in manifest.tasks.items() if name in identities}
     return manifest
@@ -255,15 +241,18 @@ def terminated_as_exit() -> Iterator[None]:
 def run_experiment(config_path: Path, suffix: str | None = None, resume_run: Path | None = None,
                    resume_latest: bool = False, console: Console | None = None,
                    device: DeviceInfo | None = None, accept_changes: bool = False, gpus: str | None = None,
-                   lease_seconds: float = DEFAULT_LEASE_SECONDS, init_only: bool = False) -> RunOutcome:
+                   lease_seconds: float = DEFAULT_LEASE_SECONDS, init_only: bool = False,
+                   display: ProgressDisplay | None = None) -> RunOutcome:
     """Validate, run every selected trial (skipping completed ones on resume) and write reports.
     `accept_changes`: resume even where the config changed the task list, scorer or agents.
     `gpus` overrides the config's `gpu_ids`; with several slots (GPUs x `num_parallel`), or one
     on a named GPU, the trials go through the run's queue, one worker process per slot, each
     masked to its GPU. `init_only` (--parallel-init) makes
-    the run directory and its queue and stops there, for workers started by hand."""
+    the run directory and its queue and stops there, for workers started by hand. `display` shows
+    the run's events (default: one plain line per event on `console`, standard error by default)."""
     with terminated_as_exit():
-        return _run_experiment(config_path, suffix, resume_run, resume_latest, console, device, accept_changes,
+        return _run_experiment(config_path, suffix, resume_run, resume_latest,
+                               display or PlainDisplay(console or Console(stderr=True)), device, accept_changes,
                                _Parallel(gpus, lease_seconds, init_only))
 
 
@@ -310,25 +299,22 @@ def _slots(checked: CheckedInputs, gpus: str | None) -> list[DeviceSlot]:
 
 
 def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | None, resume_latest: bool,
-                    console: Console | None, device: DeviceInfo | None, accept_changes: bool,
+                    display: ProgressDisplay, device: DeviceInfo | None, accept_changes: bool,
                     parallel: _Parallel) -> RunOutcome:
-    console = console or Console(stderr=True)
     check_run_suffix(suffix)
     checked = check_inputs(config_path, device)
     slots = _slots(checked, parallel.gpus)
     log_directory = _log_directory(checked.loaded)
     run_dir, resuming = _resolve_run_dir(checked.loaded, checked.model, suffix, resume_run, resume_latest)
-    with holding_run(run_dir):
-        results = _run_locked(checked, run_dir, resuming, log_directory, console, accept_changes, slots, parallel)
-    if not parallel.init_only:
-        console.print(f"[bold]reports[/] {run_dir / REPORTS_DIR}")
+    with holding_run(run_dir), display:
+        results = _run_locked(checked, run_dir, resuming, log_directory, display, accept_changes, slots, parallel)
     return RunOutcome(run_dir, run_dir / REPORTS_DIR, results)
 
 
 def _new_manifest(checked: CheckedInputs, run_dir: Path, log_file: Path) -> RunManifest:
     loaded, device, seed = checked.loaded, checked.device, checked.loaded.config.schedule_seed
     return RunManifest(
-        run_name=run_dir.name, created_at=_now(), config_path=str(loaded.path),
+        run_name=run_dir.name, created_at=now(), config_path=str(loaded.path),
         config=_config_record(loaded), agent=loaded.experiment_name,
         target_gpu_model=checked.model,
         device={"kind": device.kind, "model": device.model, "name": device.name, "arch": device.arch,
@@ -358,13 +344,14 @@ class TrialRunner:
         return cls(contexts, {task.name: task for task in checked.runnable}, checked.identities,
                    loaded.config.repeats, loaded.multi_arm or loaded.config.repeats > 1)
 
-    def run(self, trial: Trial, resuming: bool, console: Console, worker: str | None = None) -> tuple[Path, TaskResult]:
+    def run(self, trial: Trial, resuming: bool, display: EventSink,
+            worker: str | None = None) -> tuple[Path, TaskResult]:
         context = replace(self.contexts[trial.arm], repeat=trial.repeat if self.repeated else None,
                           label=trial.workspace_label(self.repeats), worker=worker)
-        return _run_or_reuse(context, self.by_name[trial.task], self.identities[trial.task], resuming, console)
+        return _run_or_reuse(context, self.by_name[trial.task], self.identities[trial.task], resuming, display)
 
 
-def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_directory: Path, console: Console,
+def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_directory: Path, display: EventSink,
                 accept_changes: bool, slots: list[DeviceSlot], parallel: _Parallel) -> list[TaskResult]:
     """The run, with the run directory held by this process (`aka.run.lock`)."""
     loaded = checked.loaded
@@ -373,18 +360,14 @@ def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_direc
     handler = attach_log(log_file)
     try:
         if manifest is not None:
-            manifest.resumed_at.append(_now())
+            manifest.resumed_at.append(now())
             manifest.tasks.update(checked.identities)
         else:
             manifest = _new_manifest(checked, run_dir, log_file)
         write_text_atomic(run_dir / MANIFEST_NAME, manifest.model_dump_json(indent=2))
         trials = _schedule(run_dir, loaded, checked.runnable, manifest)
-        dropped = checked.dropped
-        console.print(f"[bold]run[/] {run_dir}  agent={loaded.experiment_name}  device={checked.device.name}  "
-                      f"tasks={len(checked.runnable)}" + (f" (dropped {len(dropped)})" if dropped else "")
-                      + (f"  trials={len(trials)}" if len(trials) != len(checked.runnable) else "")
-                      + (f"  workers={len(slots)}" if len(slots) > 1 else ""))
-        for task, reason in dropped:
+        display.emit(_run_started(checked, run_dir, trials, len(slots)))  # the events file holds trials only
+        for task, reason in checked.dropped:
             logger.info("dropped %s: %s", task.name, reason)
         runner = TrialRunner.of(checked, run_dir)
         if parallel.init_only or len(slots) > 1 or slots[0].gpu is not None:
@@ -392,15 +375,27 @@ def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_direc
             queue.fill(trials, parallel.lease_seconds)
             if parallel.init_only:
                 return []
-            supervise(queue, LocalExecutor(loaded.path, run_dir), slots, console)
+            supervise(queue, LocalExecutor(loaded.path, run_dir), slots, display, run_dir / EVENTS_NAME)
             results = queue_results(queue, {t.name: t.family for t in checked.runnable}, runner.repeated)
         else:
-            results = [runner.run(trial, resuming, console)[1] for trial in trials]
+            results = [runner.run(trial, resuming, display)[1] for trial in trials]
         write_all_reports(run_dir, loaded, results, report_header(run_dir, checked, manifest))
+        display.emit(RunEvent(time=now(), event=EventKind.RUN_FINISHED, run_dir=str(run_dir),
+                              reports=str(run_dir / REPORTS_DIR)))
     finally:
         logging.getLogger("aka").removeHandler(handler)
         handler.close()
     return results
+
+
+def _run_started(checked: CheckedInputs, run_dir: Path, trials: list[Trial], workers: int) -> RunEvent:
+    per_arm = Counter(t.arm for t in trials)
+    arms = {str(arm.label): per_arm[arm.label] for arm in checked.loaded.arms} if checked.loaded.multi_arm else None
+    return RunEvent(time=now(), event=EventKind.RUN_STARTED, run_dir=str(run_dir),
+                    agent=checked.loaded.experiment_name, device=checked.device.name,
+                    smoke_test=is_smoke_test(checked.device.name), trials=len(trials),
+                    dropped=len(checked.dropped) or None, arm_trials=arms,
+                    workers=workers)
 
 
 def report_header(run_dir: Path, checked: CheckedInputs, manifest: RunManifest) -> RunHeader:
@@ -455,22 +450,21 @@ def write_all_reports(run_dir: Path, loaded: LoadedRunConfig, results: list[Task
 
 
 def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool,
-                  console: Console) -> tuple[Path, TaskResult]:
-    trial = " ".join(part for part in (ctx.arm, f"r{ctx.repeat}" if ctx.repeat is not None else None) if part)
-    shown = f"{task.name} [{trial}]" if trial else task.name
+                  display: EventSink) -> tuple[Path, TaskResult]:
+    """The trial's result: kept from an earlier attempt on resume when its record still holds, else
+    run now; its events go to the run's events file and to `display`."""
+    events = TrialEvents(Broadcast(EventsFile(ctx.run_dir / EVENTS_NAME), display), task.name, ctx.arm, ctx.repeat,
+                         ctx.worker)
     if resuming:
         done = completed_workspace(ctx.run_dir, task, identity, ctx.label)
         if done is not None:
-            _event(ctx, "task_reused", task)
-            console.print(f"  [dim]done[/]    {escape(shown)} (completed earlier, kept)")
-            return done, _scored_by(ctx, done, read_task_result(done / RESULT_FILE_NAME))
-    _event(ctx, "task_started", task)
-    logger.info("task %s started", shown)
-    workspace, result = run_task(ctx, task)
-    _event(ctx, "task_finished", task)
-    style = STATUS_STYLE.get(result.status.value, "white")
-    speedup = f" speedup={result.speedup_ratio:.3f}x" if result.speedup_ratio else ""
-    why = f"  ({result.failure_kind.value}: {result.failure_message})" if result.status is not TaskStatus.PASS else ""
-    console.print(f"  [{style}]{result.status.value:<7}[/] {escape(shown)} score={result.score:.1f}{speedup}{why}")
+            kept = _scored_by(ctx, done, read_task_result(done / RESULT_FILE_NAME))
+            events.ended(EventKind.TASK_REUSED, kept)
+            return done, kept
+    events.emit(EventKind.TASK_STARTED)
+    logger.info("task %s started", task.name)
+    with phases_to(events.phase):
+        workspace, result = run_task(ctx, task)
+    events.ended(EventKind.TASK_FINISHED, result)
     logger.info("task %s finished in %s: %s", task.name, workspace.name, result.status.value)
     return workspace, result

@@ -22,6 +22,7 @@ from aka.evaluation.speedup import BASELINE_SLOWDOWN_LIMIT, apply_timings, slowe
 from aka.evaluation.step_spec import Step, Target, step_environment
 from aka.evaluation.steps import StepOutcome, evaluate_candidate
 from aka.process import run_command
+from aka.progress import Phase, phase
 from aka.results.scoring import Scorer, finite_score
 from aka.results.task_result import (
     CHEATING_KINDS,
@@ -265,7 +266,8 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         return workspace, result
     try:
         task = materialize(task, ctx.run_dir / REPOSITORIES_DIR)
-        baseline = frozen_or_measured(ctx.run_dir, task, identity, ctx.device, workspace / "baseline")
+        with phase(Phase.BASELINE):
+            baseline = frozen_or_measured(ctx.run_dir, task, identity, ctx.device, workspace / "baseline")
         if baseline.status is FailureKind.INFRA_ERROR:
             result = _infra_result(ctx, task, baseline.message or "baseline failed")
             write_task_result(workspace, _of_trial(ctx, result))
@@ -274,7 +276,8 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         copy_for_agent(task, work)
         prompt = build_prompt(task, work, baseline, ctx.device)
         (workspace / "prompt.md").write_text(prompt, encoding="utf-8")
-        agent = _run_agent(ctx, task, workspace, prompt, baseline)
+        with phase(Phase.AGENT):
+            agent = _run_agent(ctx, task, workspace, prompt, baseline)
         evaluated = source_hashes(workspace, task)
         started = time.monotonic()
         # An agent that failed and changed nothing handed over no candidate: the task's own
@@ -285,9 +288,12 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         evaluation_seconds = round(time.monotonic() - started, 3)
         result = _judge(ctx, task, baseline, agent, outcomes, tampered_files(task, workspace / AGENT_WORK_DIR))
         result.evaluation_seconds = evaluation_seconds
-        result.heldout = _heldout(ctx, task, workspace, result) if result.pass_correctness else None
+        if result.pass_correctness and HELDOUT_FILE in task.config.hidden_files:
+            with phase(Phase.HELDOUT):
+                result.heldout = _heldout(ctx, task, workspace, result)
         if task.config.export_command and result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE:
-            result.exports = _run_exports(task, workspace, ctx.device)
+            with phase(Phase.EXPORT):
+                result.exports = _run_exports(task, workspace, ctx.device)
     except Exception as exc:
         logger.error("infrastructure error on %s:\n%s", task.name, traceback.format_exc())
         result = _infra_result(ctx, task, f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,1 @@
+"""`aka dashboard`: a static site of run results (docs/architecture.md)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aka.device import DeviceInfo
-from aka.evaluation.device_lock import ENV_LOCK_DIR, DeviceLock, device_key
+from aka.evaluation.device_lock import ENV_LOCK_DIR, DeviceLock, device_key, device_turn
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 H200 = DeviceInfo("cuda", "H200", "NVIDIA H200", "sm_90", 1, uuid="GPU-1234/abcd")
@@ -103,8 +103,17 @@ def test_a_killed_holder_releases_the_device(tmp_path: Path) -> None:
 def test_the_key_is_the_physical_device_and_the_folder_is_shared(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     assert device_key(H200) == "GPU-1234_abcd"
-    assert device_key(DeviceInfo("cpu", "cpu", "cpu", None, 0)) == "cpu"
     assert device_key(DeviceInfo("cuda", "H200", "NVIDIA H200", "sm_90", 1)) == "NVIDIA_H200"
     monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path / "locks"))
     lock = DeviceLock.for_device(H200)
     assert lock.directory == tmp_path / "locks" and (tmp_path / "locks").stat().st_mode & 0o1777 == 0o1777
+    with device_turn(H200, exclusive=True):
+        assert (tmp_path / "locks" / "GPU-1234_abcd.lock").is_file()
+
+
+def test_on_the_cpu_steps_do_not_wait_for_each_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU's timings are a smoke test: no lock is taken there at all."""
+    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path / "locks"))
+    with device_turn(DeviceInfo("cpu", "cpu", "cpu", None, 0), exclusive=True) as waited:
+        assert waited == 0.0
+    assert not (tmp_path / "locks").exists()

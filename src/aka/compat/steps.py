@@ -52,7 +52,7 @@ from aka.compat.result_files import (
 from aka.compat.spec import OriginalSpec
 from aka.compat.trust import Trust, default_trust
 from aka.config.tasks import Task
-from aka.evaluation.device_lock import DeviceLock
+from aka.evaluation.device_lock import device_turn
 from aka.evaluation.sandbox import detect_sandbox
 from aka.evaluation.step_process import StepProcess, StepSetup, append_log, finish_isolated, start_isolated
 from aka.evaluation.step_report import CaseReport
@@ -267,7 +267,7 @@ def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutco
                 setup.rebuild()
             prepare_directory(task, setup.eval_dir)
             process = start_isolated(env_setup, invocation.command, step, target)
-            with DeviceLock.for_device(setup.device).hold(exclusive=step is Step.PERFORMANCE):
+            with device_turn(setup.device, exclusive=step is Step.PERFORMANCE):
                 left = setup.time_left()
                 ran, _, _ = finish_isolated(process, left)  # the original's tasks never use our result pipe
             lines = output_lines(process, (RESULT_PREFIX, GEAK_PREFIX))

@@ -7,10 +7,11 @@ has it alone. Steps that use the device without timing hold it *shared* (any num
 a timed step holds it *exclusive*. Writers are preferred: a timed step that waits lets no new
 shared holder in (a turnstile), so checks cannot starve the timing.
 
-One pair of `flock` files per physical device (its UUID; `cpu` for the CPU, whose timings are a
-smoke test but still should not overlap) in a machine-wide folder (`AKA_DEVICE_LOCK_DIR`, default
+One pair of `flock` files per physical GPU (its UUID) in a machine-wide folder (`AKA_DEVICE_LOCK_DIR`, default
 `<tmp>/aka-device-locks`, sticky and world-writable so that several users' runs coordinate). A
-lock held by a process that dies is released by the kernel.
+lock held by a process that dies is released by the kernel. On the CPU steps do not wait for
+each other (`device_turn`): its timings are a smoke test, and on a machine of two cores the waits
+would cost more than they keep out.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def lock_dir() -> Path:
 
 def device_key(device: DeviceInfo) -> str:
     """The physical device: its UUID where known (masks renumber devices), else its name."""
-    raw = device.uuid or (device.name if device.is_gpu else "cpu")
+    raw = device.uuid or device.name
     return re.sub(r"[^A-Za-z0-9_.-]", "_", raw)
 
 
@@ -77,3 +78,13 @@ class DeviceLock:
                 held.enter_context(_flock(self.directory / f"{self.key}.lock",
                                           fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH))
             yield time.monotonic() - started
+
+
+@contextlib.contextmanager
+def device_turn(device: DeviceInfo, exclusive: bool) -> Iterator[float]:
+    """A step's turn on `device`: its `DeviceLock` on a GPU (the seconds waited), none on the CPU."""
+    if not device.is_gpu:
+        yield 0.0
+        return
+    with DeviceLock.for_device(device).hold(exclusive) as waited:
+        yield waited

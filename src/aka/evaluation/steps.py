@@ -13,7 +13,7 @@ from aka.compat.symbol_scope import scope_problem
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.evaluation.bytecode import warm_bytecode
-from aka.evaluation.device_lock import DeviceLock
+from aka.evaluation.device_lock import device_turn
 from aka.evaluation.eval_dir import build_eval_dir
 from aka.evaluation.kernel_check import missing_kernels
 from aka.evaluation.sandbox import detect_sandbox
@@ -83,7 +83,7 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
     report says `ok`, and an exit of 0 without a valid report is a failure too. Reports that
     arrive without the step's token, or more than one, are tampering. `setup.rebuild` recreates
     the evaluation directory before every command. Each command runs holding the device
-    (`DeviceLock`): shared, or alone for the performance step, whose timing nothing may disturb.
+    (`device_turn`): shared, or alone for the performance step, whose timing nothing may disturb.
     """
     if setup.task.original is not None:  # the original's format: its result files or result line
         from aka.compat.steps import run_original_step  # imports this module
@@ -101,7 +101,7 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
             process = prestarted.processes[step][index]
         else:
             process = start_isolated(setup, command, step, target)
-        with DeviceLock.for_device(setup.device).hold(exclusive=step is Step.PERFORMANCE):
+        with device_turn(setup.device, exclusive=step is Step.PERFORMANCE):
             left = setup.time_left()
             ran, received, token = finish_isolated(process, left)
         append_log(process.started.log_path, setup.log_path)

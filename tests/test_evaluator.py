@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+from conftest import toy_kernel_source
+
 from aka.config.tasks import select_tasks
 from aka.device import DeviceInfo
 from aka.evaluation.eval_dir import build_eval_dir
@@ -185,3 +187,26 @@ def test_cuda_kernels_are_found_behind_launch_bounds(tmp_path: Path) -> None:
                       "__launch_bounds__(128) __global__ void other_kernel(float* y) {}\n"
                       "template <int N> __global__ void tiled_kernel(float* y) {}\n")
     assert {"row_sum_kernel", "other_kernel", "tiled_kernel"} <= (defined_names(source) or set())
+
+
+def test_a_step_that_fills_the_disk_is_stopped_as_tampering(tasks_root, make_toy_task, tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """Filling the disk would break the evaluator's own writes (an infra error a trainer drops):
+    a step whose writable folders grow past the quota is killed while it writes."""
+    from aka.evaluation import disk_quota
+    from aka.evaluation.steps import evaluate_candidate
+
+    monkeypatch.setattr(disk_quota, "STEP_DISK_QUOTA_BYTES", 32 * 2**20)
+    filler = ("import os, time\n"
+              "for i in range(200):\n"
+              "    with open(f'fill{i}.bin', 'wb') as f:\n"
+              "        f.write(os.urandom(8 * 2**20))\n"
+              "    time.sleep(0.05)\n")
+    task_dir = make_toy_task("triton2triton/toy/filler")
+    task = next(t for t in select_tasks(tasks_root, ["all"]) if t.directory == task_dir)
+    candidate = tmp_path / "candidate"
+    candidate.mkdir()
+    (candidate / "kernel.py").write_text(toy_kernel_source(extra=filler))
+    outcomes = evaluate_candidate(task, candidate, tmp_path / "scratch", CPU)
+    assert outcomes[-1].failure is FailureKind.TAMPERING and "grew by" in (outcomes[-1].message or "")
+    assert disk_quota.disk_usage(tmp_path / "scratch") < 200 * 2**20  # stopped long before it wrote 1.6 GB

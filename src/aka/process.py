@@ -25,13 +25,16 @@ class CommandOutcome:
     seconds: float
     output_tail: str
     stopped: bool = False  # a process of its group sat stopped (SIGSTOP): killed, not waited for
+    breach: str | None = None  # why its `watch` had it killed (e.g. it wrote too much)
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and not self.stopped
+        return self.exit_code == 0 and not self.timed_out and not self.stopped and self.breach is None
 
     def describe(self) -> str:
         """One line for error messages: how it ended, plus the last meaningful output line."""
+        if self.breach is not None:
+            return f"`{self.command}` was killed after {self.seconds:.0f} s: {self.breach}"
         if self.stopped:
             head = f"`{self.command}` was stopped by a signal after {self.seconds:.0f} s and was killed"
         elif self.timed_out:
@@ -140,11 +143,14 @@ class StartedCommand:
                 preexec_fn=_dies_with(os.getpid(), preexec),
             )
 
-    def finish(self, stdin: bytes | None, timeout: float) -> CommandOutcome:
+    def finish(self, stdin: bytes | None, timeout: float,
+               watch: Callable[[], str | None] | None = None) -> CommandOutcome:
         """Feed `stdin`, wait at most `timeout` seconds, then kill whatever is left in the group.
-        A group whose process stays stopped for two checks in a row is killed at once."""
+        A group whose process stays stopped for two checks in a row is killed at once, and so is
+        one whose `watch` (called every check) names a reason."""
         start = time.monotonic()
         timed_out = stopped = False
+        breach: str | None = None
         pending, seen_stopped = stdin, 0
         try:
             while True:
@@ -157,13 +163,14 @@ class StartedCommand:
                     seen_stopped = seen_stopped + 1 if stopped_in_group(self.proc.pid) else 0
                     stopped = seen_stopped >= 2
                     timed_out = time.monotonic() - start >= timeout
-                    if stopped or timed_out:
+                    breach = watch() if watch is not None and not (stopped or timed_out) else None
+                    if stopped or timed_out or breach:
                         break
         except BaseException:  # interrupted (SIGTERM, Ctrl-C): the command never outlives its waiter
             self.abandon()
             raise
         _kill_group(self.proc.pid)
-        if stopped or timed_out:
+        if stopped or timed_out or breach:
             try:
                 self.proc.wait(timeout=KILL_GRACE_SECONDS)
             except subprocess.TimeoutExpired:
@@ -174,8 +181,8 @@ class StartedCommand:
             end = log.seek(0, os.SEEK_END)
             log.seek(max(self.offset, end - 4 * TAIL_CHARS))
             tail = log.read().decode("utf-8", errors="replace")[-TAIL_CHARS:]
-        ended = None if timed_out or stopped else self.proc.returncode
-        return CommandOutcome(self.shown, ended, timed_out and not stopped, seconds, tail, stopped)
+        ended = None if timed_out or stopped or breach else self.proc.returncode
+        return CommandOutcome(self.shown, ended, timed_out and not stopped, seconds, tail, stopped, breach)
 
     def abandon(self) -> None:
         """Kill a started command that will never get its turn (an earlier step failed)."""

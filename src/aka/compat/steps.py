@@ -276,7 +276,7 @@ def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutco
             if ran.timed_out:
                 outcome.deadline_cut = left < process.timeout
                 raise StepFailure(FailureKind.TIMEOUT, ran.describe())
-            if ran.stopped:
+            if ran.stopped or ran.breach:
                 raise StepFailure(FailureKind.TAMPERING, ran.describe())
             if spec.arena is None:
                 cases, trust = _v1_result(task, step, setup.eval_dir, ran, lines, measuring)

@@ -17,6 +17,7 @@ from pathlib import Path
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.evaluation.channel import ResultPipe
+from aka.evaluation.disk_quota import DiskQuota
 from aka.evaluation.sandbox import detect_sandbox, step_limits
 from aka.evaluation.step_spec import Step, Target, step_commands, step_environment, step_timeout
 from aka.evaluation.wire import ENV_RESULT_FD, ENV_SHARED_CACHE
@@ -80,6 +81,7 @@ class StepProcess:
     timeout: float
     seed_cache: Path | None = None
     scratch: Path | None = None
+    writable: tuple[Path, ...] = ()  # what it may write: held to the step's disk quota while it runs
 
     def remove_private_dirs(self) -> None:
         """Its Triton cache and temporary directory (after its turn, or when it never gets one)."""
@@ -125,7 +127,7 @@ def start_isolated(setup: StepSetup, command: str, step: Step, target: Target,
     finally:
         os.close(pipe.write_fd)
     return StepProcess(command, step, started, pipe, secrets.token_hex(16), cache, timeout,
-                       caches.seed_for(step), scratch)
+                       caches.seed_for(step), scratch, tuple(writable))
 
 
 def finish_isolated(process: StepProcess, time_left: float = float("inf")) -> tuple[CommandOutcome, bytes, str]:
@@ -135,7 +137,8 @@ def finish_isolated(process: StepProcess, time_left: float = float("inf")) -> tu
         if process.seed_cache is not None and process.seed_cache.is_dir():
             shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
         process.cache.mkdir(mode=0o700, exist_ok=True)
-        ran = process.started.finish(f"{process.token}\n".encode(), min(process.timeout, max(time_left, 0.0)))
+        ran = process.started.finish(f"{process.token}\n".encode(), min(process.timeout, max(time_left, 0.0)),
+                                     watch=DiskQuota(process.writable))
     finally:
         process.remove_private_dirs()
     return ran, process.pipe.payload(), process.token

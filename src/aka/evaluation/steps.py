@@ -113,7 +113,7 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
             outcome.failure, outcome.deadline_cut = FailureKind.TIMEOUT, cut
             outcome.message = ran.describe() + (" (the evaluation's deadline)" if cut else "")
             return outcome
-        if ran.stopped:  # nothing a step runs stops itself; candidate code stopped it to stall us
+        if ran.stopped or ran.breach:  # a step stopped to stall us, or filling the disk to break the evaluation
             outcome.failure, outcome.message = FailureKind.TAMPERING, ran.describe()
             return outcome
         try:

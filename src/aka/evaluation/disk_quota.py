@@ -1,0 +1,41 @@
+"""How much a step may write: a candidate that fills the disk would break the evaluator's own
+writes (its result becomes an infrastructure error a trainer drops, a way out of a bad score) and
+every other evaluation on the machine. Each file it writes is capped (RLIMIT_FSIZE, in the
+sandbox), and this caps what the step's writable folders grow by, checked while it runs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+STEP_DISK_QUOTA_BYTES = 4 * 2**30  # far beyond builds and caches; one step's files, not the machine's
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes the files under `path` take on disk (symbolic links not followed; vanished files skipped)."""
+    total = 0
+    for root, dirs, files in os.walk(path, onerror=lambda _error: None):
+        for name in (*files, *dirs):
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
+class DiskQuota:
+    """Called while a step runs (`aka.process.StartedCommand.finish`): the reason to stop it once
+    its writable folders grew by more than `limit` bytes since it started, else None."""
+
+    def __init__(self, paths: Sequence[Path], limit: int | None = None) -> None:
+        self.paths = list(dict.fromkeys(paths))
+        self.limit = STEP_DISK_QUOTA_BYTES if limit is None else limit
+        self.start = sum(disk_usage(p) for p in self.paths)
+
+    def __call__(self) -> str | None:
+        grown = sum(disk_usage(p) for p in self.paths) - self.start
+        if grown <= self.limit:
+            return None
+        return (f"its writable folders grew by {grown / 2**30:.2f} GiB, over the {self.limit / 2**30:.2f} GiB a "
+                "step may write (filling the disk breaks the evaluation, not the candidate's score)")

@@ -321,3 +321,29 @@ def test_on_the_cpu_a_load_that_came_after_the_calibration_is_no_sign_of_tamperi
     with pytest.raises(UnexplainedTimeError):  # and a lie in every call is still seen
         _run(_Source(_Side(20.0), _Side(20.0, reported=0.5, overhead_ms=4.0, seed=1),
                      paired_base=_Side(20.0, overhead_ms=4.0, seed=2)), gpu=False)
+
+
+def test_a_candidate_late_exactly_when_slow_cannot_choose_which_pairs_count() -> None:
+    """A candidate that is slow (4x) and late in two pairs of every batch, both of the order where it
+    runs first (40% of that order's pairs, no more than the hold's trigger allows): left out, its
+    late pairs would take its slow calls out of the estimate. Late this much more often than the
+    baseline, its late pairs count, and its speedup shows the slow calls."""
+
+    @dataclass
+    class Selective(_Source):
+        first: int = 0
+
+        def candidate(self, index: int, hold_ms: float) -> _Call:
+            self.checked.append(index)
+            call = self.cand.call(hold_ms)
+            if not self.pairing or _baseline_first(index, 10):
+                return call
+            self.first += 1  # two of every five pairs it runs first
+            if self.first % 5 not in (1, 3):
+                return call
+            return _Call(call.claimed_ms * 4, call.span_ms + 3 * call.claimed_ms, call.hold_ms, True)
+
+    result = _run(Selective(_Side(0.2), _Side(0.2, seed=1)), max_pairs=200)
+    honest = _run(_Source(_Side(0.2), _Side(0.2, seed=1)), max_pairs=200)
+    assert honest.speedup == pytest.approx(1.0, rel=0.01)
+    assert result.speedup < 0.9 and result.late_pairs == 0  # its slow pairs counted, none left out

@@ -123,6 +123,7 @@ class PairedConfig:
     unexplained_share: float = 0.03
     unexplained_call_sds: float = 6.0  # a single call's allowance above the typical one, in its spread
     unexplained_calls_share: float = 0.1  # more of the candidate's calls than the baseline's over it
+    late_share: float = 0.05  # pairs late for the candidate alone beyond the baseline's late ones: they count
     interference_share: float = 0.05
     interference_unexplained_ms: float = 0.05
     cpu_unexplained_floor_ms: float = 3.0  # the CPU's wall clocks, on a busy two-core machine
@@ -338,7 +339,8 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
     by the source), then hold the candidate's times to the judge's spans and the baseline's to its
     calibration."""
     times, spans = PairTimes(), _Spans()
-    hold_ms, late_pairs, index = calibration.hold_ms, 0, 0
+    hold_ms, late_pairs, index, baseline_late = calibration.hold_ms, 0, 0, 0
+    own_late: list[tuple[int, TimedCall, TimedCall]] = []  # pairs left out only for the candidate's lateness
     started = time.perf_counter()
     batch = config.batch if gpu else max(config.cpu_pairs, config.loads, 1)
     while len(times.base) < config.max_pairs:
@@ -356,9 +358,12 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
             index += 1
             source.release()  # one live pair: a case's inputs may fill much of the GPU
         below_cap = hold_ms < config.max_hold_ms
+        baseline_late += len(late[0])
         for pair, base, cand in counted:
             if pair in late[0] or (pair in late[1] and below_cap):
                 late_pairs += 1
+                if pair not in late[0]:
+                    own_late.append((pair, base, cand))
                 continue
             times.add(credited_ms(base, gpu), credited_ms(cand, gpu), _baseline_first(pair, config.batch))
             spans.add(base, cand)
@@ -372,6 +377,15 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
                                   "in every timed pair, so no pair could be timed fairly")
     if not times.base:
         raise LateLaunchError("no pair could be timed fairly")
+    if len(own_late) - baseline_late > max(2.0, config.late_share * index):
+        # Late far more often than the baseline: leaving those pairs out would let a candidate pick
+        # which of its calls count (late exactly when slow); its launch path is its own cost.
+        log.info("%d pairs with only the candidate late counted (the baseline was late in %d)", len(own_late),
+                 baseline_late)
+        for pair, base, cand in own_late:
+            times.add(credited_ms(base, gpu), credited_ms(cand, gpu), _baseline_first(pair, config.batch))
+            spans.add(base, cand)
+        late_pairs -= len(own_late)
     _log_spans(spans, calibration, late_pairs, statistics.median(times.base))
     unexplained = _check_unexplained(spans, times, calibration, config, gpu)
     if gpu:  # on the CPU the candidate's processes are stopped while the baseline runs

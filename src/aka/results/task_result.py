@@ -211,20 +211,12 @@ def temp_file_beside(path: Path) -> tuple[int, str]:
 
 def write_yaml_atomic(path: Path, data: object) -> None:
     """Write YAML through a temp file, fsync and rename, so readers never see half a file."""
-    fd, tmp_name = temp_file_beside(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            yaml.safe_dump(data, handle, sort_keys=False, allow_unicode=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Atomic counterpart of `Path.write_text` for reports and records."""
+    """Atomic counterpart of `Path.write_text` for reports and records: a temp file beside it,
+    fsync, rename."""
     fd, tmp_name = temp_file_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -46,4 +46,4 @@ def test_the_step_reads_the_environment_the_evaluator_writes() -> None:
 
 
 def test_exit_codes() -> None:
-    assert [int(code) for code in wire.StepExit] == [0, 2, 3]
+    assert [int(code) for code in wire.StepExit] == [0, 1, 2, 3]

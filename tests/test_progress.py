@@ -168,13 +168,15 @@ def test_a_run_off_a_terminal_prints_lines_then_the_summary_and_a_whole_path(mak
     assert done.exit_code == 0, done.output
     reports = Path(done.stdout.splitlines()[-1])
     assert reports.is_dir() and len(str(reports)) > 100, "the path is long, and still one line"
-    assert "verdicts: correct-unchanged 1, incorrect 1" in done.stdout and "overall" in done.stdout
+    # The untouched baseline is timed like any candidate: on a loaded CPU its interval may miss 1.0.
+    correct = r"correct-(unchanged|and-faster|but-slower)"
+    assert re.search(rf"^verdicts: {correct} 1, incorrect 1$", done.stdout, re.M) and "overall" in done.stdout
     err = done.stderr.splitlines()
     for name in PHASES:
         assert f"  {name:<11} triton2triton/toy/one" in err, (name, err)
     assert any(line.startswith("  PARTIAL incorrect") and "torch2triton/toy/two" in line for line in err)
-    assert any("correct-unchanged  triton2triton/toy/one score=220.0 speedup=1.000x (smoke test)" in line
-               for line in err)
+    assert any(re.search(rf"{correct} +triton2triton/toy/one score=[0-9.]+ speedup=[0-9.]+x \(smoke test\)", line)
+               for line in err), err
     quiet = CliRunner().invoke(app, ["run", str(config), "--quiet", "--resume-latest"])
     assert quiet.exit_code == 0 and "  start" not in quiet.stderr
     assert "triton2triton/toy/one (completed earlier, kept: correct-unchanged)" in quiet.stderr

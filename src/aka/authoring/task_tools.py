@@ -186,12 +186,15 @@ class TaskCheck:
     detail: str
 
 
-def check_task(root: Path, task_dir: Path, device: DeviceInfo, solution: Path | None = None) -> list[TaskCheck]:
+def check_task(root: Path, task_dir: Path, device: DeviceInfo, solution: Path | None = None,
+               heldout_through: int = 3) -> list[TaskCheck]:
     """Static checks, then the real evaluator on this machine: baseline, candidate, held-out.
 
     The candidate is the task's own editable sources (the noop agent), or `solution`'s copies of
     them. An instruction2triton task usually gives no kernel, so its untouched skeleton only has
     to fail cleanly (a failure kind, not a harness crash); a solution proves the task solvable.
+    `heldout_through=2` checks the held-out cases for correctness only (the suite's tests: the
+    performance step is the same code on other shapes, and three processes more).
     """
     try:
         task = load_task(root, task_dir)
@@ -221,7 +224,7 @@ def check_task(root: Path, task_dir: Path, device: DeviceInfo, solution: Path | 
         for heldout in (False, True) if "heldout.py" in task.config.hidden_files else (False,):
             with phase(Phase.HELDOUT) if heldout else contextlib.nullcontext():
                 outcomes = evaluate_candidate(task, candidate, scratch / f"candidate{heldout}", device,
-                                              heldout=heldout)
+                                              heldout=heldout, through=heldout_through if heldout else 3)
             failed = next((o for o in outcomes if not o.passed), None)
             label = f"held-out cases ({name})" if heldout else name
             if skeleton:  # a skeleton fails cleanly (a failure kind, not a harness fault); a given kernel passes

@@ -248,13 +248,3 @@ def test_a_task_without_tunables_is_left_unchanged(make_toy_task, autotune) -> N
     assert tuned.outcome.ok and tuned.outcome.exit_reason == "no_tunables" and tuned.outcome.files_changed == []
     assert "no tunables" in (tuned.outcome.message or "") and tuned.log is None
     assert (tuned.work / "kernel.py").read_text() == (task / "kernel.py").read_text()
-
-
-@pytest.mark.slow
-def test_autotune_on_the_real_gelu_task_passes(write_run_config) -> None:
-    config = write_run_config(agent={"template": "autotune", "max_iterations": 3},
-                              tasks=["triton2triton/basic/gelu"], tasks_root=str(REPO / "tasks"))
-    (result,) = run_experiment(config).results
-    assert result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE
-    assert result.agent and result.agent.ok and result.agent.exit_reason == "max_iterations"
-    assert "tried 3 of 24 variant(s)" in (result.agent.message or "")

@@ -8,14 +8,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import processes_under, toy_kernel_source
 
-from aka.results.task_result import FailureKind, TaskResult, TaskStatus, read_task_result
+from aka.results.task_result import TaskResult, TaskStatus, read_task_result
 
 REPO = Path(__file__).resolve().parents[1]
 GELU = "triton2triton/basic/gelu"
@@ -73,28 +72,10 @@ def test_full_quickstart_run(tmp_path: Path) -> None:
     assert vector_add.agent and vector_add.agent.exit_reason == "skipped"
     for tuned in (gelu, softmax):
         assert tuned.agent and tuned.agent.ok and "autotune" in (tuned.agent.message or "")
+    assert gelu.agent and gelu.agent.exit_reason == "max_iterations", gelu.agent
+    assert f"tried {config['agent']['max_iterations']} of 24 variant(s)" in (gelu.agent.message or "")
     assert len(list(reports.parent.glob("triton2triton_basic_gelu_*/autotune_variants.json"))) == 1
     assert (tmp_path / "logs").is_dir() and any((tmp_path / "logs").iterdir())
-
-
-@pytest.mark.parametrize(
-    ("solution_set", "status", "kind", "score_check"),
-    [
-        ("examples", TaskStatus.PASS, FailureKind.NONE, lambda s: s >= 120),
-        ("wrong", TaskStatus.PARTIAL, FailureKind.INCORRECT, lambda s: s == 20),
-        ("broken", TaskStatus.FAIL, FailureKind.COMPILE_ERROR, lambda s: s == 0),
-    ],
-)
-def test_replayed_gelu_solutions(tmp_path: Path, solution_set: str, status: TaskStatus, kind: FailureKind,
-                                 score_check: Callable[[float], bool]) -> None:
-    agent: dict[str, object] = {"template": "replay", "solutions_dir": str(REPO / "solutions" / solution_set)}
-    done = _aka("run", str(_config(tmp_path, agent, [GELU])), "--run-suffix", solution_set, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    run_dir = _run_dir(tmp_path)
-    assert run_dir.name.endswith(f"_{solution_set}")
-    result = _results(run_dir)[GELU]
-    assert (result.status, result.failure_kind) == (status, kind)
-    assert score_check(result.score)
 
 
 def test_killed_run_resumes_and_does_each_task_once(tmp_path: Path) -> None:

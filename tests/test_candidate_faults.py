@@ -43,6 +43,18 @@ os._exit(0)
 def gelu(x):
     return honest(x)
 ''', {FailureKind.CRASH, FailureKind.COMPILE_ERROR}, None),
+    # prints 2 GB in its call: its worker may write 256 MiB to a file (its output too: Python then
+    # raises in the call, which fails the case), its step 64 MiB
+    "floods_its_output": ('''
+import sys
+
+
+def gelu(x):
+    line = "x" * 2**20 + "\\n"
+    for _ in range(2048):
+        sys.stdout.write(line)
+    return honest(x)
+''', {FailureKind.INCORRECT, FailureKind.CRASH}, "File too large"),
     # a thousand threads that never end: the verdict is its kernel's, and nothing is left behind
     "starts_1000_threads": ('''
 import threading
@@ -76,6 +88,8 @@ def test_a_candidate_that_breaks_its_own_process_gets_a_named_kind_and_leaves_no
     assert kind in kinds, f"{name}: {kind.value}: {failed.message if failed else ''}"
     if says is not None and failed is not None:
         assert says in (failed.message or "") + (tmp_path / "scratch" / "evaluation.log").read_text(), failed.message
+    logs = sum(p.stat().st_size for p in (tmp_path / "scratch").rglob("*.log"))
+    assert logs < 600 * 2**20, f"{logs / 2**20:.0f} MiB of logs: a step's output is capped"
     deadline = time.monotonic() + 10
     while processes_under(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.2)

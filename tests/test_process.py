@@ -4,7 +4,7 @@ import os
 import time
 from pathlib import Path
 
-from aka.process import TAIL_CHARS, run_command
+from aka.process import TAIL_CHARS, StartedCommand, run_command
 
 
 def test_exit_code_and_output_tail(tmp_path: Path) -> None:
@@ -57,3 +57,13 @@ def test_only_the_end_of_a_huge_output_is_read_back(tmp_path: Path) -> None:
     out = run_command("head -c 50000000 /dev/zero | tr '\\0' a; echo; echo THE-END", tmp_path, dict(os.environ), 60,
                       tmp_path / "log.txt")
     assert out.exit_code == 0 and out.output_tail.rstrip().endswith("THE-END") and len(out.output_tail) <= TAIL_CHARS
+
+
+def test_a_command_that_prints_past_its_output_limit_is_killed(tmp_path: Path) -> None:
+    flood = "while :; do head -c 1000000 /dev/zero | tr '\\0' x; done; echo never"
+    started = StartedCommand(flood, tmp_path, dict(os.environ), tmp_path / "log.txt",
+                             with_stdin=False)
+    out = started.finish(None, 60, output_limit=2**20)
+    assert out.flooded == 2**20 and not out.ok and out.exit_code is None and out.seconds < 10
+    assert "printed more than 1 MiB (the output limit)" in out.describe()
+    assert (tmp_path / "log.txt").stat().st_size < 2**29, "killed within a check, not left to fill the disk"

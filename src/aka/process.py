@@ -26,13 +26,18 @@ class CommandOutcome:
     output_tail: str
     stopped: bool = False  # a process of its group sat stopped (SIGSTOP): killed, not waited for
     breach: str | None = None  # why its `watch` had it killed (e.g. it wrote too much)
+    flooded: int | None = None  # the output limit it printed past (bytes): killed
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and not self.stopped and self.breach is None
+        return (self.exit_code == 0 and not self.timed_out and not self.stopped and self.breach is None
+                and self.flooded is None)
 
     def describe(self) -> str:
         """One line for error messages: how it ended, plus the last meaningful output line."""
+        if self.flooded is not None:
+            return (f"`{self.command}` printed more than {self.flooded / 2**20:.0f} MiB (the output limit) and was "
+                    f"killed after {self.seconds:.0f} s")
         if self.breach is not None:
             return f"`{self.command}` was killed after {self.seconds:.0f} s: {self.breach}"
         if self.stopped:
@@ -143,13 +148,14 @@ class StartedCommand:
                 preexec_fn=_dies_with(os.getpid(), preexec),
             )
 
-    def finish(self, stdin: bytes | None, timeout: float,
-               watch: Callable[[], str | None] | None = None) -> CommandOutcome:
+    def finish(self, stdin: bytes | None, timeout: float, watch: Callable[[], str | None] | None = None,
+               output_limit: int | None = None) -> CommandOutcome:
         """Feed `stdin`, wait at most `timeout` seconds, then kill whatever is left in the group.
         A group whose process stays stopped for two checks in a row is killed at once, and so is
-        one whose `watch` (called every check) names a reason."""
+        one whose `watch` (called every check) names a reason, and one that printed more than
+        `output_limit` bytes (its log would fill the disk; only its tail is ever read back)."""
         start = time.monotonic()
-        timed_out = stopped = False
+        timed_out = stopped = flooded = False
         breach: str | None = None
         pending, seen_stopped = stdin, 0
         try:
@@ -164,13 +170,14 @@ class StartedCommand:
                     stopped = seen_stopped >= 2
                     timed_out = time.monotonic() - start >= timeout
                     breach = watch() if watch is not None and not (stopped or timed_out) else None
-                    if stopped or timed_out or breach:
+                    flooded = output_limit is not None and self.printed() > output_limit
+                    if stopped or timed_out or breach or flooded:
                         break
         except BaseException:  # interrupted (SIGTERM, Ctrl-C): the command never outlives its waiter
             self.abandon()
             raise
         _kill_group(self.proc.pid)
-        if stopped or timed_out or breach:
+        if stopped or timed_out or breach or flooded:
             try:
                 self.proc.wait(timeout=KILL_GRACE_SECONDS)
             except subprocess.TimeoutExpired:
@@ -181,8 +188,16 @@ class StartedCommand:
             end = log.seek(0, os.SEEK_END)
             log.seek(max(self.offset, end - 4 * TAIL_CHARS))
             tail = log.read().decode("utf-8", errors="replace")[-TAIL_CHARS:]
-        ended = None if timed_out or stopped or breach else self.proc.returncode
-        return CommandOutcome(self.shown, ended, timed_out and not stopped, seconds, tail, stopped, breach)
+        ended = None if timed_out or stopped or breach or flooded else self.proc.returncode
+        return CommandOutcome(self.shown, ended, timed_out and not stopped, seconds, tail, stopped, breach,
+                              output_limit if flooded else None)
+
+    def printed(self) -> int:
+        """Bytes the command has written to its log so far."""
+        try:
+            return self.log_path.stat().st_size - self.offset
+        except OSError:
+            return 0
 
     def abandon(self) -> None:
         """Kill a started command that will never get its turn (an earlier step failed)."""

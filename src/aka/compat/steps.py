@@ -278,6 +278,9 @@ def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutco
                 raise StepFailure(FailureKind.TIMEOUT, ran.describe())
             if ran.stopped or ran.breach:
                 raise StepFailure(FailureKind.TAMPERING, ran.describe())
+            if ran.flooded is not None:  # its result lines cannot be trusted to be its own last word
+                raise StepFailure(FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH,
+                                  ran.describe())
             if spec.arena is None:
                 cases, trust = _v1_result(task, step, setup.eval_dir, ran, lines, measuring)
                 outcome.cases += cases

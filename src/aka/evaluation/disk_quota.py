@@ -10,6 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 STEP_DISK_QUOTA_BYTES = 4 * 2**30  # far beyond builds and caches; one step's files, not the machine's
+STEP_FILE_BYTES = 2**30  # one file a step writes (RLIMIT_FSIZE: its log too); a build's largest is far less
+# What a step may print (its log): a judge prints a few lines a case, a worker's prints go to the
+# same log; past it the step is killed (a crash: a candidate that floods its output, 2 GB in one
+# trial, filled the disk with logs and took the evaluator's memory).
+STEP_OUTPUT_LIMIT_BYTES = 64 * 2**20
 
 
 def disk_usage(path: Path) -> int:

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from aka.evaluation.disk_quota import STEP_FILE_BYTES
+
 _UNSHARE_FLAGS = ["--pid", "--net", "--fork", "--mount-proc", "--kill-child"]
 CPU_MEMORY_LIMIT_BYTES = 16 * 1024**3
 READ_ONLY_FILESYSTEM = "read-only-filesystem"
@@ -120,15 +122,20 @@ class ResourceLimits:
 
     cpu_seconds: int
     memory_bytes: int | None
+    file_bytes: int | None = None
 
     def apply(self) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds, self.cpu_seconds + 5))
+        if self.file_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (self.file_bytes, self.file_bytes))
         if self.memory_bytes is not None:
             resource.setrlimit(resource.RLIMIT_AS, (self.memory_bytes, self.memory_bytes))
 
 
 def step_limits(timeout_seconds: float, on_gpu: bool) -> ResourceLimits:
-    """CPU time: the wall budget times the cores (threads count too); memory only on the CPU."""
+    """CPU time: the wall budget times the cores (threads count too); memory only on the CPU; each
+    file it writes, its log included, at most `STEP_FILE_BYTES`."""
     cores = max(os.cpu_count() or 1, 2)
-    return ResourceLimits(int(timeout_seconds * cores) + 10, None if on_gpu else CPU_MEMORY_LIMIT_BYTES)
+    return ResourceLimits(int(timeout_seconds * cores) + 10, None if on_gpu else CPU_MEMORY_LIMIT_BYTES,
+                          STEP_FILE_BYTES)

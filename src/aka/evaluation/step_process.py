@@ -17,7 +17,7 @@ from pathlib import Path
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.evaluation.channel import ResultPipe
-from aka.evaluation.disk_quota import DiskQuota
+from aka.evaluation.disk_quota import STEP_OUTPUT_LIMIT_BYTES, DiskQuota
 from aka.evaluation.sandbox import detect_sandbox, step_limits
 from aka.evaluation.step_spec import Step, Target, step_commands, step_environment, step_timeout
 from aka.evaluation.wire import ENV_RESULT_FD, ENV_SHARED_CACHE
@@ -138,7 +138,7 @@ def finish_isolated(process: StepProcess, time_left: float = float("inf")) -> tu
             shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
         process.cache.mkdir(mode=0o700, exist_ok=True)
         ran = process.started.finish(f"{process.token}\n".encode(), min(process.timeout, max(time_left, 0.0)),
-                                     watch=DiskQuota(process.writable))
+                                     watch=DiskQuota(process.writable), output_limit=STEP_OUTPUT_LIMIT_BYTES)
     finally:
         process.remove_private_dirs()
     return ran, process.pipe.payload(), process.token
@@ -214,8 +214,9 @@ def own_log(log_path: Path, step: Step, index: int) -> Path:
 
 
 def append_log(own: Path, log_path: Path) -> None:
-    """Early-started commands log to their own file (they start together); keep one log for people."""
+    """Early-started commands log to their own file (they start together); keep one log for people,
+    copied in chunks (a step may have printed up to its output limit)."""
     if own != log_path and own.is_file():
-        with log_path.open("ab") as log:
-            log.write(own.read_bytes())
+        with log_path.open("ab") as log, own.open("rb") as source:
+            shutil.copyfileobj(source, log)
         own.unlink()

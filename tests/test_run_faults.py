@@ -112,3 +112,52 @@ def test_new_directories_are_claimed_by_mkdir_never_by_a_check(tmp_path: Path) -
     with ThreadPoolExecutor(8) as pool:
         made = list(pool.map(lambda _: new_run_dir(tmp_path / "exp", "same"), range(16)))
     assert len(set(made)) == 16 and all(p.is_dir() for p in made)
+
+
+# Inside a user and mount namespace of its own, a small tmpfs holds the workspace and the logs; it
+# is filled once the first result is written, then emptied, and the run resumed (the tmpfs lives
+# as long as the namespace: both runs happen in one script).
+DISK_FULL_SCRIPT = """
+set -u
+mount -t tmpfs -o size=40m tmpfs "$DISK" || exit 90
+"$PY" -m aka.cli run "$CONFIG" --quiet > "$OUT/first.out" 2> "$OUT/first.err" &
+run=$!
+until ls "$DISK"/workspace_*/run_*/*/task_result.yaml > /dev/null 2>&1; do
+  kill -0 $run 2> /dev/null || break
+  sleep 0.1
+done
+dd if=/dev/zero of="$DISK/filler" bs=1M 2> /dev/null
+wait $run
+echo $? > "$OUT/first.rc"
+find "$DISK" -name '.task_result.yaml.*' > "$OUT/temp_files"
+for result in "$DISK"/workspace_*/run_*/*/task_result.yaml; do cat "$result" > /dev/null || echo "$result" >> "$OUT/unreadable"; done
+rm "$DISK/filler"
+"$PY" -m aka.cli run "$CONFIG" --quiet --resume-latest > "$OUT/resume.out" 2> "$OUT/resume.err"
+echo $? > "$OUT/resume.rc"
+cp "$DISK"/workspace_*/run_*/events.jsonl "$OUT/events.jsonl"
+"""
+
+
+def test_a_disk_that_fills_mid_run_stops_it_with_one_line_and_it_resumes(tmp_path: Path, make_toy_task,
+                                                                          write_run_config) -> None:
+    if subprocess.run(["unshare", "-Urm", "true"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("no user and mount namespaces here (unshare -Urm): a small disk cannot be made")
+    for i in range(4):
+        make_toy_task(f"triton2triton/toy/t{i}", kernel=toy_kernel_source())
+    disk, out = tmp_path / "disk", tmp_path / "out"
+    disk.mkdir()
+    out.mkdir()
+    config = write_run_config(log_directory=str(disk / "logs"), workspace_directory_prefix=str(disk / "workspace"))
+    env = {**_env(), "DISK": str(disk), "OUT": str(out), "CONFIG": str(config), "PY": sys.executable}
+    done = subprocess.run(["unshare", "-Urm", "bash", "-c", DISK_FULL_SCRIPT], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert done.returncode != 90, "cannot mount a tmpfs in a user namespace here"
+    first_err = [line for line in (out / "first.err").read_text().splitlines() if line.strip()]
+    assert (out / "first.rc").read_text().strip() == "2", first_err
+    assert first_err[-1].startswith("error: ") and "no space left on its disk" in first_err[-1], first_err
+    assert "--resume-latest" in first_err[-1] and "Traceback" not in "\n".join(first_err)
+    assert (out / "temp_files").read_text() == "" and not (out / "unreadable").exists(), "a half-written result"
+    assert (out / "resume.rc").read_text().strip() == "0", (out / "resume.err").read_text()
+    events = [yaml.safe_load(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    finished = sorted(e["task"] for e in events if e["event"] == "task_finished")
+    assert finished == [f"triton2triton/toy/t{i}" for i in range(4)], "each task finished once"

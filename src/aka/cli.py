@@ -23,6 +23,7 @@ from aka.errors import AkaError
 from aka.parallel.queue import DEFAULT_LEASE_SECONDS
 from aka.parallel.seed_modes import parallel_mode, postprocess_run, run_parallel_worker
 from aka.reports.summary import print_summary
+from aka.run.disk_space import disk_full, is_disk_full
 from aka.run.progress_display import make_display, phases_shown
 from aka.run.runner import INFRA_EXIT, package_versions, run_experiment
 
@@ -106,6 +107,10 @@ def run(
                                      display=make_display(err_console, console, quiet, json_events))
     except AkaError as exc:
         raise fail(exc) from None
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        raise fail(disk_full(Path(exc.filename or config), str(exc.strerror))) from None
     if mode == "init":
         _print_path(outcome.run_dir)
         return

@@ -35,6 +35,7 @@ from aka.results.task_result import (
     write_task_result,
 )
 from aka.run.completion import source_hashes, write_completion
+from aka.run.disk_space import disk_full, is_disk_full, low_on_space
 from aka.run.layout import AGENT_WORK_DIR, EVALUATION_DIR, REPOSITORIES_DIR, new_task_workspace
 from aka.run.prompt import build_prompt
 from aka.run.repository import materialize
@@ -295,10 +296,14 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
             with phase(Phase.EXPORT):
                 result.exports = _run_exports(task, workspace, ctx.device)
     except Exception as exc:
+        if is_disk_full(exc) or low_on_space(workspace):
+            raise disk_full(ctx.run_dir, f"{task.name}: {exc}") from exc
         logger.error("infrastructure error on %s:\n%s", task.name, traceback.format_exc())
         result = _infra_result(ctx, task, f"{type(exc).__name__}: {exc}")
         write_task_result(workspace, _of_trial(ctx, result))
         return workspace, result
+    if result.status is not TaskStatus.PASS and low_on_space(workspace):  # its steps could not write: not its fault
+        raise disk_full(ctx.run_dir, f"{task.name} was evaluated with the disk full; its result is not kept")
     write_task_result(workspace, _of_trial(ctx, result))
     write_completion(workspace, task, identity, evaluated)
     return workspace, result

@@ -130,7 +130,9 @@ dd if=/dev/zero of="$DISK/filler" bs=1M 2> /dev/null
 wait $run
 echo $? > "$OUT/first.rc"
 find "$DISK" -name '.task_result.yaml.*' > "$OUT/temp_files"
-for result in "$DISK"/workspace_*/run_*/*/task_result.yaml; do cat "$result" > /dev/null || echo "$result" >> "$OUT/unreadable"; done
+for result in "$DISK"/workspace_*/run_*/*/task_result.yaml; do
+  "$PY" -c "import sys, yaml; yaml.safe_load(open(sys.argv[1]))" "$result" || echo "$result" >> "$OUT/unreadable"
+done
 rm "$DISK/filler"
 "$PY" -m aka.cli run "$CONFIG" --quiet --resume-latest > "$OUT/resume.out" 2> "$OUT/resume.err"
 echo $? > "$OUT/resume.rc"

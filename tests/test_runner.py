@@ -134,6 +134,25 @@ def test_resume_redoes_tasks_whose_evidence_changed(make_toy_task, write_run_con
     assert events.count(("task_reused", "triton2triton/toy/a")) == 1
 
 
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "deleted"])
+def test_resume_reruns_a_task_whose_result_file_was_damaged(make_toy_task, write_run_config, damage: str) -> None:
+    make_toy_task("triton2triton/toy/a")
+    make_toy_task("triton2triton/toy/b")
+    first = run_experiment(write_run_config())
+    result = next(first.run_dir.glob("triton2triton_toy_a_*/task_result.yaml"))
+    if damage == "deleted":
+        result.unlink()
+    else:
+        text = result.read_text()
+        result.write_text("{{{ not: yaml: [" if damage == "garbage" else text[: len(text) // 2])
+    second = run_experiment(write_run_config(), resume_latest=True)
+    events = [(e["event"], e["task"]) for e in _events(first.run_dir)]
+    assert events.count(("task_started", "triton2triton/toy/a")) == 2, "the damaged result is re-run"
+    assert events.count(("task_started", "triton2triton/toy/b")) == 1
+    assert sorted(r.task_name for r in second.results) == ["triton2triton/toy/a", "triton2triton/toy/b"]
+    assert all(r.status is TaskStatus.PASS for r in second.results)
+
+
 def test_skipped_step_is_skip_not_failure(make_toy_task, write_run_config) -> None:
     task_dir = make_toy_task("cuda2cuda/toy/gpu_only")
     harness = task_dir / "harness.py"

@@ -461,3 +461,17 @@ def test_scripted_server_speaks_each_protocol(model_server: ServerFactory) -> No
     assert [r.protocol for r in server.agent_requests] == ["anthropic", "anthropic", "chat", "chat", "responses",
                                                            "gemini"]
     assert len(server.requests) == 8 and server.requests[-1].model == "g"
+
+
+def test_a_hung_agent_whose_children_ignore_sigterm_is_gone_at_its_timeout(
+        cursor_stand_in: Callable[..., Path], make_toy_task, write_run_config, tmp_path: Path) -> None:
+    """The stand-in's shell starts children that ignore SIGTERM, one of them in a session of its
+    own, and then waits on them forever: at the timeout every one of them is gone."""
+    stubborn = "trap '' TERM; exec sleep 300"
+    cursor_stand_in(CURSOR_TRANSCRIPT, probe=f"(bash -c \"{stubborn}\") & setsid bash -c \"{stubborn}\" & wait")
+    result, _ = _run_one(make_toy_task, write_run_config, {"template": "cursor", "timeout_seconds": 8})
+    out = result.agent
+    assert out is not None and (out.exit_reason, out.limit, out.turns) == ("timeout", "time", 0), out.message
+    assert out.wall_seconds < 40
+    assert result.failure_kind is FailureKind.AGENT_TIMEOUT, "an agent that never answered hands over nothing"
+    assert processes_under(tmp_path) == [], "a child that ignored SIGTERM outlived the agent's timeout"

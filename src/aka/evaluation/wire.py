@@ -4,7 +4,7 @@ Both sides import their names from here: the step report's format and fields, th
 a step may name, the timing methods, the exit codes, the environment a step gets and the
 directory names in the evaluation directory. Standard library only: the step process (aka.harness)
 imports nothing but it and torch, the evaluator validates with pydantic models that
-tests/test_wire.py holds to these names field for field.
+tests/evaluation/test_wire.py holds to these names field for field.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import yaml
 
 from aka.results.task_result import FailureKind, TaskStatus, read_task_result
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 

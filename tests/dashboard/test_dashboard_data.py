@@ -1,6 +1,6 @@
 """`aka dashboard` without a browser: the site's data against the run's own files, the written
 site, the server's limits, and every bad input as a one-line error (the browser test is
-tests/test_dashboard_browser.py)."""
+tests/dashboard/test_dashboard_browser.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from aka.dashboard.site import build_site, embedded_json
 from aka.errors import AkaError
 from aka.results.task_result import TaskResult, read_task_result
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _results(run_dir: Path) -> dict[tuple[str, str], TaskResult]:

@@ -16,7 +16,7 @@ from aka.device import detect_device
 from aka.evaluation.wire import ENV_BASELINE_DIR, ENV_DEVICE, ENV_STEP
 from aka.run.task_pipeline import copy_for_agent
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_a_real_tasks_correctness_command_runs_in_the_agents_shell(tmp_path: Path,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from original_task_fixtures import triton_rocmbench_task, vllm_task
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "original_tasks_check.py"
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from original_task_fixtures import geak_task, instruction_task, rocmbench_task, 
 
 from aka.results.task_result import FailureKind, TaskStatus, read_task_result
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 

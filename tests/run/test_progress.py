@@ -26,7 +26,7 @@ from aka.results.task_result import FailureKind, TaskResult, TaskStatus
 from aka.run.events import EventFollower, EventKind, EventsFile, RunEvent, now
 from aka.run.progress_display import LiveDisplay, PlainDisplay, ProgressState
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PHASES = ["baseline", "agent", "compile", "correctness", "performance"]
 
 

@@ -19,7 +19,7 @@ from aka.run.runner import run_experiment
 
 
 def _env() -> dict[str, str]:
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(Path(__file__).resolve().parents[2] / "src")
     return {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 

@@ -16,8 +16,8 @@ from aka.harness.candidates import import_candidate
 from aka.harness.cases import Case, make_generator
 from aka.harness.interpreter_bfloat16 import bfloat16_bits_to_float, float_to_bfloat16_bits
 
-TASKS = Path(__file__).resolve().parents[1] / "tasks"
-SRC = Path(__file__).resolve().parents[1] / "src"
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 KERNELS = '''
 import triton

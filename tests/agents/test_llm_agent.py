@@ -176,7 +176,7 @@ def test_file_tools_stay_in_the_workspace(model_server: ServerFactory, make_toy_
 
 
 def test_max_iterations_stops_the_loop(model_server: ServerFactory, make_toy_task, write_run_config) -> None:
-    """The same outcome as every CLI agent's under max_iterations 3 (tests/test_agent_clis.py)."""
+    """The same outcome as every CLI agent's under max_iterations 3 (tests/agents/test_agent_clis.py)."""
     server = model_server(Reply.tool("read_file", path="kernel.py"), Reply.tool("list_files"),
                           *[Reply.tool("run_evaluation")] * 5)
     result, agent, workspace = _run(make_toy_task, write_run_config, _agent(server.base_url, max_iterations=3))

@@ -17,7 +17,7 @@ from aka.results.task_result import FailureKind, TaskStatus
 from aka.rl.adapters import set_default_evaluator, trl, verl
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GELU = "triton2triton/basic/gelu"
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 

@@ -27,7 +27,7 @@ from aka.dashboard.site import build_site
 from aka.reports.writers import failure_text
 from aka.results.task_result import TaskResult, read_task_result
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("AKA_TEST_ARTIFACTS", REPO / "test-artifacts"))
 pytestmark = pytest.mark.browser
 

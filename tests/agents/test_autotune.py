@@ -25,7 +25,7 @@ from aka.evaluation.baseline import BaselineRecord
 from aka.results.task_result import AgentOutcome, FailureKind, TaskStatus
 from aka.run.runner import run_experiment
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 GRID_KERNEL = """\"\"\"A toy kernel whose speed depends on two knobs: best at BLOCK=64, WARPS=4 (256 is wrong).\"\"\"
 

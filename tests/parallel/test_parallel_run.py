@@ -19,7 +19,7 @@ from conftest import processes_under, toy_kernel_source
 
 from aka.parallel.queue import QUEUE_DIR, STATES, TrialEntry
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SLOW_KERNEL = ("import time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n    time.sleep({seconds})\n"
                "    return VALUE\n")
 

@@ -1,5 +1,5 @@
 """`aka check-agents` for the agents that are not CLIs: what each still needs, and the llm agents'
-one-request live check against the scripted server (the CLI agents: tests/test_agent_clis.py)."""
+one-request live check against the scripted server (the CLI agents: tests/agents/test_agent_clis.py)."""
 
 from __future__ import annotations
 

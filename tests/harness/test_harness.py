@@ -524,7 +524,7 @@ def test_a_step_run_by_hand_exits_non_zero_when_it_fails(tmp_path: Path) -> None
     and the last line say whether the step passed; the evaluator's protocol (a channel) is not
     involved, so its steps still exit 0 once they report."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AKA_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"), env.get("PYTHONPATH", "")])
     env.update(AKA_DEVICE="cpu")
 
     def by_hand(directory: Path) -> subprocess.CompletedProcess[str]:

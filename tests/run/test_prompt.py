@@ -19,7 +19,7 @@ from aka.results.task_result import FailureKind
 from aka.run.prompt import build_prompt
 from aka.run.repository import materialize
 
-TASKS = Path(__file__).resolve().parents[1] / "tasks"
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
 H200 = DeviceInfo("cuda", "H200", "NVIDIA H200", "sm_90", 1)
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 SUITE = select_tasks(TASKS, ["all"])

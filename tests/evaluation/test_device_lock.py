@@ -15,7 +15,7 @@ import pytest
 from aka.device import DeviceInfo
 from aka.evaluation.device_lock import ENV_LOCK_DIR, DeviceLock, device_key, device_turn
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 H200 = DeviceInfo("cuda", "H200", "NVIDIA H200", "sm_90", 1, uuid="GPU-1234/abcd")
 
 HOLDER = """

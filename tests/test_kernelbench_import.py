@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import textwrap
 from pathlib import Path
 from types import ModuleType
@@ -364,3 +365,18 @@ def test_import_report_records_bad_references(tmp_path: Path) -> None:
     failed = {c["name"] for c in report["tasks"]["log_shifted"]["checks"] if c["status"] == "FAIL"}
     assert failed == {"finite"} and report["counts"] == {"PASS": 1, "WARN": 1, "FAIL": 2}
     assert report["tolerances"]["float32"] == 1e-4 and "get_tolerance_for_precision" in report["tolerance_source"]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_torch2cuda_compile_step_builds_kernel_cu(problems: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    result = import_kernelbench(problems, "torch2cuda", tmp_path / "tasks", level=1, probe=False)
+    task_dir = next(p for p in result.created if p.name == "19_relu")
+    monkeypatch.chdir(task_dir)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    compile_ctx = StepContext.from_env("compile", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "torch2cuda"})
+    assert judge_step(_harness(task_dir).TASK, compile_ctx).status == "ok"
+    assert list((tmp_path / "cache").rglob("kernel-*.so")), "kernel.cu was not compiled"
+    (task_dir / "kernel.cu").write_text((task_dir / "kernel.cu").read_text().replace("if (i < n)", "if (i < n) {"))
+    broken = judge_step(_harness(task_dir).TASK, compile_ctx)
+    assert broken.status == "failed" and "nvcc" in (broken.message or ""), broken.message

@@ -258,6 +258,24 @@ def import_kernelbench_cmd(
                       f"report: {result.report}", highlight=False, soft_wrap=True)
 
 
+@app.command("heldout")
+def heldout_command(
+    run_dir: Annotated[Path, typer.Argument(help="A finished run directory.")],
+    tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root", help="Where the run's tasks are.")] = None,
+) -> None:
+    """Evaluate each accepted candidate and its baseline on held-out cases (docs/heldout.md)."""
+    from aka.heldout.post_run import heldout_run
+
+    try:
+        outcome = heldout_run(run_dir, tasks_root)
+    except AkaError as exc:
+        raise fail(exc) from None
+    for record in outcome.records:
+        verdict = record.outcome.value if record.outcome else f"not evaluated: {record.message}"
+        console.print(f"{record.task_name} ({record.heldout_source}): {verdict}", highlight=False, soft_wrap=True)
+    _print_path(outcome.summary_path)
+
+
 @app.command("report")
 def report_command(run_dir: Annotated[Path, typer.Argument(help="A run directory (run_<timestamp>...).")]) -> None:
     """Write the run's reports again from its directory alone (its results and manifest)."""

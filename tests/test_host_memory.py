@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from aka.evaluation.wire import StepExit
-from aka.harness import host_memory
+from aka.harness import HarnessError, KernelTask, StepContext, host_memory
+from aka.harness.sides import StepWorkers
 
 HARNESS = textwrap.dedent("""
     import torch
@@ -73,3 +74,25 @@ def test_a_case_that_does_not_fit_is_an_infra_error_not_the_candidates(tmp_path:
     assert short.returncode == StepExit.TASK_FAULT, short.stderr[-3000:]
     assert "host memory" in short.stderr and "not of the candidate" in short.stderr, short.stderr[-3000:]
     assert "FAIL" not in short.stderr
+
+
+ALLOCATOR_FAILED = "[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried to ..."
+
+
+@pytest.mark.parametrize("error", [MemoryError(), RuntimeError(ALLOCATOR_FAILED)])
+def test_the_judges_own_failed_allocation_is_a_harness_error(monkeypatch: pytest.MonkeyPatch,
+                                                             error: BaseException) -> None:
+    from aka.harness import runner
+
+    def short(*_: object) -> None:
+        raise error
+
+    monkeypatch.setattr(runner, "correctness_step", short)
+    ctx = StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"})
+    task = KernelTask(name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None,
+                      load_candidate=lambda directory: None)
+    with pytest.raises(HarnessError, match="host memory .* not of the candidate"):
+        runner.run_step(task, ctx, StepWorkers(Path(".")), Path("harness.py"))
+    monkeypatch.setattr(runner, "correctness_step", lambda *_: (_ for _ in ()).throw(RuntimeError("a bug")))
+    with pytest.raises(RuntimeError, match="a bug"):
+        runner.run_step(task, ctx, StepWorkers(Path(".")), Path("harness.py"))

@@ -90,7 +90,7 @@ def run_step(task: KernelTask, ctx: StepContext, workers: StepWorkers, task_file
                                candidate.free_before_load if candidate is not None else None,
                                free_gpu_bytes(ctx.device))
         if blame is None:
-            where = "GPU" if ctx.device.type == "cuda" else "host"
+            where = "host" if isinstance(exc, MemoryShortfall) and ctx.device.type != "cuda" else "GPU"
             raise HarnessError(f"the judge ran out of {where} memory: {exc}") from exc
         return StepResult(ctx.step, "failed", blame, failure_kind=UNTIMEABLE)
     except (MemoryError, RuntimeError) as exc:  # the judge's own allocations (candidate code runs in the workers)

@@ -380,3 +380,21 @@ def test_torch2cuda_compile_step_builds_kernel_cu(problems: Path, tmp_path: Path
     (task_dir / "kernel.cu").write_text((task_dir / "kernel.cu").read_text().replace("if (i < n)", "if (i < n) {"))
     broken = judge_step(_harness(task_dir).TASK, compile_ctx)
     assert broken.status == "failed" and "nvcc" in (broken.message or ""), broken.message
+
+
+def test_cli_import_with_a_tolerance_and_without_the_probe(problems: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from aka.cli import app
+
+    out = tmp_path / "tasks"
+    done = CliRunner().invoke(app, ["import", "kernelbench", str(problems), "--family", "torch2triton", "--level", "1",
+                                    "--out", str(out), "--tolerance", "float16=5e-3", "--no-probe"])
+    assert done.exit_code == 0, done.output
+    assert f"{len(VALID)} tasks written, 1 files skipped" in done.output
+    harness = (out / "torch2triton" / "kernelbench_level1" / "19_relu" / "harness.py").read_text()
+    assert "torch.float16: Tolerance(0.005, 0.005)" in harness and "torch.float32: Tolerance(0.0001, 0.0001)" in harness
+    assert not (out / "torch2triton" / "kernelbench_level1" / "import_report.yaml").exists()
+    bad = CliRunner().invoke(app, ["import", "kernelbench", str(problems), "--family", "torch2triton",
+                                   "--out", str(out), "--tolerance", "lots"])
+    assert bad.exit_code != 0 and "--tolerance lots: not a number" in bad.output

@@ -4,6 +4,7 @@ reference), then the command itself."""
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -107,3 +108,23 @@ def test_heldout_command_on_a_finished_run(tmp_path: Path) -> None:
     assert summary["outcomes"]["opt_regression"] == 1 and summary["correctness_retention"] == 0.5
     assert summary["p_candidate_correct_given_baseline_correct"] == 0.5
     assert summary["sources"] == {"author": 1, "generated": 1, "none": 0}
+
+
+def test_heldout_on_the_toy_ab_run(toy_ab_run: Path, tmp_path: Path) -> None:
+    """The shared two-arm toy run (tests/toy_runs.py), copied: the task with the author's cases is
+    evaluated in both arms; the one without gets none (its harness is not an aka.harness task)."""
+    run_dir = tmp_path / toy_ab_run.name
+    shutil.copytree(toy_ab_run, run_dir, symlinks=True)
+    done = CliRunner().invoke(app, ["heldout", str(run_dir)])
+    assert done.exit_code == 0, done.output
+    records = [yaml.safe_load(p.read_text()) for p in (run_dir / "heldout").glob("*/heldout_task_result.yaml")]
+    fast = [r for r in records if r["task_name"] == "triton2triton/toy/fast"]
+    assert sorted(r["arm"] for r in fast) == ["noop", "sol"]
+    assert all(r["heldout_source"] == "author" and r["outcome"] == "both_pass" for r in fast)
+    slow = [r for r in records if r["task_name"] == "triton2triton/toy/slow"]
+    assert slow and all(r["heldout_source"] == "none" and "no aka.harness KernelTask" in r["message"] for r in slow)
+    assert not any(r["task_name"] == "torch2triton/toy/wrong" for r in records), "only accepted candidates"
+    summary = yaml.safe_load((run_dir / "heldout" / "heldout_summary.yaml").read_text())
+    assert summary["task_count"] == 2 and summary["correctness_retention"] == 1.0
+    assert summary["sources"]["none"] == len(slow) and "triton2triton/toy/slow" in summary["not_evaluated"]
+    assert "triton2triton/toy/fast (author): both_pass" in done.output

@@ -83,6 +83,10 @@ def with_generated_cases(task: Task, copies: Path, device: DeviceInfo) -> tuple[
     (None where none survived, or the task is not an aka.harness task)."""
     if task.original is not None:
         return None, Generated(error="a task in the original's format: only author-written held-out cases")
+    harness = task.directory / "harness.py"
+    if not harness.is_file() or "KernelTask" not in harness.read_text(encoding="utf-8", errors="replace"):
+        return None, Generated(error="its harness.py declares no aka.harness KernelTask: only author-written "
+                                     "held-out cases")
     copy = copies / task.name
     if copy.exists():
         shutil.rmtree(copy)

@@ -237,17 +237,48 @@ def import_kernelbench_cmd(
     level: Annotated[Optional[int], typer.Option("--level", help="Read DIR/level{N}/ if it exists.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Tasks root to write into.")] = None,
     suite: Annotated[Optional[str], typer.Option("--suite", help="Suite folder name.")] = None,
+    tolerance: Annotated[Optional[list[str]], typer.Option(
+        "--tolerance", help="atol = rtol for every dtype (1e-3) or one (float32=1e-3); default KernelBench's.")] = None,
+    probe: Annotated[bool, typer.Option("--probe/--no-probe",
+                                        help="Check each reference: finite, not passed by zeros.")] = True,
 ) -> None:
     """Turn KernelBench problems into task folders (docs/kernelbench-import.md)."""
-    from aka.authoring.kernelbench import import_kernelbench
+    from aka.authoring.kernelbench import import_kernelbench, parse_tolerances
 
     try:
-        result = import_kernelbench(directory, family, out or default_tasks_root(), level, suite)
+        result = import_kernelbench(directory, family, out or default_tasks_root(), level, suite,
+                                    parse_tolerances(tolerance or []), probe)
     except AkaError as exc:
         raise fail(exc) from None
     for line in result.skipped:
         err_console.print(line, highlight=False, soft_wrap=True)
+    for name, verdict in result.probes.items():
+        if verdict.status != "PASS":
+            found = "; ".join(c.message for c in verdict.checks if c.status != "PASS")
+            err_console.print(f"{name}: {verdict.status}: {found}", highlight=False, soft_wrap=True)
     console.print(f"{len(result.created)} tasks written, {len(result.skipped)} files skipped", highlight=False)
+    if result.report is not None:
+        counts = {s: sum(p.status == s for p in result.probes.values()) for s in ("PASS", "WARN", "FAIL")}
+        console.print(f"references: {counts['PASS']} PASS, {counts['WARN']} WARN, {counts['FAIL']} FAIL; "
+                      f"report: {result.report}", highlight=False, soft_wrap=True)
+
+
+@app.command("heldout")
+def heldout_command(
+    run_dir: Annotated[Path, typer.Argument(help="A finished run directory.")],
+    tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root", help="Where the run's tasks are.")] = None,
+) -> None:
+    """Evaluate each accepted candidate and its baseline on held-out cases (docs/heldout.md)."""
+    from aka.heldout.post_run import heldout_run
+
+    try:
+        outcome = heldout_run(run_dir, tasks_root)
+    except AkaError as exc:
+        raise fail(exc) from None
+    for record in outcome.records:
+        verdict = record.outcome.value if record.outcome else f"not evaluated: {record.message}"
+        console.print(f"{record.task_name} ({record.heldout_source}): {verdict}", highlight=False, soft_wrap=True)
+    _print_path(outcome.summary_path)
 
 
 @app.command("report")

@@ -3,19 +3,87 @@
 from __future__ import annotations
 
 import importlib.util
-import os
+import shutil
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+import torch
+import yaml
 
-from aka.authoring.kernelbench import import_kernelbench, snake_case
+from aka.authoring.kernelbench import import_kernelbench, parse_tolerances, snake_case
 from aka.config.task_config import load_task_config
 from aka.config.tasks import select_tasks
-from aka.harness import StepContext
+from aka.errors import AkaError
+from aka.harness import StepContext, StepResult, make_generator
 from aka.harness.runner import judge_step
 
+LEVEL2 = """
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        \"\"\"Level-2 style: weights made in __init__ with randn and uniform_.\"\"\"
+
+        def __init__(self, features, scale):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(features))
+            self.bias = nn.Parameter(torch.empty(features).uniform_(-0.5, 0.5))
+            self.scale = scale
+
+        def forward(self, x):
+            return torch.relu(x * self.weight + self.bias) * self.scale
+
+    def get_inputs():
+        return [torch.rand(8, 64)]
+
+    def get_init_inputs():
+        return [64, 2.0]
+    """
+# The solution the template asks for: the same __init__ (weights made with randn / uniform_), a
+# Triton kernel in forward.
+LEVEL2_SOLUTION = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(out_ptr, x_ptr, w_ptr, b_ptr, n, features, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    w = tl.load(w_ptr + offs % features, mask=mask)
+    b = tl.load(b_ptr + offs % features, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(x * w + b, 0.0) * scale, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features, scale):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(features))
+        self.bias = nn.Parameter(torch.empty(features).uniform_(-0.5, 0.5))
+        self.scale = scale
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        kernel[(triton.cdiv(x.numel(), 256),)](out, x, self.weight, self.bias, x.numel(), x.shape[-1], self.scale,
+                                               BLOCK=256)
+        return out
+"""
+ZEROS_SOLUTION = """
+import torch
+from reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, *args):
+        return torch.zeros_like(super().forward(*args))
+"""
+NAN_SOLUTION = ZEROS_SOLUTION.replace("torch.zeros_like(super().forward(*args))",
+                                      "torch.full_like(super().forward(*args), float('nan'))")
 PROBLEMS = {
     "19_ReLU.py": """
         import torch
@@ -67,6 +135,65 @@ PROBLEMS = {
         def get_init_inputs():
             return []
         """,
+    "13_SymmetricMatmul.py": """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, A, B):
+                return torch.matmul(A, B)
+
+        def get_inputs():
+            A = torch.rand(24, 24)
+            B = torch.rand(24, 24)
+            return [(A + A.T) / 2, (B + B.T) / 2]
+
+        def get_init_inputs():
+            return []
+        """,
+    "15_TriangularMatmul.py": """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, A, B):
+                return torch.tril(torch.matmul(A, B))
+
+        def get_inputs():
+            return [torch.tril(torch.rand(24, 24)), torch.tril(torch.rand(24, 24))]
+
+        def get_init_inputs():
+            return []
+        """,
+    "100_HingeLoss.py": """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, predictions, targets):
+                return torch.mean(torch.clamp(1 - predictions * targets, min=0))
+
+        def get_inputs():
+            return [torch.rand(64, 1), torch.randint(0, 2, (64, 1)).float() * 2 - 1]
+
+        def get_init_inputs():
+            return []
+        """,
+    "98_KLDivLoss.py": """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, predictions, targets):
+                return torch.nn.functional.kl_div(torch.log(predictions), targets, reduction="batchmean")
+
+        def get_inputs():
+            return [torch.rand(16, 32).softmax(dim=-1), torch.rand(16, 32).softmax(dim=-1)]
+
+        def get_init_inputs():
+            return []
+        """,
+    "12_Scale_Bias_ReLU.py": LEVEL2,
     "NoInputs.py": """
         import torch.nn as nn
 
@@ -77,7 +204,8 @@ PROBLEMS = {
             return []
         """,
 }
-VALID = {"19_relu", "linear_bias", "fused_mul_add"}
+VALID = {"19_relu", "linear_bias", "fused_mul_add", "13_symmetricmatmul", "15_triangularmatmul", "100_hingeloss",
+         "98_kldivloss", "12_scale_bias_relu"}
 
 
 @pytest.fixture
@@ -89,13 +217,6 @@ def problems(tmp_path: Path) -> Path:
     return tmp_path / "kb"
 
 
-@pytest.fixture
-def in_dir() -> Iterator[object]:
-    old = Path.cwd()
-    yield os.chdir
-    os.chdir(old)
-
-
 def test_snake_case() -> None:
     assert snake_case("19_ReLU") == "19_relu"
     assert snake_case("ConvTranspose2d_Add") == "convtranspose2d_add"
@@ -105,7 +226,7 @@ def test_snake_case() -> None:
 @pytest.mark.parametrize("family", ["torch2triton", "torch2cuda"])
 def test_import_writes_loadable_tasks(problems: Path, tmp_path: Path, family: str) -> None:
     out = tmp_path / "tasks"
-    result = import_kernelbench(problems, family, out, level=1)
+    result = import_kernelbench(problems, family, out, level=1, probe=False)
     assert {p.name for p in result.created} == VALID
     assert len(result.skipped) == 1 and "NoInputs.py" in result.skipped[0] and "get_inputs" in result.skipped[0]
     for task_dir in result.created:
@@ -113,30 +234,167 @@ def test_import_writes_loadable_tasks(problems: Path, tmp_path: Path, family: st
         assert config.task_type == family and config.baseline_source.value == "reference"
         original = problems / "level1" / f"{_stem(task_dir.name)}.py"
         assert (task_dir / "reference.py").read_bytes() == original.read_bytes()
+        instructions = config.prompt.instructions if config.prompt else ""
+        assert "0.0001 (float32), 0.01 (float16)" in instructions
+        assert ("nvcc" in instructions and (task_dir / "kernel.cu").is_file()) == (family == "torch2cuda")
     tasks = select_tasks(out, [f"{family}/kernelbench_level1"])
     assert {t.name for t in tasks} == {f"{family}/kernelbench_level1/{n}" for n in VALID}
 
 
 def _stem(name: str) -> str:
-    return {"19_relu": "19_ReLU", "linear_bias": "LinearBias", "fused_mul_add": "FusedMulAdd"}[name]
+    return next(Path(file).stem for file in PROBLEMS if snake_case(Path(file).stem) == name)
 
 
-@pytest.mark.parametrize("name", sorted(VALID))
-def test_generated_correctness_step_passes(problems: Path, tmp_path: Path, name: str, in_dir: object,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    result = import_kernelbench(problems, "torch2triton", tmp_path / "tasks", level=1)
-    task_dir = next(p for p in result.created if p.name == name)
-    monkeypatch.chdir(task_dir)
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    spec = importlib.util.spec_from_file_location(f"_kb_harness_{name}", task_dir / "harness.py")
+def _harness(task_dir: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"_kb_harness_{task_dir.name}", task_dir / "harness.py")
     assert spec is not None and spec.loader is not None
     harness = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(harness)
-    ctx = StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"})
-    report = judge_step(harness.TASK, ctx)
+    return harness
+
+
+def _judge(task_dir: Path, family: str, kernel: str | None = None) -> StepResult:
+    if kernel is not None:
+        (task_dir / "kernel.py").write_text(kernel)
+    harness = _harness(task_dir)
+    return judge_step(harness.TASK, StepContext.from_env("correctness", {"AKA_DEVICE": "cpu",
+                                                                         "AKA_TASK_FAMILY": family}))
+
+
+@pytest.fixture
+def imported(problems: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    result = import_kernelbench(problems, "torch2triton", tmp_path / "tasks", level=1, probe=False)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    return {p.name: p for p in result.created}
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_reference_passes_and_zeros_and_nan_fail(imported: dict[str, Path], name: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The untouched ModelNew (the reference's forward) is correct; a zeros and a NaN kernel are not."""
+    task_dir = imported[name]
+    monkeypatch.chdir(task_dir)
+    report = _judge(task_dir, "e2e")
     assert report.status == "ok", report.message
     assert report.cases and all(c.correct for c in report.cases)
-    policy = judge_step(harness.TASK, StepContext.from_env("correctness", {"AKA_DEVICE": "cpu",
-                                                                           "AKA_TASK_FAMILY": "torch2triton"}))
-    # the starting ModelNew only calls PyTorch: the torch2triton policy rejects it by design
+    for kernel in (ZEROS_SOLUTION, NAN_SOLUTION):
+        wrong = _judge(task_dir, "e2e", kernel)
+        assert wrong.status == "failed" and wrong.failure_kind == "incorrect", wrong.message
+
+
+def test_policy_rejects_the_untouched_model_new(imported: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(imported["19_relu"])
+    policy = _judge(imported["19_relu"], "torch2triton")
     assert policy.status == "failed" and "policy" in str(policy.failure_kind) + (policy.message or "")
+
+
+def test_template_solution_with_weights_in_init_passes_the_policy(imported: dict[str, Path],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A level-2 ModelNew builds its weights (randn, uniform_) in __init__: not the policed call."""
+    task_dir = imported["12_scale_bias_relu"]
+    monkeypatch.chdir(task_dir)
+    report = _judge(task_dir, "torch2triton", LEVEL2_SOLUTION)
+    assert report.status == "ok", report.message
+    broken = _judge(task_dir, "torch2triton", LEVEL2_SOLUTION.replace("* scale, mask", "* scale * 1.001, mask"))
+    assert broken.status == "failed" and broken.failure_kind == "incorrect", broken.message
+
+
+def test_inputs_are_the_problems_own_per_seed(imported: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.manual_seed(seed) then get_inputs(): structure kept, a new draw per seed, the same per seed."""
+    def inputs(name: str, seed: int) -> tuple[torch.Tensor, ...]:
+        monkeypatch.chdir(imported[name])
+        harness = _harness(imported[name])
+        return tuple(harness.make_inputs(harness.CASE, make_generator(seed, "cpu"), torch.device("cpu")))
+
+    a, b = inputs("13_symmetricmatmul", 5)
+    assert torch.equal(a, a.T) and torch.equal(b, b.T) and bool((a >= 0).all())
+    assert torch.equal(a, inputs("13_symmetricmatmul", 5)[0]) and not torch.equal(a, inputs("13_symmetricmatmul", 6)[0])
+    a, b = inputs("15_triangularmatmul", 5)
+    assert torch.equal(a, torch.tril(a)) and torch.equal(b, torch.tril(b))
+    predictions, targets = inputs("100_hingeloss", 5)
+    assert set(targets.unique().tolist()) == {-1.0, 1.0} and bool(((predictions >= 0) & (predictions < 1)).all())
+    predictions, targets = inputs("98_kldivloss", 5)
+    assert torch.allclose(predictions.sum(-1), torch.ones(16)) and bool((predictions > 0).all())
+    harness = _harness(imported["98_kldivloss"])
+    assert torch.isfinite(torch.as_tensor(harness.reference(predictions, targets))).all()
+    assert harness.TOLERANCES[torch.float32].atol == 1e-4 and harness.TOLERANCES[torch.float16].rtol == 1e-2
+
+
+def test_tolerance_override(problems: Path, tmp_path: Path) -> None:
+    assert parse_tolerances(["1e-3"]) == {"float32": 1e-3, "float16": 1e-3, "bfloat16": 1e-3}
+    assert parse_tolerances(["float32=2e-4"])["float32"] == 2e-4 and parse_tolerances([])["float16"] == 1e-2
+    with pytest.raises(AkaError, match="float64=1"):
+        parse_tolerances(["float64=1"])
+    result = import_kernelbench(problems, "torch2triton", tmp_path / "tasks", level=1, probe=False,
+                                tolerances=parse_tolerances(["float32=2e-4"]))
+    harness = (result.created[0] / "harness.py").read_text()
+    assert "torch.float32: Tolerance(0.0002, 0.0002)" in harness and "(set at import)" in harness
+
+
+BAD_PROBLEMS = {
+    "LogShifted.py": "torch.log(x - 2)",  # NaN on [0, 1) inputs
+    "ZeroOut.py": "x - x",  # zeros pass
+    "MeanOfMany.py": "torch.sign(x.sum()).expand(4)",  # the same answer for every seed
+    "19_ReLU.py": "torch.relu(x - 0.5)",
+}
+
+
+def test_import_report_records_bad_references(tmp_path: Path) -> None:
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    for name, expression in BAD_PROBLEMS.items():
+        (folder / name).write_text(textwrap.dedent(f"""
+            import torch
+            import torch.nn as nn
+
+            class Model(nn.Module):
+                def forward(self, x):
+                    return {expression}
+
+            def get_inputs():
+                return [torch.rand(8, 16)]
+
+            def get_init_inputs():
+                return []
+            """))
+    result = import_kernelbench(folder, "torch2triton", tmp_path / "tasks")
+    assert len(result.created) == 4 and result.report is not None
+    report = yaml.safe_load(result.report.read_text())
+    statuses = {name: task["status"] for name, task in report["tasks"].items()}
+    assert statuses == {"log_shifted": "FAIL", "zero_out": "FAIL", "mean_of_many": "WARN", "19_relu": "PASS"}
+    failed = {c["name"] for c in report["tasks"]["log_shifted"]["checks"] if c["status"] == "FAIL"}
+    assert failed == {"finite"} and report["counts"] == {"PASS": 1, "WARN": 1, "FAIL": 2}
+    assert report["tolerances"]["float32"] == 1e-4 and "get_tolerance_for_precision" in report["tolerance_source"]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_torch2cuda_compile_step_builds_kernel_cu(problems: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    result = import_kernelbench(problems, "torch2cuda", tmp_path / "tasks", level=1, probe=False)
+    task_dir = next(p for p in result.created if p.name == "19_relu")
+    monkeypatch.chdir(task_dir)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    compile_ctx = StepContext.from_env("compile", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "torch2cuda"})
+    assert judge_step(_harness(task_dir).TASK, compile_ctx).status == "ok"
+    assert list((tmp_path / "cache").rglob("kernel-*.so")), "kernel.cu was not compiled"
+    (task_dir / "kernel.cu").write_text((task_dir / "kernel.cu").read_text().replace("if (i < n)", "if (i < n) {"))
+    broken = judge_step(_harness(task_dir).TASK, compile_ctx)
+    assert broken.status == "failed" and "nvcc" in (broken.message or ""), broken.message
+
+
+def test_cli_import_with_a_tolerance_and_without_the_probe(problems: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from aka.cli import app
+
+    out = tmp_path / "tasks"
+    done = CliRunner().invoke(app, ["import", "kernelbench", str(problems), "--family", "torch2triton", "--level", "1",
+                                    "--out", str(out), "--tolerance", "float16=5e-3", "--no-probe"])
+    assert done.exit_code == 0, done.output
+    assert f"{len(VALID)} tasks written, 1 files skipped" in done.output
+    harness = (out / "torch2triton" / "kernelbench_level1" / "19_relu" / "harness.py").read_text()
+    assert "torch.float16: Tolerance(0.005, 0.005)" in harness and "torch.float32: Tolerance(0.0001, 0.0001)" in harness
+    assert not (out / "torch2triton" / "kernelbench_level1" / "import_report.yaml").exists()
+    bad = CliRunner().invoke(app, ["import", "kernelbench", str(problems), "--family", "torch2triton",
+                                   "--out", str(out), "--tolerance", "lots"])
+    assert bad.exit_code != 0 and "--tolerance lots: not a number" in bad.output

@@ -127,7 +127,7 @@ def test_a_step_short_of_gpu_memory_is_charged_to_the_candidate_only_when_it_too
                       load_candidate=lambda directory: None)
     workers = _Workers(free_before_load)
     if free_before_load is None:
-        with pytest.raises(HarnessError, match="out of (GPU )?memory"):
+        with pytest.raises(HarnessError, match="out of (GPU |host )?memory"):
             runner.run_step(task, ctx, workers, Path("harness.py"))  # type: ignore[arg-type]
         return
     result = runner.run_step(task, ctx, workers, Path("harness.py"))  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from aka.harness.cases import dtype_name, parse_dtype
+from aka.harness.host_memory import comparison_chunk
 
 Output = torch.Tensor | Sequence[torch.Tensor]
 
@@ -62,7 +63,7 @@ def _index(flat_index: int, shape: torch.Size) -> tuple[int, ...]:
     return tuple(reversed(coords))
 
 
-CHUNK_ELEMENTS = 1 << 24  # float64 copies of a chunk: ~0.5 GB at most, whatever the output's size
+CHUNK_ELEMENTS = 1 << 24  # float64 copies of a chunk: ~0.5 GB at most (on the CPU: what the host has left)
 
 
 @dataclass
@@ -92,9 +93,10 @@ def _tally(got: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> _
     tally = _Tally()
     flat_got, flat_expected = got.detach().reshape(-1), expected.detach().reshape(-1)
     wide = torch.float64 if got.dtype.is_floating_point or got.dtype.is_complex else torch.int64
-    for offset in range(0, flat_got.numel(), CHUNK_ELEMENTS):
-        g = flat_got[offset:offset + CHUNK_ELEMENTS].to(wide)
-        e = flat_expected[offset:offset + CHUNK_ELEMENTS].to(wide)
+    chunk = CHUNK_ELEMENTS if got.device.type == "cuda" else comparison_chunk(flat_got.numel())
+    for offset in range(0, flat_got.numel(), chunk):
+        g = flat_got[offset:offset + chunk].to(wide)
+        e = flat_expected[offset:offset + chunk].to(wide)
         if g.dtype.is_floating_point:
             tally.add("nan", torch.isnan(g) != torch.isnan(e), offset)
             inf = torch.isinf(g) != torch.isinf(e)

@@ -90,8 +90,19 @@ def run_step(task: KernelTask, ctx: StepContext, workers: StepWorkers, task_file
                                candidate.free_before_load if candidate is not None else None,
                                free_gpu_bytes(ctx.device))
         if blame is None:
-            raise HarnessError(f"the judge ran out of GPU memory: {exc}") from exc
+            where = "host" if isinstance(exc, MemoryShortfall) and ctx.device.type != "cuda" else "GPU"
+            raise HarnessError(f"the judge ran out of {where} memory: {exc}") from exc
         return StepResult(ctx.step, "failed", blame, failure_kind=UNTIMEABLE)
+    except (MemoryError, RuntimeError) as exc:  # the judge's own allocations (candidate code runs in the workers)
+        if isinstance(exc, RuntimeError) and not host_allocation_failed(exc):
+            raise
+        raise HarnessError(f"the judge ran out of host memory under the step's limit ({exc or 'MemoryError'}): "
+                           "a limit of this machine and harness, not of the candidate") from exc
+
+
+def host_allocation_failed(exc: RuntimeError) -> bool:
+    """torch's CPU allocator reports a failed allocation as a RuntimeError, not a MemoryError."""
+    return "DefaultCPUAllocator" in str(exc) or "can't allocate memory" in str(exc)
 
 
 def _charged_to_candidate(failure: WorkerFailure, workers: StepWorkers) -> bool:

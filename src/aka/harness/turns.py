@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aka.harness import cuda_driver
+from aka.harness import cuda_driver, host_memory
 from aka.harness.compare import Output
 from aka.harness.link import Reply, WorkerFailure
 from aka.harness.remote import RemoteSide
@@ -98,7 +98,7 @@ def input_sets(device: torch.device, inputs: Sequence[torch.Tensor], outputs: Se
     arenas, the judge's snapshots, two live checks (inputs and expected outputs), each worker's
     own output and the L2 flush."""
     if device.type != "cuda":
-        return 2
+        return host_input_sets(inputs, outputs, sides, name)
     ins, outs = nbytes(inputs), nbytes(outputs)
     free = free_gpu_bytes(device)
     fixed = 2 * sides * outs + 2 * (ins + outs) + 2 * l2_cache_bytes(device)
@@ -109,6 +109,25 @@ def input_sets(device: torch.device, inputs: Sequence[torch.Tensor], outputs: Se
     raise MemoryShortfall(f"{name} needs about {need / 2**30:.1f} GiB of GPU memory (inputs {ins / 2**30:.2f} GiB, "
                           f"outputs {outs / 2**30:.2f} GiB, for {sides} side(s) and the judge's own copies) and "
                           f"{free / 2**30:.1f} GiB are free: a limit of this GPU, not of the candidate", need)
+
+
+def host_input_sets(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], sides: int, name: str) -> int:
+    """`input_sets` on the CPU: the judge's buffers against the host memory it may still take
+    (aka.harness.host_memory); a case that fits with neither count is the machine's limit."""
+    budget = host_memory.available_bytes()
+    if budget is None:
+        return 2
+    ins, outs = nbytes(inputs), nbytes(outputs)
+    largest = max((t.numel() for t in outputs), default=0)
+    for sets in (2, 1):
+        need = host_memory.case_need(ins, outs, largest, sides, sets)
+        if need <= MEMORY_HEADROOM * budget:
+            return sets
+    raise MemoryShortfall(f"{name} needs about {need / 2**20:.0f} MiB of host memory for the judge's own buffers "
+                          f"(inputs {ins / 2**20:.0f} MiB, outputs {outs / 2**20:.0f} MiB, for {sides} side(s), their "
+                          f"snapshots and the float64 comparison) and {budget / 2**20:.0f} MiB are left under the "
+                          "step's memory limit and the machine's free memory: a limit of this machine and harness, "
+                          "not of the candidate", need)
 
 
 def candidate_took(need: int | None, free_before_candidate: int | None, free_now: int) -> str | None:

@@ -7,24 +7,32 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from aka.results.task_result import HeldoutOutcome, TaskResult
+from aka.results.task_result import HeldoutOutcome, HeldoutResult, TaskResult
 
 _DECIMALS = 4
 
 
 def heldout_summary(results: Sequence[TaskResult]) -> dict[str, object] | None:
     """None when no task of the run was evaluated on held-out cases."""
-    evaluated = [r.heldout for r in results if r.heldout is not None]
+    return summarize_heldout([r.heldout for r in results if r.heldout is not None])
+
+
+def summarize_heldout(evaluated: Sequence[HeldoutResult]) -> dict[str, object] | None:
+    """Outcome counts, correctness retention (the share of candidates still correct),
+    P(candidate correct | baseline correct) and the mean gap; None when nothing was evaluated."""
     if not evaluated:
         return None
     outcomes = Counter(h.outcome.value for h in evaluated)
     retained = sum(h.candidate_correct for h in evaluated)
+    baseline_ok = [h for h in evaluated if h.baseline_correct]
     gaps = [h.generalization_gap for h in evaluated if h.generalization_gap is not None]
     speedups = [h.speedup_ratio for h in evaluated if h.speedup_ratio is not None]
     return {
         "task_count": len(evaluated),
         "outcomes": {outcome.value: outcomes.get(outcome.value, 0) for outcome in HeldoutOutcome},
         "correctness_retention": round(retained / len(evaluated), _DECIMALS),
+        "p_candidate_correct_given_baseline_correct": round(
+            sum(h.candidate_correct for h in baseline_ok) / len(baseline_ok), _DECIMALS) if baseline_ok else None,
         "mean_generalization_gap": round(statistics.fmean(gaps), _DECIMALS) if gaps else None,
         "mean_heldout_speedup": round(statistics.fmean(speedups), _DECIMALS) if speedups else None,
     }

@@ -142,28 +142,35 @@ def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, b
 
 
 def _heldout(ctx: RunContext, task: Task, workspace: Path, result: TaskResult) -> HeldoutResult | None:
-    """Correctness and paired speed of the candidate on the hidden held-out cases, next to the
-    baseline's own held-out correctness (the PyTorch reference is correct by definition)."""
     if HELDOUT_FILE not in task.config.hidden_files or not result.pass_compilation:
         return None
-    outcomes = evaluate_candidate(task, workspace / AGENT_WORK_DIR, workspace, ctx.device, heldout=True,
-                                  trusted_cache=baseline_builds(ctx.run_dir, task))
+    return evaluate_heldout(task, workspace / AGENT_WORK_DIR, workspace, ctx.device, result.speedup_ratio,
+                            baseline_builds(ctx.run_dir, task))
+
+
+def evaluate_heldout(task: Task, candidate_dir: Path, scratch: Path, device: DeviceInfo, speedup: float | None,
+                     trusted_cache: Path | None = None) -> HeldoutResult:
+    """Correctness and paired speed of the candidate on the hidden held-out cases, next to the
+    baseline's own held-out correctness (the PyTorch reference is correct by definition); during a
+    run, and after it (`aka heldout`, aka.heldout.post_run). `speedup`: the candidate's on the
+    task's own cases, for the generalization gap."""
+    outcomes = evaluate_candidate(task, candidate_dir, scratch, device, heldout=True, trusted_cache=trusted_cache)
     by_step = {o.step: o for o in outcomes}
     correctness, performance = by_step.get(Step.CORRECTNESS), by_step.get(Step.PERFORMANCE)
     candidate_ok = correctness is not None and correctness.passed and (
         performance is None or performance.failure not in WRONG_WHEN_TIMED)
     baseline_ok = True
     if task.config.baseline_source is BaselineSource.SOURCE:
-        baseline_ok = all(o.passed for o in evaluate_candidate(task, task.directory, workspace / "heldout_baseline",
-                                                               ctx.device, heldout=True, through=2))
+        baseline_ok = all(o.passed for o in evaluate_candidate(task, task.directory, scratch / "heldout_baseline",
+                                                               device, heldout=True, through=2))
     outcome = {(True, True): HeldoutOutcome.BOTH_PASS, (True, False): HeldoutOutcome.OPT_REGRESSION,
                (False, True): HeldoutOutcome.OPT_IMPROVEMENT, (False, False): HeldoutOutcome.BOTH_FAIL}
     timed = TaskResult(task_name=task.name, task_type=task.family)
     if candidate_ok and performance is not None:
         apply_timings(timed, BaselineRecord(task_name=task.name, task_identity="", device="",
                                             source=task.config.baseline_source), performance.cases)
-    gap = (round(result.speedup_ratio - timed.speedup_ratio, 6)
-           if result.speedup_ratio is not None and timed.speedup_ratio is not None else None)
+    gap = (round(speedup - timed.speedup_ratio, 6)
+           if speedup is not None and timed.speedup_ratio is not None else None)
     failed = next((o for o in outcomes if not o.passed), None)
     return HeldoutResult(outcome=outcome[(baseline_ok, candidate_ok)], baseline_correct=baseline_ok,
                          candidate_correct=candidate_ok, speedup_ratio=timed.speedup_ratio, generalization_gap=gap,

@@ -1,0 +1,163 @@
+"""Is a task's reference a usable judge on its own inputs? Finite, not matched by a zeros kernel, not
+matched by one constant output whatever the inputs: a task whose reference fails these accepts wrong
+kernels (KernelBench issue #165: level-1 problems a zeros kernel passes).
+
+    python3 -m aka.authoring.reference_probe TASK_DIR [--seeds N]   (prints one JSON object)
+
+Runs in its own process (the task's code is executed), on the CPU, from the task folder. `aka import
+kernelbench` records its verdict per problem in the import report; `aka validate` can call
+`probe_task` as one of its checks (the same `ProbeCheck` entries).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from aka.harness.compare import Output, compare_outputs
+from aka.harness.task import KernelTask, make_case_inputs
+from aka.harness.verify import nonfinite_reference
+
+Status = Literal["PASS", "WARN", "FAIL"]
+SECOND_SEED_OFFSET = 7919  # the correctness step's second seed (aka.harness.checks)
+SEED_COUNT = 3
+PROBE_TIMEOUT_S = 600.0
+_RANK = {"PASS": 0, "WARN": 1, "FAIL": 2}
+
+
+@dataclass(frozen=True)
+class ProbeCheck:
+    name: str
+    status: Status
+    message: str
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One task's probe: the worst check's status, every check, how long it took."""
+
+    status: Status
+    checks: list[ProbeCheck]
+    seconds: float
+
+    def to_dict(self) -> dict[str, object]:
+        return {"status": self.status, "seconds": round(self.seconds, 3), "checks": [asdict(c) for c in self.checks]}
+
+
+def _outputs(value: Output) -> list[torch.Tensor]:
+    return [value] if isinstance(value, torch.Tensor) else [v for v in value if isinstance(v, torch.Tensor)]
+
+
+def _like(expected: Output, fill: str) -> Output:
+    """A stand-in output: zeros, or each tensor's first element everywhere (a constant kernel)."""
+    def one(t: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(t) if fill == "zeros" or t.numel() == 0 else torch.full_like(t, t.reshape(-1)[0].item())
+    return one(expected) if isinstance(expected, torch.Tensor) else tuple(one(t) for t in expected)
+
+
+def probe_task(task: KernelTask, seeds: int = SEED_COUNT) -> ProbeResult:
+    """The reference on each case's seeds (the correctness step's first two, then more): finite, not
+    passed by zeros, not passed by a constant per element, not the same output for every seed."""
+    started = time.monotonic()
+    device = torch.device("cpu")
+    checks: list[ProbeCheck] = []
+    for case in task.cases_for("ci") or task.cases:
+        case_seeds = [case.seed, case.seed + SECOND_SEED_OFFSET, *(case.seed + 104729 * k for k in range(2, seeds))]
+        try:
+            expected = [task.reference(*make_case_inputs(task, case, seed, device)) for seed in case_seeds[:seeds]]
+        except Exception as exc:  # noqa: BLE001 - the task's own code failing is the finding
+            checks.append(ProbeCheck("reference runs", "FAIL", f"{case.id}: {type(exc).__name__}: {exc}"[:500]))
+            continue
+        checks += _case_checks(task, case.id, expected)
+    if not checks:
+        checks.append(ProbeCheck("reference runs", "FAIL", "the task has no cases"))
+    worst: Status = max((c.status for c in checks), key=_RANK.__getitem__)
+    return ProbeResult(worst, checks, time.monotonic() - started)
+
+
+def _case_checks(task: KernelTask, case_id: str, expected: Sequence[Output]) -> list[ProbeCheck]:
+    problems = [p for p in (nonfinite_reference(e) for e in expected) if p is not None]
+    if problems and not task.nonfinite_reference:
+        return [ProbeCheck("finite", "FAIL", f"{case_id}: the reference is not finite: {problems[0]}")]
+    checks = [ProbeCheck("finite", "PASS", f"{case_id}: {len(expected)} seeds")]
+    tolerances = task.tolerances
+    if all(compare_outputs(_like(e, "zeros"), e, tolerances).correct for e in expected):
+        checks.append(ProbeCheck("zeros kernel rejected", "FAIL",
+                                 f"{case_id}: an all-zeros output matches the reference on every seed"))
+    else:
+        checks.append(ProbeCheck("zeros kernel rejected", "PASS", case_id))
+    if all(compare_outputs(_like(e, "first"), e, tolerances).correct for e in expected):
+        checks.append(ProbeCheck("constant kernel rejected", "WARN",
+                                 f"{case_id}: near-constant: one value everywhere matches it on every seed"))
+    else:
+        checks.append(ProbeCheck("constant kernel rejected", "PASS", case_id))
+    if len(expected) > 1 and all(compare_outputs(expected[0], e, tolerances).correct for e in expected[1:]):
+        checks.append(ProbeCheck("inputs matter", "WARN", f"{case_id}: the same output for every seed's inputs: "
+                                                          "a kernel returning a stored answer passes"))
+    else:
+        checks.append(ProbeCheck("inputs matter", "PASS", case_id))
+    return checks
+
+
+def _load_task(task_dir: Path) -> KernelTask:
+    spec = importlib.util.spec_from_file_location("_aka_probed_harness", task_dir / "harness.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {task_dir / 'harness.py'}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tasks = [v for v in vars(module).values() if isinstance(v, KernelTask)]
+    if not tasks:
+        raise ImportError("harness.py declares no KernelTask")
+    return tasks[0]
+
+
+def probe_in_child(task_dir: Path, seeds: int = SEED_COUNT, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeResult:
+    """`probe_task` on the task folder's harness.py in a child process (the task's code runs there)."""
+    started = time.monotonic()
+    env = {**os.environ, "AKA_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
+    try:
+        done = subprocess.run([sys.executable, "-m", "aka.authoring.reference_probe", str(task_dir),
+                               "--seeds", str(seeds)], cwd=task_dir, env=env, capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return ProbeResult("FAIL", [ProbeCheck("reference runs", "FAIL", f"no answer within {timeout_s:g} s")],
+                           time.monotonic() - started)
+    lines = done.stdout.strip().splitlines()
+    try:
+        data = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        data = None
+    if done.returncode != 0 or not isinstance(data, dict):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return ProbeResult("FAIL", [ProbeCheck("reference runs", "FAIL", f"exit {done.returncode}: {tail}"[:500])],
+                           time.monotonic() - started)
+    checks = [ProbeCheck(str(c["name"]), c["status"], str(c["message"])) for c in data["checks"]]
+    return ProbeResult(data["status"], checks, float(data["seconds"]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m aka.authoring.reference_probe")
+    parser.add_argument("task_dir", type=Path)
+    parser.add_argument("--seeds", type=int, default=SEED_COUNT)
+    args = parser.parse_args(argv)
+    task_dir = args.task_dir.resolve()
+    sys.path.insert(0, str(task_dir))
+    torch.manual_seed(0)
+    result = probe_task(_load_task(task_dir), max(args.seeds, 1))
+    sys.stdout.write(json.dumps(result.to_dict()) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

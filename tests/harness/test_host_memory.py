@@ -48,7 +48,7 @@ def _step(tmp_path: Path, room: int) -> subprocess.CompletedProcess[str]:
     (tmp_path / "harness.py").write_text(HARNESS.replace("N)", f"{ELEMENTS})"))
     (tmp_path / "limited.py").write_text(LIMITED)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e",
-           "AKA_CASE_PROFILE": "full", "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+           "AKA_CASE_PROFILE": "full", "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
     return subprocess.run([sys.executable, "limited.py", str(room)], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Column, Table
 
 from aka import __version__
@@ -56,7 +57,7 @@ def _print_path(path: Path) -> None:
 
 
 def fail(error: AkaError) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
 

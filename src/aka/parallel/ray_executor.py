@@ -259,8 +259,9 @@ def ray_session(backend: RayBackend, slots: list[DeviceSlot]) -> Iterator[Module
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = f"--address {backend.address}" if backend.address else "--backend ray"
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"{where}: cannot start or reach Ray ({first}); start a cluster with `ray start --head` "
-                          "and pass its address, or leave --address out to start one here") from None
+        raise ConfigError(f"{where}: cannot start or reach Ray ({first}); check the address (`ray status` on the head "
+                          "prints it), and for a cluster with token authentication set RAY_AUTH_MODE=token with the "
+                          "cluster's token in ~/.ray/auth_token (docs/ray.md)") from None
     finally:
         if handler is not None:
             signal.signal(signal.SIGTERM, handler)

@@ -12,10 +12,10 @@ On a machine with fewer cores than N this is bounded by the cores, not by the qu
 `--backend ray`: the same through the Ray backend (aka.parallel.ray_executor). `sleep`: the real
 parent loop (aka.parallel.pool.supervise) starts one Ray actor per worker, each running this
 script's `worker` mode (the real worker loop) in its own process, on a Ray instance started once
-for all the worker counts (or `--address`); wall time counts the actors' and workers' start, and
-"start s" is how long the first claim took from the moment the workers were asked for ("efficiency
-after the start" leaves it out: what a long run, whose start is amortized, gets). `toy`:
-`aka run --backend ray` (Ray started by each run).
+for all the worker counts (or `--address`); wall time counts the actors' and workers' start.
+"start s" is when the first worker made its first claim, and the last one, from the moment the
+workers were asked for; "efficiency after the first start" leaves the first out (what a long run,
+whose start is amortized, gets). `toy`: `aka run --backend ray` (Ray started by each run).
 
     python benchmarks/queue_scaling.py sleep --trials 200 --trial-seconds 0.5 --workers 1,2,4,8
     python benchmarks/queue_scaling.py sleep --backend ray --trials 200 --trial-seconds 0.25 --workers 1,2,4,8
@@ -119,12 +119,12 @@ def ray_sleep_mode(ray: ModuleType, trials: int, trial_seconds: float, workers: 
         assert len(queue.entries()["done"]) == trials
         found = [json.loads(p.read_text()) for p in run_dir.glob("claims-*.json")]
         claims = [s for f in found for s in f["claims"]]
-        first = min(f["first"] for f in found)
+        first, last = min(f["first"] for f in found), max(f["first"] for f in found)
     ideal = trials * trial_seconds / workers
     return {"workers": workers, "wall_s": wall, "ideal_s": ideal, "efficiency": ideal / wall,
             "claim_ms_median": 1000 * statistics.median(claims),
             "claim_ms_p95": 1000 * sorted(claims)[int(0.95 * (len(claims) - 1))], "start_s": first - asked,
-            "steady": ideal / (wall - (first - asked))}
+            "all_started_s": last - asked, "steady": ideal / (wall - (first - asked))}
 
 
 def sleep_mode(trials: int, trial_seconds: float, workers: int) -> dict[str, float]:
@@ -197,14 +197,14 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}, backend: {args.backend}")
     if args.mode == "sleep" and args.backend == "ray":
         print("| workers | trials | trial s | wall s | ideal s | efficiency | claim+report ms (median) | (p95) "
-              "| start s | efficiency after the start |")
+              "| start s (first, last worker) | efficiency after the first start |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         with ray_session(RayBackend(args.address), [DeviceSlot(None, i) for i in range(max(counts))]) as ray:
             for n in counts:
                 row = ray_sleep_mode(ray, args.trials, args.trial_seconds, n)
                 print(f"| {n} | {args.trials} | {args.trial_seconds} | {row['wall_s']:.2f} | {row['ideal_s']:.2f} | "
                       f"{100 * row['efficiency']:.1f}% | {row['claim_ms_median']:.2f} | {row['claim_ms_p95']:.2f} | "
-                      f"{row['start_s']:.2f} | {100 * row['steady']:.1f}% |", flush=True)
+                      f"{row['start_s']:.1f}, {row['all_started_s']:.1f} | {100 * row['steady']:.1f}% |", flush=True)
         return
     if args.mode == "sleep":
         print("| workers | trials | trial s | wall s | ideal s | efficiency | claim+report ms (median) | (p95) |")

@@ -191,10 +191,10 @@ class RayExecutor:
 
     def stop(self) -> None:
         started = list(self.started.values())
-        ready, _ = self.ray.wait([s.ready for s in started], num_returns=len(started), timeout=0) if started else ([],
-                                                                                                               [])
-        placed = [s for s in started if s.ready in set(ready)]
-        stops = [s.actor.stop.remote(STOP_GRACE_SECONDS) for s in placed]
+        if not started:
+            return
+        ready, _ = self.ray.wait([s.ready for s in started], num_returns=len(started), timeout=0)
+        stops = [s.actor.stop.remote(STOP_GRACE_SECONDS) for s in started if s.ready in ready]  # placed and running
         if stops:
             self.ray.wait(stops, num_returns=len(stops), timeout=STOP_GRACE_SECONDS + CALL_TIMEOUT_SECONDS)
         for s in started:

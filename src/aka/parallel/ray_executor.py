@@ -256,7 +256,8 @@ def ray_session(backend: RayBackend, slots: list[DeviceSlot]) -> Iterator[Module
     started = time.monotonic()
     try:
         _connect(ray, backend, slots)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+    except Exception as exc:  # Ray raises a bare Exception for a node that timed out starting, among others
+        ray.shutdown()  # what a failed start left running
         where = f"--address {backend.address}" if backend.address else "--backend ray"
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ConfigError(f"{where}: cannot start or reach Ray ({first}); check the address (`ray status` on the head "

@@ -6,6 +6,7 @@ restarted by Ray and its trial finished once; SIGTERM stops every worker; no pro
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -113,6 +114,7 @@ def ray_address() -> Iterator[str]:
             except ProcessLookupError:
                 pass
         head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _aka(tmp_path: Path, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Column, Table
 
 from aka import __version__
@@ -20,6 +21,7 @@ from aka.console import cli_console
 from aka.device import chosen_devices, detect_device
 from aka.doctor import agents_table, plan_tasks, tasks_table
 from aka.errors import AkaError
+from aka.parallel.backends import chosen_backend
 from aka.parallel.queue import DEFAULT_LEASE_SECONDS
 from aka.parallel.seed_modes import parallel_mode, postprocess_run, run_parallel_worker
 from aka.reports.summary import print_summary
@@ -56,7 +58,7 @@ def _print_path(path: Path) -> None:
 
 
 def fail(error: AkaError) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
 
@@ -85,6 +87,12 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view: a line per finished trial.")] = False,
     json_events: Annotated[bool, typer.Option(
         "--json-events", help="The run's events as JSON lines on stdout (the events.jsonl format).")] = False,
+    backend: Annotated[str, typer.Option(
+        "--backend", help="Where a parallel run's workers run: local (this machine) or ray (docs/ray.md).")] = "local",
+    address: Annotated[Optional[str], typer.Option(
+        "--address", help="--backend ray: an existing cluster (auto or HOST:PORT); default: start Ray here.")] = None,
+    ray_gpu_resource: Annotated[Optional[str], typer.Option(
+        "--ray-gpu-resource", help="--backend ray: the custom resource GPU slots ask for instead of num_gpus.")] = None,
 ) -> None:
     """Run every selected task with the configured agent, then write the reports."""
     if resume_run is not None and resume_latest:
@@ -93,6 +101,7 @@ def run(
         raise fail(AkaError("use either --quiet or --json-events, not both"))
     try:
         mode = parallel_mode(parallel_init, parallel_worker, postprocess_only, worker_id, run_name)
+        ray = chosen_backend(backend, address, ray_gpu_resource)
         if mode == "worker":
             assert run_name is not None and worker_id is not None
             run_parallel_worker(config, run_name, worker_id, err_console)
@@ -103,7 +112,7 @@ def run(
         else:
             outcome = run_experiment(config, run_suffix, resume_run, resume_latest, err_console,
                                      accept_changes=accept_changes, gpus=gpus, lease_seconds=lease_seconds,
-                                     init_only=mode == "init",
+                                     init_only=mode == "init", ray=ray,
                                      display=make_display(err_console, console, quiet, json_events))
     except AkaError as exc:
         raise fail(exc) from None

@@ -30,9 +30,11 @@ from aka.config.run_config import LoadedRunConfig, check_run_suffix, load_run_co
 from aka.config.tasks import Task, gate_tasks, select_tasks, task_identity
 from aka.device import DeviceInfo, detect_device, resolve_target_model
 from aka.errors import ConfigError
-from aka.parallel.executor import DeviceSlot, LocalExecutor, device_slots
+from aka.parallel.backends import ExecutorMaker, executors
+from aka.parallel.executor import DeviceSlot, device_slots
 from aka.parallel.pool import queue_results, supervise
 from aka.parallel.queue import DEFAULT_LEASE_SECONDS, TrialQueue
+from aka.parallel.ray_executor import RayBackend
 from aka.progress import phases_to
 from aka.reports.rebuild import write_run_reports
 from aka.reports.writers import RunHeader
@@ -242,18 +244,19 @@ def run_experiment(config_path: Path, suffix: str | None = None, resume_run: Pat
                    resume_latest: bool = False, console: Console | None = None,
                    device: DeviceInfo | None = None, accept_changes: bool = False, gpus: str | None = None,
                    lease_seconds: float = DEFAULT_LEASE_SECONDS, init_only: bool = False,
-                   display: ProgressDisplay | None = None) -> RunOutcome:
+                   display: ProgressDisplay | None = None, ray: RayBackend | None = None) -> RunOutcome:
     """Validate, run every selected trial (skipping completed ones on resume) and write reports.
     `accept_changes`: resume even where the config changed the task list, scorer or agents.
     `gpus` overrides the config's `gpu_ids`; with several slots (GPUs x `num_parallel`), or one
     on a named GPU, the trials go through the run's queue, one worker process per slot, each
     masked to its GPU. `init_only` (--parallel-init) makes
     the run directory and its queue and stops there, for workers started by hand. `display` shows
-    the run's events (default: one plain line per event on `console`, standard error by default)."""
+    the run's events (default: one plain line per event on `console`, standard error by default).
+    `ray`: the workers are Ray actors (aka.parallel.ray_executor), even for one slot."""
     with terminated_as_exit():
         return _run_experiment(config_path, suffix, resume_run, resume_latest,
                                display or PlainDisplay(console or Console(stderr=True)), device, accept_changes,
-                               _Parallel(gpus, lease_seconds, init_only))
+                               _Parallel(gpus, lease_seconds, init_only, ray))
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,11 @@ class _Parallel:
     gpus: str | None
     lease_seconds: float
     init_only: bool
+    ray: RayBackend | None = None
+
+    def queued(self, slots: list[DeviceSlot]) -> bool:
+        """Do the trials go through the queue (several slots, a named GPU, Ray), or the serial loop?"""
+        return self.init_only or self.ray is not None or len(slots) > 1 or slots[0].gpu is not None
 
 
 @dataclass(frozen=True)
@@ -287,11 +295,11 @@ def check_inputs(config_path: Path, device: DeviceInfo | None) -> CheckedInputs:
     return CheckedInputs(loaded, scorer, device, model, runnable, dropped, identities)
 
 
-def _slots(checked: CheckedInputs, gpus: str | None) -> list[DeviceSlot]:
+def _slots(checked: CheckedInputs, gpus: str | None, here: bool = True) -> list[DeviceSlot]:
     config = checked.loaded.config
     field = "--gpus" if gpus is not None else f"{checked.loaded.path}: field 'gpu_ids'"
     slots = device_slots(gpus if gpus is not None else config.gpu_ids, config.num_parallel, field)
-    count = checked.device.count if checked.device.is_gpu else 0
+    count = checked.device.count if checked.device.is_gpu and here else 0  # a cluster's GPUs are counted, not named
     beyond = sorted({s.gpu for s in slots if s.gpu is not None and count and int(s.gpu) >= count})
     if beyond:
         raise ConfigError(f"{field}: GPU {beyond[0]} does not exist here ({count} visible); list ids below {count}")
@@ -303,11 +311,14 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
                     parallel: _Parallel) -> RunOutcome:
     check_run_suffix(suffix)
     checked = check_inputs(config_path, device)
-    slots = _slots(checked, parallel.gpus)
+    slots = _slots(checked, parallel.gpus, parallel.ray is None or parallel.ray.address is None)
     log_directory = _log_directory(checked.loaded)
-    run_dir, resuming = _resolve_run_dir(checked.loaded, checked.model, suffix, resume_run, resume_latest)
-    with holding_run(run_dir), display:
-        results = _run_locked(checked, run_dir, resuming, log_directory, display, accept_changes, slots, parallel)
+    ray = parallel.ray if parallel.queued(slots) and not parallel.init_only else None
+    with executors(ray, slots, checked.loaded.config.num_parallel or 1) as make_executor:
+        run_dir, resuming = _resolve_run_dir(checked.loaded, checked.model, suffix, resume_run, resume_latest)
+        with holding_run(run_dir), display:
+            results = _run_locked(checked, run_dir, resuming, log_directory, display, accept_changes, slots, parallel,
+                                  make_executor)
     return RunOutcome(run_dir, run_dir / REPORTS_DIR, results)
 
 
@@ -352,7 +363,8 @@ class TrialRunner:
 
 
 def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_directory: Path, display: EventSink,
-                accept_changes: bool, slots: list[DeviceSlot], parallel: _Parallel) -> list[TaskResult]:
+                accept_changes: bool, slots: list[DeviceSlot], parallel: _Parallel,
+                make_executor: ExecutorMaker) -> list[TaskResult]:
     """The run, with the run directory held by this process (`aka.run.lock`)."""
     loaded = checked.loaded
     log_file = log_directory / f"{run_dir.parent.name}_{run_dir.name}.log"
@@ -370,12 +382,12 @@ def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_direc
         for task, reason in checked.dropped:
             logger.info("dropped %s: %s", task.name, reason)
         runner = TrialRunner.of(checked, run_dir)
-        if parallel.init_only or len(slots) > 1 or slots[0].gpu is not None:
+        if parallel.queued(slots):
             queue = TrialQueue(run_dir)
             queue.fill(trials, parallel.lease_seconds)
             if parallel.init_only:
                 return []
-            supervise(queue, LocalExecutor(loaded.path, run_dir), slots, display, run_dir / EVENTS_NAME)
+            supervise(queue, make_executor(loaded.path, run_dir), slots, display, run_dir / EVENTS_NAME)
             results = queue_results(queue, {t.name: t.family for t in checked.runnable}, runner.repeated)
         else:
             results = [runner.run(trial, resuming, display)[1] for trial in trials]

@@ -62,7 +62,7 @@ lint: install-test
 		--no-strict-equality tests benchmarks scripts
 
 test: lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 clean-runs:
 	rm -rf workspace_* logs

@@ -35,7 +35,9 @@ from aka.parallel.backends import chosen_backend
 from aka.parallel.executor import DeviceSlot
 from aka.parallel.ray_executor import RayBackend, slot_resources
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+# One cluster for the module: its tests go to one pytest-xdist worker (`--dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("ray")
 RAY_START_SECONDS = 180
 ACTOR_TITLE = "ray::SlotWorker"
 

@@ -137,7 +137,8 @@ def run_probe(task: Task, scratch: Path, device: DeviceInfo, heldout: bool) -> P
                               check=False)
         code, output = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:
-        code, output = None, f"timed out after {timeout:.0f} s: {exc.stderr or ''}"
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        code, output = None, f"timed out after {timeout:.0f} s: {stderr}"
     evidence = Evidence(command=" ".join(["python", *command[1:]]), exit_code=code,
                         duration_s=round(time.monotonic() - start, 2), output_excerpt=excerpt(output, 800))
     data = None

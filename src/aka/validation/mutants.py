@@ -12,7 +12,7 @@ mutation that cannot is recorded as not applicable with its reason, never as kil
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,7 +99,7 @@ def _matrix(t: TensorShape) -> bool:
 def applicable(name: str, outputs: Sequence[TensorShape], inputs: Sequence[TensorShape]) -> str | None:
     """Why mutation `name` cannot change any of these outputs (None: it can)."""
     largest = max((i.numel for i in inputs), default=0)
-    rules = {
+    rules: dict[str, tuple[Callable[[TensorShape], bool], str]] = {
         "constant": (lambda t: t.numel >= 2, "every output has a single element"),
         "input_copy": (lambda t: largest >= max(t.numel, 2), "no input has as many elements as an output"),
         "beyond_tolerance": (lambda t: t.dtype in FLOAT_DTYPES, "no floating-point output (compared exactly)"),

@@ -78,7 +78,7 @@ def scan_python(text: str, name: str) -> list[str]:
                 problems.append(f"{name}:{line}: {problem}")
         elif _climbs(node):
             problems.append(f"{name}:{line}: climbs above the task folder ({ast.unparse(node)[:60]})")
-    return problems
+    return sorted(problems, key=lambda p: int(p.split(":")[1]))
 
 
 def scan_text(text: str, name: str) -> list[str]:

@@ -22,8 +22,8 @@ from aka.config.families import family_named
 from aka.config.tasks import Task, select_tasks
 from aka.device import DeviceInfo
 from aka.errors import AkaError
-from aka.evaluation.steps import StepOutcome
 from aka.evaluation.step_spec import Step
+from aka.evaluation.steps import StepOutcome
 from aka.results.task_result import FailureKind
 from aka.run.repository import materialize
 from aka.validation.checks import (
@@ -34,8 +34,8 @@ from aka.validation.checks import (
     describe,
     evaluate,
     files_check,
-    heldout_check,
     hang_check,
+    heldout_check,
     reference_check,
     run_probe,
     schema_check,
@@ -93,7 +93,8 @@ def _verdict(outcomes: list[StepOutcome]) -> tuple[MutantVerdict, StepOutcome | 
 def run_mutants(task: Task, base_dir: Path, probe: Probe, scratch: Path, device: DeviceInfo,
                 names: Sequence[str], tell: Listener) -> tuple[Check, MutationScore]:
     results: list[MutantResult] = []
-    language = family_named(task.family).language if family_named(task.family) else ""
+    family = family_named(task.family)
+    language = family.language if family is not None else ""
     python_sources = [rel for rel in task.config.source_file_path if rel.endswith(".py")]
     blocked = None
     if language in ("cuda", "hip") or not python_sources:

@@ -139,12 +139,15 @@ def run_probe(task: Task, scratch: Path, device: DeviceInfo, heldout: bool) -> P
     except subprocess.TimeoutExpired as exc:
         stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
         code, output = None, f"timed out after {timeout:.0f} s: {stderr}"
-    evidence = Evidence(command=" ".join(["python", *command[1:]]), exit_code=code,
-                        duration_s=round(time.monotonic() - start, 2), output_excerpt=excerpt(output, 800))
     data = None
     if code == 0:
         lines = [line for line in output.splitlines() if line.startswith("{")]
         data = json.loads(lines[-1]) if lines else None
+    shown = output if data is None else "\n".join(
+        f"{part}: {data[part]['cases']} case(s), {data[part]['checks']} input set(s) computed twice, "
+        f"{len(data[part]['problems'])} problem(s)" for part in ("cases", "heldout") if part in data)
+    evidence = Evidence(command=" ".join(["python", *command[1:]]), exit_code=code,
+                        duration_s=round(time.monotonic() - start, 2), output_excerpt=excerpt(shown, 800))
     return Probe(data, evidence)
 
 

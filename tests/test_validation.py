@@ -7,11 +7,15 @@ whole catalogue is exercised in-process by `test_every_mutation_is_wrong_beyond_
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from aka.authoring.task_tools import scaffold_task
 from aka.config.tasks import load_task, select_tasks
@@ -109,6 +113,7 @@ def test_probe_fails_a_nondeterministic_reference(tasks_root: Path, tmp_path: Pa
     assert check.evidence[0].exit_code == 0 and "aka.validation.probe" in check.evidence[0].command
 
 
+@pytest.mark.slow
 def test_suite_task_passes_with_every_mutant_killed(tmp_path: Path) -> None:
     """The real GELU task: every check passes (A/A is a WARN on the CPU) and its mutants die."""
     out = tmp_path / "out"
@@ -130,6 +135,7 @@ def test_suite_task_passes_with_every_mutant_killed(tmp_path: Path) -> None:
     assert [r.subject for r in dashboard_reports] == ["triton2triton/basic/gelu"]
 
 
+@pytest.mark.slow
 def test_a_task_with_a_huge_tolerance_fails_naming_the_surviving_mutant(tasks_root: Path, tmp_path: Path) -> None:
     """rtol 0.5 on float32 lets a bfloat16 computation pass: the lower_precision mutant survives,
     the one a transposed 1-D output cannot be is recorded as not applicable."""
@@ -152,3 +158,22 @@ def test_a_task_with_a_huge_tolerance_fails_naming_the_surviving_mutant(tasks_ro
     assert summary.tasks[0].surviving_mutants == ["lower_precision"]
     assert summary.tasks[0].failed_checks == ["mutation"]
     shutil.rmtree(out)
+
+
+def test_cli_fails_a_task_whose_config_does_not_load(tasks_root: Path, tmp_path: Path) -> None:
+    """The real CLI: among the tasks of a family, one whose config does not load is a schema FAIL
+    (exit 1), reported and summarized without running anything."""
+    broken = tasks_root / "triton2triton/mine/broken"
+    broken.mkdir(parents=True)
+    (broken / "config.yaml").write_text("task_type: triton2triton\nsource_file_path: 5\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "aka.cli", "validate", "triton2triton", "--tasks-root",
+                           str(tasks_root), "--output", str(tmp_path / "out"), "--no-mutants"],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1, done.stderr
+    summary = yaml.safe_load((tmp_path / "out" / "validation_summary.yaml").read_text())
+    assert summary["overall_status"] == "FAIL" and summary["counts"]["FAIL"] == 1
+    assert summary["tasks"][0]["failed_checks"] == ["schema"]
+    assert "validate triton2triton" in summary["command"]
+    report = read_report(tmp_path / "out" / "triton2triton/mine/broken/validation_report.yaml")
+    assert "config.yaml: field" in report.checks[0].message

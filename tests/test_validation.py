@@ -21,13 +21,14 @@ from aka.authoring.task_tools import scaffold_task
 from aka.config.tasks import load_task, select_tasks
 from aka.dashboard.validation import find_validation
 from aka.device import detect_device
+from aka.errors import AkaError
 from aka.harness.compare import compare_outputs, tolerance_for
 from aka.validation import mutant_runtime
 from aka.validation.checks import reference_check, run_probe, self_containment_check
 from aka.validation.mutants import MUTANT_NAMES, TensorShape, applicable, entry_functions, mutant_source
-from aka.validation.report import MutantVerdict, Status, read_report
+from aka.validation.report import MutantResult, MutantVerdict, Status, read_report
 from aka.validation.static_scan import scan_python
-from aka.validation.validate import ValidationOptions, validate_tasks
+from aka.validation.validate import ValidationOptions, _mutation_check, load_exceptions, validate_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 TOLERANCES = {"float32": (1e-5, 1e-5), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1.6e-2)}
@@ -177,3 +178,21 @@ def test_cli_fails_a_task_whose_config_does_not_load(tasks_root: Path, tmp_path:
     assert "validate triton2triton" in summary["command"]
     report = read_report(tmp_path / "out" / "triton2triton/mine/broken/validation_report.yaml")
     assert "config.yaml: field" in report.checks[0].message
+
+
+def test_mutation_score_and_recorded_exceptions(tmp_path: Path) -> None:
+    def result(name: str, verdict: MutantVerdict) -> MutantResult:
+        return MutantResult(name=name, description=name, verdict=verdict)
+    check, score = _mutation_check([result("zeros", MutantVerdict.KILLED), result("stale", MutantVerdict.SURVIVED),
+                                    result("transposed", MutantVerdict.NOT_APPLICABLE)])
+    assert check.status is Status.FAIL and "surviving mutant(s): stale" in check.message
+    assert (score.killed, score.survived, score.not_applicable, score.score) == (1, 1, 1, 0.5)
+    check, score = _mutation_check([result("zeros", MutantVerdict.KILLED), result("stale", MutantVerdict.EXCEPTED)])
+    assert check.status is Status.WARN and score.score == 1.0 and score.excepted == 1
+    (tmp_path / "validation_exceptions.yaml").write_text("a/b/c:\n  lower_precision: fp16 GEMM tolerance\n")
+    exceptions = load_exceptions(tmp_path)
+    assert exceptions.reason("a/b/c", "lower_precision") == "fp16 GEMM tolerance"
+    assert exceptions.reason("a/b/c", "zeros") is None
+    (tmp_path / "validation_exceptions.yaml").write_text("a/b/c: [1, 2]\n")
+    with pytest.raises(AkaError, match="validation_exceptions.yaml"):
+        load_exceptions(tmp_path)

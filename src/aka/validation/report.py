@@ -44,6 +44,7 @@ class MutantVerdict(str, Enum):
     NOT_APPLICABLE = "not_applicable"  # the mutation cannot change this task's outputs (reason given)
     INVALID = "invalid"  # rejected for another reason than correctness: says nothing about the task
     NOT_RUN = "not_run"  # cannot run on this machine (reason given)
+    EXCEPTED = "excepted"  # survived, with a recorded justification (tasks/validation_exceptions.yaml)
 
 
 class MutantResult(BaseModel):
@@ -67,7 +68,7 @@ class Check(BaseModel):
 
 
 class MutationScore(BaseModel):
-    """Killed over applicable mutants that ran (None: none ran)."""
+    """Killed over the applicable mutants that ran, excepted ones left out (None: none ran)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -76,6 +77,7 @@ class MutationScore(BaseModel):
     invalid: int = 0
     not_applicable: int = 0
     not_run: int = 0
+    excepted: int = 0
     score: float | None = None
     mutants: list[MutantResult] = Field(default_factory=list)
 

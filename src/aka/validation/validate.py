@@ -9,14 +9,18 @@ to wrap: their mutants are recorded as not run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shlex
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
+from pydantic import RootModel, ValidationError
 
 from aka.config.families import family_named
 from aka.config.tasks import Task, select_tasks
@@ -62,10 +66,34 @@ HELDOUT_FILE = "heldout.py"
 Listener = Callable[[str], None]
 
 
+EXCEPTIONS_FILE = "validation_exceptions.yaml"
+
+
+class MutantExceptions(RootModel[dict[str, dict[str, str]]]):
+    """`tasks/validation_exceptions.yaml`: task name -> mutant -> why its survival is acceptable.
+    Kept beside the tasks, not in them: an agent's copy of a task never learns which wrong
+    answers its check lets through."""
+
+    def reason(self, task: str, mutant: str) -> str | None:
+        return self.root.get(task, {}).get(mutant)
+
+
+def load_exceptions(tasks_root: Path) -> MutantExceptions:
+    path = tasks_root / EXCEPTIONS_FILE
+    if not path.is_file():
+        return MutantExceptions({})
+    try:
+        return MutantExceptions.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise AkaError(f"{path}: expected 'task name: {{mutant: reason}}' ({type(exc).__name__}); fix the file") \
+            from None
+
+
 @dataclass(frozen=True)
 class ValidationOptions:
     mutants: Sequence[str] = MUTANT_NAMES  # empty: no mutation testing
     solutions: Path | None = None
+    exceptions: MutantExceptions = field(default_factory=lambda: MutantExceptions({}))
 
 
 def _shapes(probe: Probe) -> list[tuple[list[TensorShape], list[TensorShape]]]:
@@ -91,7 +119,8 @@ def _verdict(outcomes: list[StepOutcome]) -> tuple[MutantVerdict, StepOutcome | 
 
 
 def run_mutants(task: Task, base_dir: Path, probe: Probe, scratch: Path, device: DeviceInfo,
-                names: Sequence[str], tell: Listener) -> tuple[Check, MutationScore]:
+                names: Sequence[str], tell: Listener,
+                exceptions: MutantExceptions | None = None) -> tuple[Check, MutationScore]:
     results: list[MutantResult] = []
     family = family_named(task.family)
     language = family.language if family is not None else ""
@@ -118,6 +147,9 @@ def run_mutants(task: Task, base_dir: Path, probe: Probe, scratch: Path, device:
         evaluation = evaluate(task, mutant_dir / "sources", mutant_dir, device, f"mutant {name}", through=2)
         verdict, failed = _verdict(evaluation.outcomes)
         message = f"wrapped {', '.join(entries)}; " + (describe(failed) if failed else "passed correctness")
+        excuse = exceptions.reason(task.name, name) if exceptions else None
+        if verdict is MutantVerdict.SURVIVED and excuse:
+            verdict, message = MutantVerdict.EXCEPTED, f"{message}; recorded exception: {excuse}"
         results.append(MutantResult(name=name, description=DESCRIPTIONS[name], verdict=verdict,
                                     failure_kind=failed.failure.value if failed else None, message=message[:600],
                                     duration_s=round(time.monotonic() - start, 2)))
@@ -129,15 +161,19 @@ def _mutation_check(results: list[MutantResult]) -> tuple[Check, MutationScore]:
     def named(verdict: MutantVerdict) -> list[str]:
         return [r.name for r in results if r.verdict is verdict]
     killed, survived, invalid = named(MutantVerdict.KILLED), named(MutantVerdict.SURVIVED), named(MutantVerdict.INVALID)
+    excepted = named(MutantVerdict.EXCEPTED)
     judged = len(killed) + len(survived) + len(invalid)
     score = MutationScore(killed=len(killed), survived=len(survived), invalid=len(invalid),
                           not_applicable=len(named(MutantVerdict.NOT_APPLICABLE)),
-                          not_run=len(named(MutantVerdict.NOT_RUN)),
+                          not_run=len(named(MutantVerdict.NOT_RUN)), excepted=len(excepted),
                           score=round(len(killed) / judged, 4) if judged else None, mutants=results)
     if survived:
         status, message = Status.FAIL, f"surviving mutant(s): {', '.join(survived)}"
     elif invalid:
         status, message = Status.WARN, f"mutant(s) rejected for another reason than correctness: {', '.join(invalid)}"
+    elif excepted:
+        status = Status.WARN
+        message = f"survived with a recorded exception ({EXCEPTIONS_FILE}): {', '.join(excepted)}"
     elif not judged:
         status = Status.WARN
         message = next((r.message for r in results if r.verdict is MutantVerdict.NOT_RUN), "no mutant selected")
@@ -208,7 +244,8 @@ def validate_task(task: Task, device: DeviceInfo, options: ValidationOptions, te
                 checks.append(Check(name="mutation", status=Status.WARN,
                                     message="skeleton without a solution: nothing to mutate"))
             else:
-                check, mutation = run_mutants(task, base, probe, scratch, device, options.mutants, tell)
+                check, mutation = run_mutants(task, base, probe, scratch, device, options.mutants, tell,
+                                              options.exceptions)
                 checks.append(check)
     return TaskValidation(task_name=task.name, family=task.family, task_dir=str(task.directory),
                           device=device.name, overall_status=overall([c.status for c in checks]), checks=checks,
@@ -228,6 +265,8 @@ def _row(report: TaskValidation, path: Path) -> SummaryRow:
 def validate_tasks(tasks_root: Path, selectors: list[str], output: Path, device: DeviceInfo,
                    options: ValidationOptions, tell: Listener) -> ValidationSummary:
     tasks = select_tasks(tasks_root, selectors)
+    if not options.exceptions.root:
+        options = dataclasses.replace(options, exceptions=load_exceptions(tasks_root))
     if not tasks:
         raise AkaError(f"no task matches {' '.join(selectors)} under {tasks_root}")
     command = shlex.join(["aka", "validate", *sys.argv[2:]]) if sys.argv[1:2] == ["validate"] else \

@@ -180,7 +180,8 @@ def heldout_check(probe: Probe, evaluation: Evaluation | None, skeleton: bool) -
         problems.append(f"the {'solution' if skeleton else 'baseline'} fails its held-out cases: {describe(failed)}")
     return Check(name="heldout_cases", status=Status.FAIL if problems else Status.PASS,
                  message="; ".join(problems[:5]) or f"{held['cases']} held-out case(s): reference deterministic and "
-                                                    "finite, the baseline passes them", evidence=evidence)
+                                                    f"finite, the {'solution' if skeleton else 'baseline'} passes them",
+                 evidence=evidence)
 
 
 def baseline_check(untouched: Evaluation, solution: Evaluation | None, skeleton: bool) -> Check:

@@ -239,6 +239,43 @@ def _guess_root(task_dir: Path) -> Path:
     return task_dir.parents[2] if len(task_dir.parents) > 2 else task_dir.parent
 
 
+@app.command("validate")
+def validate_command(
+    selectors: Annotated[list[str], typer.Argument(help="Tasks: all, a family, a suite or one task.")],
+    tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root", help="Folder of tasks.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", help="Where the reports go.")] = None,
+    mutants: Annotated[bool, typer.Option("--mutants/--no-mutants", help="Run the mutation tests.")] = True,
+    only: Annotated[Optional[list[str]], typer.Option("--mutant", help="Only this mutant (repeatable).")] = None,
+    solutions: Annotated[Optional[Path], typer.Option("--solutions", help="Solutions of skeleton tasks.")] = None,
+) -> None:
+    """Prove tasks sound: deterministic checks and mutants of the baseline that must fail (docs/validation.md)."""
+    from aka.validation.mutants import MUTANT_NAMES
+    from aka.validation.validate import ValidationOptions, output_default, validate_tasks
+
+    root = (tasks_root or default_tasks_root()).resolve()
+    unknown = sorted(set(only or []) - set(MUTANT_NAMES))
+    if unknown:
+        raise fail(AkaError(f"--mutant {', '.join(unknown)}: not a mutant; choose from {', '.join(MUTANT_NAMES)}"))
+    guessed = root.parent / "solutions" / "examples"
+    options = ValidationOptions(mutants=(only or MUTANT_NAMES) if mutants else (),
+                                solutions=(solutions or (guessed if guessed.is_dir() else None)))
+    folder = (output or output_default()).resolve()
+    try:
+        summary = validate_tasks(root, selectors, folder, detect_device(), options,
+                                 lambda line: err_console.print(line, highlight=False, markup=False))
+    except AkaError as exc:
+        raise fail(exc) from None
+    table = Table("task", "status", "mutation score", "failed checks / surviving mutants")
+    for row in summary.tasks:
+        score = "n/a" if row.mutation_score is None else f"{row.mutation_score:.0%}"
+        table.add_row(row.task_name, row.overall_status.value, score,
+                      ", ".join(row.failed_checks + row.surviving_mutants))
+    console.print(table)
+    _print_path(folder / "validation_summary.yaml")
+    if summary.overall_status.value == "FAIL":
+        raise typer.Exit(1)
+
+
 @import_app.command("kernelbench")
 def import_kernelbench_cmd(
     directory: Annotated[Path, typer.Argument(help="Folder of KernelBench problem files (*.py).")],

@@ -44,8 +44,11 @@ TASK = KernelTask(
     # summation order flips the final rounding by an ulp (fp16: 0.004 at |y| in [4, 8); bf16: 0.03),
     # and with PyTorch's default allow_{fp16,bf16}_reduced_precision_reduction cuBLAS may reduce
     # split-K partial sums in 16-bit, adding ~1-2 ulps of |y|~1. These allow 2-3 ulps everywhere and
-    # still catch a missing bias (std 0.5), a missing ReLU or a dropped K tile.
-    tolerances={"float16": Tolerance(1e-2, 1e-2), "bfloat16": Tolerance(4e-2, 2e-2)},
+    # still catch a missing bias (std 0.5), a missing ReLU or a dropped K tile. float16 is 4e-3/4e-3
+    # (6-8 ulps at |y| ~ 1): at 1e-2/1e-2 a computation in bfloat16 (inputs and output rounded, the
+    # `lower_precision` mutant of `aka validate`) passed; it is now 1.3x (K=32) to 2.5x (K=4096) over,
+    # while float32 accumulation in any order stays below 0.1 of it (measured on the CPU).
+    tolerances={"float16": Tolerance(4e-3, 4e-3), "bfloat16": Tolerance(4e-2, 2e-2)},
     # x, weight and bias read once, the output written once.
     min_bytes=lambda case: (case.int_param("m") * case.int_param("k") + case.int_param("n") * case.int_param("k")
                             + case.int_param("n") + case.int_param("m") * case.int_param("n"))

@@ -1,0 +1,198 @@
+"""`aka validate`: the mutations themselves (in-process), the static scan, the probe, and the
+validator end to end through the real evaluator on a suite task and on deliberately weak tasks.
+
+The end-to-end tests run a few mutants each (every one is a full evaluation on the CPU); the
+whole catalogue is exercised in-process by `test_every_mutation_is_wrong_beyond_tolerance`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from aka.authoring.task_tools import scaffold_task
+from aka.config.tasks import load_task, select_tasks
+from aka.dashboard.validation import find_validation
+from aka.device import detect_device
+from aka.errors import AkaError
+from aka.harness.compare import compare_outputs, tolerance_for
+from aka.validation import mutant_runtime
+from aka.validation.checks import reference_check, run_probe, self_containment_check
+from aka.validation.mutants import MUTANT_NAMES, TensorShape, applicable, entry_functions, mutant_source
+from aka.validation.report import MutantResult, MutantVerdict, Status, read_report
+from aka.validation.static_scan import scan_python
+from aka.validation.validate import ValidationOptions, _mutation_check, load_exceptions, validate_tasks
+
+REPO = Path(__file__).resolve().parents[1]
+TOLERANCES = {"float32": (1e-5, 1e-5), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1.6e-2)}
+
+
+def _scale_task(root: Path, name: str = "triton2triton/mine/scale", patch: tuple[str, str] | None = None) -> Path:
+    task_dir = scaffold_task(root, name)
+    if patch is not None:
+        harness = task_dir / "harness.py"
+        text = harness.read_text()
+        assert patch[0] in text
+        harness.write_text(text.replace(*patch))
+    return task_dir
+
+
+@pytest.mark.parametrize("name", [n for n in mutant_runtime.MUTATIONS])
+def test_every_mutation_is_wrong_beyond_tolerance(name: str) -> None:
+    """Each output mutation, on a 2-D float32 output, is rejected by the judge's own comparison
+    (or, for wrong_strides, keeps the values but loses contiguity, which the judge rejects)."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn((6, 5), generator=generator)
+    expected = x * 2
+    got = mutant_runtime.corrupt(name, expected.clone(), [x], TOLERANCES)
+    if name == "wrong_strides":
+        assert torch.equal(got, expected) and not got.is_contiguous()
+        return
+    if got.dtype != expected.dtype:
+        assert name == "wrong_dtype"
+        return
+    verdict = compare_outputs(got, expected, {"float32": tolerance_for(torch.float32)})
+    assert not verdict.correct, name
+
+
+def test_wrapped_entry_mutates_only_the_outermost_call_and_stale_returns_the_previous_output() -> None:
+    source = ("import torch\n\n@triton.jit\ndef scale_kernel(x):\n    pass\n\n"
+              "def inner(x):\n    return x * 2\n\ndef scale(x):\n    return inner(x)\n\n"
+              "def _private(x):\n    return x\n")
+    assert entry_functions(source) == ["inner", "scale"]
+    namespace: dict[str, object] = {}
+    plain = source.replace("@triton.jit\n", "")
+    exec(compile(mutant_source(plain, ["inner", "scale"], "perturb_one", TOLERANCES), "kernel.py", "exec"), namespace)
+    x = torch.arange(5, dtype=torch.float32)
+    out = namespace["scale"](x)  # type: ignore[operator]
+    assert (out != x * 2).sum() == 1  # perturbed once, not twice
+    stale: dict[str, object] = {}
+    exec(compile(mutant_source(plain, ["scale"], "stale", TOLERANCES), "k.py", "exec"), stale)
+    first = stale["scale"](x)  # type: ignore[operator]
+    assert torch.equal(first, x * 2)
+    assert torch.equal(stale["scale"](x + 1), x * 2)  # type: ignore[operator]
+
+
+def test_applicability_gives_reasons() -> None:
+    vector, scalar = TensorShape((100,), "float32"), TensorShape((), "float32")
+    assert applicable("transposed", [vector], [vector]) == "no output with two dimensions of size > 1"
+    assert applicable("transposed", [TensorShape((4, 3), "float32")], [vector]) is None
+    assert applicable("beyond_tolerance", [TensorShape((4,), "int64")], [vector]) is not None
+    assert applicable("off_by_one", [scalar], [vector]) == "every output has a single element"
+    assert applicable("zeros", [scalar], []) is None
+    assert set(MUTANT_NAMES) >= {"zeros", "ones", "constant", "input_copy", "perturb_one", "beyond_tolerance",
+                                 "skip_last_block", "wrong_dtype", "transposed", "wrong_strides", "stale",
+                                 "off_by_one", "lower_precision"}
+
+
+def test_static_scan_finds_network_absolute_paths_and_climbs(tasks_root: Path) -> None:
+    text = ('"""Docs may say /usr/local/cuda."""\nimport socket\nfrom pathlib import Path\n'
+            'DATA = "/data/weights.bin"\nUP = Path(__file__).parents[2] / "x"\nREL = "../other/task.py"\n'
+            'URL = "https://example.com/w.pt"\nOK = "kernel.py"\n')
+    problems = scan_python(text, "harness.py")
+    assert [p.split(":")[1] for p in problems] == ["2", "4", "5", "6", "7"]
+    task_dir = _scale_task(tasks_root, patch=("SIZES = (", 'DATA_DIR = "/opt/data"\nSIZES = ('))
+    check = self_containment_check(load_task(tasks_root, task_dir))
+    assert check.status is Status.FAIL and "harness.py" in check.message and "/opt/data" in check.message
+    clean = self_containment_check(select_tasks(REPO / "tasks", ["triton2triton/basic/gelu"])[0])
+    assert clean.status is Status.PASS
+
+
+def test_probe_fails_a_nondeterministic_reference(tasks_root: Path, tmp_path: Path) -> None:
+    task_dir = _scale_task(tasks_root, patch=("return x * 2", "return x * 2 + torch.rand(x.shape) * 1e-3"))
+    probe = run_probe(load_task(tasks_root, task_dir), tmp_path, detect_device(), heldout=False)
+    check = reference_check(probe)
+    assert check.status is Status.FAIL
+    assert "the reference gave different outputs on the same inputs" in check.message
+    assert check.evidence[0].exit_code == 0 and "aka.validation.probe" in check.evidence[0].command
+
+
+@pytest.mark.slow
+def test_suite_task_passes_with_every_mutant_killed(tmp_path: Path) -> None:
+    """The real GELU task: every check passes (A/A is a WARN on the CPU) and its mutants die."""
+    out = tmp_path / "out"
+    summary = validate_tasks(REPO / "tasks", ["triton2triton/basic/gelu"], out, detect_device(),
+                             ValidationOptions(mutants=("beyond_tolerance", "stale"),
+                                               solutions=REPO / "solutions" / "examples"), lambda _: None)
+    report = read_report(out / "triton2triton/basic/gelu/validation_report.yaml")
+    statuses = {c.name: c.status for c in report.checks}
+    assert statuses.pop("aa_timing") is Status.WARN
+    assert set(statuses) == {"schema", "files_and_symbols", "self_containment", "reference_deterministic",
+                             "baseline_correct", "heldout_cases", "hang", "mutation"}
+    assert set(statuses.values()) == {Status.PASS}, report.checks
+    assert report.mutation is not None and report.mutation.score == 1.0
+    assert [m.verdict for m in report.mutation.mutants] == [MutantVerdict.KILLED] * 2
+    assert all(m.failure_kind == "incorrect" for m in report.mutation.mutants)
+    assert summary.tasks[0].mutation_score == 1.0 and summary.overall_status is Status.WARN
+    dashboard_summary, dashboard_reports = find_validation(out)
+    assert dashboard_summary is not None and dashboard_summary.overall_status.value == "WARN"
+    assert [r.subject for r in dashboard_reports] == ["triton2triton/basic/gelu"]
+
+
+@pytest.mark.slow
+def test_a_task_with_a_huge_tolerance_fails_naming_the_surviving_mutant(tasks_root: Path, tmp_path: Path) -> None:
+    """rtol 0.5 on float32 lets a bfloat16 computation pass: the lower_precision mutant survives,
+    the one a transposed 1-D output cannot be is recorded as not applicable."""
+    loose = "    tolerances={'float32': Tolerance(0.0, 0.5)},\n    min_bytes="
+    _scale_task(tasks_root, patch=("    min_bytes=", loose))
+    harness = tasks_root / "triton2triton/mine/scale/harness.py"
+    harness.write_text(harness.read_text().replace("import Case,", "import Tolerance, Case,"))
+    config = tasks_root / "triton2triton/mine/scale/config.yaml"
+    config.write_text(config.read_text().replace("hidden_files: [heldout.py]", "hidden_files: []"))
+    out = tmp_path / "out"
+    summary = validate_tasks(tasks_root, ["triton2triton/mine/scale"], out, detect_device(),
+                             ValidationOptions(mutants=("lower_precision", "transposed")), lambda _: None)
+    report = read_report(out / "triton2triton/mine/scale/validation_report.yaml")
+    mutation = next(c for c in report.checks if c.name == "mutation")
+    assert report.overall_status is Status.FAIL and mutation.status is Status.FAIL
+    assert "surviving mutant(s): lower_precision" in mutation.message
+    assert report.mutation is not None and report.mutation.score == 0.0
+    verdicts = {m.name: m.verdict for m in report.mutation.mutants}
+    assert verdicts == {"lower_precision": MutantVerdict.SURVIVED, "transposed": MutantVerdict.NOT_APPLICABLE}
+    assert summary.tasks[0].surviving_mutants == ["lower_precision"]
+    assert summary.tasks[0].failed_checks == ["mutation"]
+    shutil.rmtree(out)
+
+
+def test_cli_fails_a_task_whose_config_does_not_load(tasks_root: Path, tmp_path: Path) -> None:
+    """The real CLI: among the tasks of a family, one whose config does not load is a schema FAIL
+    (exit 1), reported and summarized without running anything."""
+    broken = tasks_root / "triton2triton/mine/broken"
+    broken.mkdir(parents=True)
+    (broken / "config.yaml").write_text("task_type: triton2triton\nsource_file_path: 5\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "aka.cli", "validate", "triton2triton", "--tasks-root",
+                           str(tasks_root), "--output", str(tmp_path / "out"), "--no-mutants"],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1, done.stderr
+    summary = yaml.safe_load((tmp_path / "out" / "validation_summary.yaml").read_text())
+    assert summary["overall_status"] == "FAIL" and summary["counts"]["FAIL"] == 1
+    assert summary["tasks"][0]["failed_checks"] == ["schema"]
+    assert "validate triton2triton" in summary["command"]
+    report = read_report(tmp_path / "out" / "triton2triton/mine/broken/validation_report.yaml")
+    assert "config.yaml: field" in report.checks[0].message
+
+
+def test_mutation_score_and_recorded_exceptions(tmp_path: Path) -> None:
+    def result(name: str, verdict: MutantVerdict) -> MutantResult:
+        return MutantResult(name=name, description=name, verdict=verdict)
+    check, score = _mutation_check([result("zeros", MutantVerdict.KILLED), result("stale", MutantVerdict.SURVIVED),
+                                    result("transposed", MutantVerdict.NOT_APPLICABLE)])
+    assert check.status is Status.FAIL and "surviving mutant(s): stale" in check.message
+    assert (score.killed, score.survived, score.not_applicable, score.score) == (1, 1, 1, 0.5)
+    check, score = _mutation_check([result("zeros", MutantVerdict.KILLED), result("stale", MutantVerdict.EXCEPTED)])
+    assert check.status is Status.WARN and score.score == 1.0 and score.excepted == 1
+    (tmp_path / "validation_exceptions.yaml").write_text("a/b/c:\n  lower_precision: fp16 GEMM tolerance\n")
+    exceptions = load_exceptions(tmp_path)
+    assert exceptions.reason("a/b/c", "lower_precision") == "fp16 GEMM tolerance"
+    assert exceptions.reason("a/b/c", "zeros") is None
+    (tmp_path / "validation_exceptions.yaml").write_text("a/b/c: [1, 2]\n")
+    with pytest.raises(AkaError, match="validation_exceptions.yaml"):
+        load_exceptions(tmp_path)

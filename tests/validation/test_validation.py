@@ -30,7 +30,7 @@ from aka.validation.report import MutantResult, MutantVerdict, Status, read_repo
 from aka.validation.static_scan import scan_python
 from aka.validation.validate import ValidationOptions, _mutation_check, load_exceptions, validate_tasks
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TOLERANCES = {"float32": (1e-5, 1e-5), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1.6e-2)}
 
 

@@ -1,0 +1,217 @@
+"""The Slurm backend against a real single-node Slurm (tests/slurm_cluster.py), started once for
+the module: `aka slurm submit --wait` runs every trial once, each worker masked by Slurm to its
+own GPU; status and cancel work and a cancelled run resumes locally; a job requeued mid-run
+resumes through the queue's leases with nothing counted twice. Skipped where Slurm cannot be
+installed (not root, no apt-get)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import processes_under
+from slurm_cluster import SlurmCluster, missing_reason
+
+from aka.parallel.queue import QUEUE_DIR, STATES, TrialEntry
+
+REPO = Path(__file__).resolve().parents[1]
+SLOW_KERNEL = ("import time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n    time.sleep({seconds})\n"
+               "    return VALUE\n")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    reason = missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        assert processes_under(cluster.root, by_command_line=True) == [], "a Slurm daemon outlived the tests"
+
+
+def _env(cluster: SlurmCluster) -> dict[str, str]:
+    env = cluster.env
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
+    env["COLUMNS"] = "200"
+    return env
+
+
+def _aka(cluster: SlurmCluster, cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "aka.cli", *args], cwd=cwd, env=_env(cluster),
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _start(cluster: SlurmCluster, cwd: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "aka.cli", *args], cwd=cwd, env=_env(cluster),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(condition, what: str, timeout: float = 180) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _run_dir(tmp_path: Path) -> Path | None:
+    runs = sorted((tmp_path / "workspace_cpu_noop").glob("run_*"))
+    return runs[0] if runs else None
+
+
+def _queue(run_dir: Path) -> dict[str, list[TrialEntry]]:
+    found: dict[str, list[TrialEntry]] = {}
+    for state in STATES:
+        found[state] = []
+        for path in sorted((run_dir / QUEUE_DIR / state).glob("*.json")):
+            try:
+                found[state].append(TrialEntry.model_validate_json(path.read_text()))
+            except (OSError, ValueError):
+                continue  # moved or being replaced as we read
+    return found
+
+
+def _started(run_dir: Path) -> Counter[str]:
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    return Counter(e["task"] for e in events if e["event"] == "task_started")
+
+
+def _summary_tasks(run_dir: Path) -> list[str]:
+    with (run_dir / "reports" / "overall_summary.csv").open() as handle:
+        return sorted(row["Task Name"] for row in csv.DictReader(handle))
+
+
+def _status(cluster: SlurmCluster, cwd: Path, run_dir: Path) -> dict[str, object]:
+    done = _aka(cluster, cwd, "slurm", "status", str(run_dir), "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def _job_states(cluster: SlurmCluster, cwd: Path, run_dir: Path) -> dict[str, str]:
+    jobs = _status(cluster, cwd, run_dir)["jobs"]
+    assert isinstance(jobs, list)
+    return {job["role"]: job["state"] for job in jobs}
+
+
+def _worker_masks(run_dir: Path, seen: dict[str, str]) -> None:
+    """The CUDA_VISIBLE_DEVICES of each worker holding a trial now, read from its process."""
+    for entry in _queue(run_dir)["running"]:
+        if entry.lease is None:
+            continue
+        try:
+            environ = Path(f"/proc/{entry.lease.pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for item in environ:
+            if item.startswith(b"CUDA_VISIBLE_DEVICES="):
+                seen[entry.lease.worker_id] = item.split(b"=", 1)[1].decode()
+
+
+def _slow_tasks(make_toy_task, count: int, seconds: float) -> list[str]:  # type: ignore[no-untyped-def]
+    names = [f"triton2triton/toy/t{i}" for i in range(count)]
+    for name in names:
+        make_toy_task(name, kernel=SLOW_KERNEL.format(seconds=seconds))
+    return names
+
+
+def test_submit_and_wait_runs_each_trial_once_with_a_worker_per_gpu(slurm: SlurmCluster, tmp_path: Path,
+                                                                     make_toy_task, write_run_config) -> None:
+    names = _slow_tasks(make_toy_task, 4, 1.5)
+    proc = _start(slurm, tmp_path, "slurm", "submit", str(write_run_config()), "--nodes", "1",
+                  "--gpus-per-node", "2", "--wait")
+    masks: dict[str, str] = {}
+    while proc.poll() is None:
+        run_dir = _run_dir(tmp_path)
+        if run_dir is not None and (run_dir / QUEUE_DIR / "running").is_dir():
+            _worker_masks(run_dir, masks)
+        time.sleep(0.1)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    run_dir = _run_dir(tmp_path)
+    assert run_dir is not None and str(run_dir) in out
+    assert _started(run_dir) == dict.fromkeys(names, 1)
+    assert _summary_tasks(run_dir) == names
+    queue = _queue(run_dir)
+    assert len(queue["done"]) == 4 and not queue["pending"] and not queue["running"] and not queue["failed"]
+    assert sorted(masks.values()) == ["0", "1"], masks  # two workers, each masked by Slurm to its own GPU
+    assert all(worker.startswith("slurm-") for worker in masks)
+    record = json.loads((run_dir / "slurm" / "jobs.json").read_text())
+    assert [job["role"] for job in record["jobs"]] == ["workers", "postprocess"]
+    assert _job_states(slurm, tmp_path, run_dir) == {"workers": "COMPLETED", "postprocess": "COMPLETED"}
+    assert processes_under(tmp_path, by_command_line=True) == []
+
+
+def test_status_then_cancel_then_a_local_resume_finishes_the_rest_once(slurm: SlurmCluster, tmp_path: Path,
+                                                                       make_toy_task, write_run_config) -> None:
+    names = _slow_tasks(make_toy_task, 4, 4)
+    config = write_run_config()
+    submitted = _aka(slurm, tmp_path, "slurm", "submit", str(config), "--gpus-per-node", "2")
+    assert submitted.returncode == 0, submitted.stderr
+    run_dir = Path(submitted.stdout.strip())
+    _wait_for(lambda: len(_queue(run_dir)["running"]) == 2, "both workers to hold a trial")
+    status = _status(slurm, tmp_path, run_dir)
+    assert {job["role"]: job["state"] for job in status["jobs"]} == {"workers": "RUNNING", "postprocess": "PENDING"}
+    assert sum(status["trials"].values()) == 4 and status["trials"]["running"] == 2
+    shown = _aka(slurm, tmp_path, "slurm", "status", str(run_dir))
+    assert "RUNNING" in shown.stdout and "running 2" in shown.stdout, shown.stdout
+
+    cancelled = _aka(slurm, tmp_path, "slurm", "cancel", str(run_dir))
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "--resume-run" in cancelled.stdout
+    assert set(_job_states(slurm, tmp_path, run_dir).values()) == {"CANCELLED"}
+    assert processes_under(tmp_path, by_command_line=True) == [], "a worker or step outlived scancel"
+    finished_before = {e.task for e in _queue(run_dir)["done"]}
+    assert len(finished_before) < 4
+
+    resumed = _aka(slurm, tmp_path, "run", str(config), "--resume-run", str(run_dir))
+    assert resumed.returncode == 0, resumed.stderr
+    assert _summary_tasks(run_dir) == names
+    started = _started(run_dir)
+    assert all(started[task] == 1 for task in finished_before), started  # finished before: reused, not re-run
+
+
+def test_a_requeued_job_resumes_through_the_leases_and_counts_each_trial_once(
+        slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config) -> None:
+    names = _slow_tasks(make_toy_task, 4, 3)
+    submitted = _aka(slurm, tmp_path, "slurm", "submit", str(write_run_config()), "--gpus-per-node", "2")
+    assert submitted.returncode == 0, submitted.stderr
+    run_dir = Path(submitted.stdout.strip())
+    record = json.loads((run_dir / "slurm" / "jobs.json").read_text())
+    workers = record["jobs"][0]["job_id"]
+    _wait_for(lambda: len(_queue(run_dir)["running"]) == 2, "both workers to hold a trial")
+    held = {e.task for e in _queue(run_dir)["running"]}
+    slurm.scontrol("requeue", workers)
+    held |= {e.task for e in _queue(run_dir)["running"]}
+    slurm.scontrol("update", f"jobid={workers}", "StartTime=now")  # Slurm holds a requeued job ~2 min otherwise
+    _wait_for(lambda: _job_states(slurm, tmp_path, run_dir).get("postprocess") in ("COMPLETED", "FAILED"),
+              "the report job", timeout=240)
+    assert _job_states(slurm, tmp_path, run_dir) == {"workers": "COMPLETED", "postprocess": "COMPLETED"}
+    assert "Restarts=1" in slurm.scontrol("show", "job", workers)
+    assert _summary_tasks(run_dir) == names
+    queue = _queue(run_dir)
+    assert sorted(e.task for e in queue["done"]) == names and not queue["failed"]
+    retried = {e.task for e in queue["done"] if e.attempts}
+    assert retried and retried <= held  # only the trials the requeue interrupted ran again
+    started = _started(run_dir)
+    assert all(started[task] == 1 for task in set(names) - held), started
+    assert {worker.split("-")[1].split(".")[1] for worker in _worker_ids(run_dir)} == {"0", "1"}  # job's 1st and 2nd start
+    assert processes_under(tmp_path, by_command_line=True) == []
+
+
+def _worker_ids(run_dir: Path) -> set[str]:
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    return {str(e["worker"]) for e in events if e["event"] == "task_started"}

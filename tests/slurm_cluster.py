@@ -15,6 +15,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,6 +126,19 @@ class SlurmCluster:
             time.sleep(0.25)
         logs = "\n".join(p.read_text(errors="replace")[-2000:] for p in sorted((self.root / "log").glob("*")))
         raise RuntimeError(f"test Slurm: no {what} within {UP_TIMEOUT:.0f} s\n{logs}")
+
+    @contextmanager
+    def environment(self) -> Iterator[None]:
+        """SLURM_CONF set in this process (for calling aka.parallel.slurm directly)."""
+        before = os.environ.get("SLURM_CONF")
+        os.environ["SLURM_CONF"] = str(self.conf)
+        try:
+            yield
+        finally:
+            if before is None:
+                del os.environ["SLURM_CONF"]
+            else:
+                os.environ["SLURM_CONF"] = before
 
     def scontrol(self, *args: str) -> str:
         return subprocess.run(["scontrol", *args], capture_output=True, text=True, env=self.env,

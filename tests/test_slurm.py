@@ -21,10 +21,13 @@ from conftest import processes_under
 from slurm_cluster import SlurmCluster, missing_reason
 
 from aka.parallel.queue import QUEUE_DIR, STATES, TrialEntry
+from aka.parallel.slurm import status
 
 REPO = Path(__file__).resolve().parents[1]
 SLOW_KERNEL = ("import time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n    time.sleep({seconds})\n"
                "    return VALUE\n")
+GATED_KERNEL = ("import os\nimport time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n"
+                "    while not os.path.exists({gate!r}):\n        time.sleep(0.1)\n    return VALUE\n")
 pytestmark = pytest.mark.slow
 
 
@@ -95,16 +98,11 @@ def _summary_tasks(run_dir: Path) -> list[str]:
         return sorted(row["Task Name"] for row in csv.DictReader(handle))
 
 
-def _status(cluster: SlurmCluster, cwd: Path, run_dir: Path) -> dict[str, object]:
-    done = _aka(cluster, cwd, "slurm", "status", str(run_dir), "--json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
-
-
-def _job_states(cluster: SlurmCluster, cwd: Path, run_dir: Path) -> dict[str, str]:
-    jobs = _status(cluster, cwd, run_dir)["jobs"]
-    assert isinstance(jobs, list)
-    return {job["role"]: job["state"] for job in jobs}
+def _job_states(cluster: SlurmCluster, run_dir: Path) -> dict[str, str]:
+    """`aka slurm status`'s job states, called in this process (the CLI takes ~40 s to import on
+    a loaded two-core machine; the CLI itself is run once, in the cancel test)."""
+    with cluster.environment():
+        return {job.role: job.state for job in status(run_dir).jobs}
 
 
 def _worker_masks(run_dir: Path, seen: dict[str, str]) -> None:
@@ -126,6 +124,22 @@ def _slow_tasks(make_toy_task, count: int, seconds: float) -> list[str]:  # type
     for name in names:
         make_toy_task(name, kernel=SLOW_KERNEL.format(seconds=seconds))
     return names
+
+
+def _fast_and_gated_tasks(make_toy_task, gate: Path) -> tuple[list[str], set[str]]:  # type: ignore[no-untyped-def]
+    """Two tasks that finish at once and two whose correctness step waits for `gate` to exist."""
+    fast, gated = ["triton2triton/toy/fast0", "triton2triton/toy/fast1"], {"triton2triton/toy/gated0",
+                                                                          "triton2triton/toy/gated1"}
+    for name in fast:
+        make_toy_task(name)
+    for name in gated:
+        make_toy_task(name, kernel=GATED_KERNEL.format(gate=str(gate)), correctness_timeout=600)
+    return sorted([*fast, *gated]), gated
+
+
+def _two_done_two_waiting(run_dir: Path) -> bool:
+    queue = _queue(run_dir)
+    return len(queue["done"]) == 2 and len(queue["running"]) == 2
 
 
 def test_submit_and_wait_runs_each_trial_once_with_a_worker_per_gpu(slurm: SlurmCluster, tmp_path: Path,
@@ -151,63 +165,64 @@ def test_submit_and_wait_runs_each_trial_once_with_a_worker_per_gpu(slurm: Slurm
     assert all(worker.startswith("slurm-") for worker in masks)
     record = json.loads((run_dir / "slurm" / "jobs.json").read_text())
     assert [job["role"] for job in record["jobs"]] == ["workers", "postprocess"]
-    assert _job_states(slurm, tmp_path, run_dir) == {"workers": "COMPLETED", "postprocess": "COMPLETED"}
+    assert _job_states(slurm, run_dir) == {"workers": "COMPLETED", "postprocess": "COMPLETED"}
     assert processes_under(tmp_path, by_command_line=True) == []
 
 
 def test_status_then_cancel_then_a_local_resume_finishes_the_rest_once(slurm: SlurmCluster, tmp_path: Path,
                                                                        make_toy_task, write_run_config) -> None:
-    names = _slow_tasks(make_toy_task, 4, 4)
+    gate = tmp_path / "gate"
+    names, gated = _fast_and_gated_tasks(make_toy_task, gate)
     config = write_run_config()
     submitted = _aka(slurm, tmp_path, "slurm", "submit", str(config), "--gpus-per-node", "2")
     assert submitted.returncode == 0, submitted.stderr
     run_dir = Path(submitted.stdout.strip())
-    _wait_for(lambda: len(_queue(run_dir)["running"]) == 2, "both workers to hold a trial")
-    status = _status(slurm, tmp_path, run_dir)
-    assert {job["role"]: job["state"] for job in status["jobs"]} == {"workers": "RUNNING", "postprocess": "PENDING"}
-    assert sum(status["trials"].values()) == 4 and status["trials"]["running"] == 2
-    shown = _aka(slurm, tmp_path, "slurm", "status", str(run_dir))
-    assert "RUNNING" in shown.stdout and "running 2" in shown.stdout, shown.stdout
+    _wait_for(lambda: _two_done_two_waiting(run_dir), "two trials done and two waiting at the gate")
+    shown = _aka(slurm, tmp_path, "slurm", "status", str(run_dir), "--json")
+    assert shown.returncode == 0, shown.stderr
+    found = json.loads(shown.stdout)
+    assert {job["role"]: job["state"] for job in found["jobs"]} == {"workers": "RUNNING", "postprocess": "PENDING"}
+    assert found["trials"] == {"pending": 0, "running": 2, "done": 2, "failed": 0} and not found["reports"]
+    assert sorted(line.split(" ")[0] for line in found["running"]) == sorted(gated)
 
     cancelled = _aka(slurm, tmp_path, "slurm", "cancel", str(run_dir))
     assert cancelled.returncode == 0, cancelled.stderr
     assert "--resume-run" in cancelled.stdout
-    assert set(_job_states(slurm, tmp_path, run_dir).values()) == {"CANCELLED"}
+    assert set(_job_states(slurm, run_dir).values()) == {"CANCELLED"}
     assert processes_under(tmp_path, by_command_line=True) == [], "a worker or step outlived scancel"
-    finished_before = {e.task for e in _queue(run_dir)["done"]}
-    assert len(finished_before) < 4
+    assert {e.task for e in _queue(run_dir)["done"]} == set(names) - gated
 
+    gate.touch()
     resumed = _aka(slurm, tmp_path, "run", str(config), "--resume-run", str(run_dir))
     assert resumed.returncode == 0, resumed.stderr
     assert _summary_tasks(run_dir) == names
     started = _started(run_dir)
-    assert all(started[task] == 1 for task in finished_before), started  # finished before: reused, not re-run
+    assert started == {task: 2 if task in gated else 1 for task in names}  # finished ones reused, not re-run
 
 
 def test_a_requeued_job_resumes_through_the_leases_and_counts_each_trial_once(
         slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config) -> None:
-    names = _slow_tasks(make_toy_task, 4, 3)
+    gate = tmp_path / "gate"
+    names, gated = _fast_and_gated_tasks(make_toy_task, gate)
     submitted = _aka(slurm, tmp_path, "slurm", "submit", str(write_run_config()), "--gpus-per-node", "2")
     assert submitted.returncode == 0, submitted.stderr
     run_dir = Path(submitted.stdout.strip())
     record = json.loads((run_dir / "slurm" / "jobs.json").read_text())
     workers = record["jobs"][0]["job_id"]
-    _wait_for(lambda: len(_queue(run_dir)["running"]) == 2, "both workers to hold a trial")
-    held = {e.task for e in _queue(run_dir)["running"]}
+    _wait_for(lambda: _two_done_two_waiting(run_dir), "two trials done and two waiting at the gate")
     slurm.scontrol("requeue", workers)
-    held |= {e.task for e in _queue(run_dir)["running"]}
-    slurm.scontrol("update", f"jobid={workers}", "StartTime=now")  # Slurm holds a requeued job ~2 min otherwise
-    _wait_for(lambda: _job_states(slurm, tmp_path, run_dir).get("postprocess") in ("COMPLETED", "FAILED"),
+    _wait_for(lambda: _job_states(slurm, run_dir)["workers"] == "PENDING", "the requeued job to be pending")
+    gate.touch()
+    slurm.scontrol("update", f"jobid={workers}", "StartTime=now")  # Slurm holds a requeued job 2 min otherwise
+    _wait_for(lambda: _job_states(slurm, run_dir).get("postprocess") in ("COMPLETED", "FAILED"),
               "the report job", timeout=240)
-    assert _job_states(slurm, tmp_path, run_dir) == {"workers": "COMPLETED", "postprocess": "COMPLETED"}
+    assert _job_states(slurm, run_dir) == {"workers": "COMPLETED", "postprocess": "COMPLETED"}
     assert "Restarts=1" in slurm.scontrol("show", "job", workers)
     assert _summary_tasks(run_dir) == names
     queue = _queue(run_dir)
     assert sorted(e.task for e in queue["done"]) == names and not queue["failed"]
-    retried = {e.task for e in queue["done"] if e.attempts}
-    assert retried and retried <= held  # only the trials the requeue interrupted ran again
-    started = _started(run_dir)
-    assert all(started[task] == 1 for task in set(names) - held), started
+    assert {e.task: e.attempts for e in queue["done"]} == {task: 1 if task in gated else 0 for task in names}
+    assert _started(run_dir) == {task: 2 if task in gated else 1 for task in names}  # the interrupted ones again
     assert {worker.split("-")[1].split(".")[1] for worker in _worker_ids(run_dir)} == {"0", "1"}  # job's 1st and 2nd start
     assert processes_under(tmp_path, by_command_line=True) == []
 

@@ -90,7 +90,8 @@ class SlurmCluster:
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
             "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "GresTypes=gpu",
-            "ReturnToService=2", "InactiveLimit=0", "KillWait=5", "MinJobAge=600", "SchedulerParameters=sched_interval=1",
+            "ReturnToService=2", "InactiveLimit=0", "KillWait=5", "MinJobAge=600",
+            "SchedulerParameters=sched_interval=1",
             f"NodeName={NODE} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 Gres=gpu:{GPUS} State=UNKNOWN",
             f"PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP", ""]))
         (r / "gres.conf").write_text(f"NodeName={NODE} Name=gpu File={r / 'dev'}/nvidia[0-{GPUS - 1}]\n")

@@ -21,7 +21,7 @@ from conftest import processes_under
 from slurm_cluster import SlurmCluster, missing_reason
 
 from aka.parallel.queue import QUEUE_DIR, STATES, TrialEntry
-from aka.parallel.slurm import status
+from aka.parallel.slurm import SlurmError, SlurmRequest, status, submit
 
 REPO = Path(__file__).resolve().parents[1]
 SLOW_KERNEL = ("import time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n    time.sleep({seconds})\n"
@@ -223,10 +223,48 @@ def test_a_requeued_job_resumes_through_the_leases_and_counts_each_trial_once(
     assert sorted(e.task for e in queue["done"]) == names and not queue["failed"]
     assert {e.task: e.attempts for e in queue["done"]} == {task: 1 if task in gated else 0 for task in names}
     assert _started(run_dir) == {task: 2 if task in gated else 1 for task in names}  # the interrupted ones again
-    assert {worker.split("-")[1].split(".")[1] for worker in _worker_ids(run_dir)} == {"0", "1"}  # job's 1st and 2nd start
+    restarts = {worker.split("-")[1].split(".")[1] for worker in _worker_ids(run_dir)}
+    assert restarts == {"0", "1"}  # workers of the job's first and second start
     assert processes_under(tmp_path, by_command_line=True) == []
 
 
 def _worker_ids(run_dir: Path) -> set[str]:
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     return {str(e["worker"]) for e in events if e["event"] == "task_started"}
+
+
+def test_interactive_mode_runs_the_workers_in_an_allocation_then_the_reports(
+        slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config) -> None:
+    names = _slow_tasks(make_toy_task, 2, 0)
+    done = _aka(slurm, tmp_path, "slurm", "submit", str(write_run_config()), "--gpus-per-node", "2", "--interactive")
+    assert done.returncode == 0, done.stderr
+    run_dir = _run_dir(tmp_path)
+    assert run_dir is not None and _summary_tasks(run_dir) == names
+    assert _started(run_dir) == dict.fromkeys(names, 1)
+    assert all(worker.startswith("slurm-") for worker in _worker_ids(run_dir))
+    record = json.loads((run_dir / "slurm" / "jobs.json").read_text())
+    assert [job["role"] for job in record["jobs"]] == ["interactive"]
+    assert processes_under(tmp_path, by_command_line=True) == []
+
+
+def test_a_flag_slurm_refuses_is_one_line_and_makes_no_run(slurm: SlurmCluster, tmp_path: Path, make_toy_task,
+                                                           write_run_config) -> None:
+    make_toy_task()
+    request = SlurmRequest(nodes=1, gpus_per_node=1, partition="nosuchpartition")
+    with slurm.environment(), pytest.raises(SlurmError) as refused:
+        submit(write_run_config(), request)
+    assert "--partition" in str(refused.value) and "invalid partition" in str(refused.value).lower()
+    assert "\n" not in str(refused.value)
+    with slurm.environment(), pytest.raises(SlurmError, match="gres|GPU|configuration"):
+        submit(write_run_config(), SlurmRequest(nodes=1, gpus_per_node=3))  # the node has two
+    assert _run_dir(tmp_path) is None
+
+
+def test_without_sbatch_submit_is_one_line_and_makes_no_run(tmp_path: Path, make_toy_task, write_run_config,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    make_toy_task()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(SlurmError, match="sbatch not found on PATH") as refused:
+        submit(write_run_config(), SlurmRequest(nodes=1, gpus_per_node=1))
+    assert "\n" not in str(refused.value)
+    assert _run_dir(tmp_path) is None

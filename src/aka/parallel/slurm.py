@@ -226,8 +226,9 @@ def run_interactive(config: Path, request: SlurmRequest, lease_seconds: float = 
     write_record(record)
     done = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
-        raise SlurmError(f"{argv[0]} {script} exited {done.returncode}; see {Path(record.run_dir) / QUEUE_DIR / WORKERS_DIR}"
-                         f"/slurm-*.log, then resubmit or resume with `aka run {record.config} --resume-run "
+        logs = Path(record.run_dir) / QUEUE_DIR / WORKERS_DIR
+        raise SlurmError(f"{argv[0]} {script} exited {done.returncode}; see {logs}/slurm-*.log, then resume with "
+                         f"`aka run {record.config} --resume-run "
                          f"{record.run_dir}`")
     return record
 

@@ -44,7 +44,8 @@ def submit_command(
     nodes: Annotated[int, typer.Option("--nodes", help="Nodes to allocate.")] = 1,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node: one worker each.")] = 1,
     partition: Annotated[Optional[str], typer.Option("--partition", help="Slurm partition.")] = None,
-    time_limit: Annotated[Optional[str], typer.Option("--time", help="Time limit (Slurm's format, e.g. 4:00:00).")] = None,
+    time_limit: Annotated[Optional[str], typer.Option(
+        "--time", help="Time limit (Slurm's format, e.g. 4:00:00).")] = None,
     account: Annotated[Optional[str], typer.Option("--account", help="Slurm account.")] = None,
     qos: Annotated[Optional[str], typer.Option("--qos", help="Slurm QOS.")] = None,
     exclusive: Annotated[bool, typer.Option("--exclusive", help="Whole nodes for the workers.")] = False,
@@ -54,7 +55,7 @@ def submit_command(
     run_suffix: Annotated[Optional[str], typer.Option("--run-suffix", help="Label appended to the run dir.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Return when the report job ended; print the summary.")] = False,
     interactive: Annotated[bool, typer.Option(
-        "--interactive", help="Run the workers here: in this allocation (salloc'd shell), or one salloc makes.")] = False,
+        "--interactive", help="Run the workers here: in this allocation, or in one salloc makes.")] = False,
 ) -> None:
     """Make the run and its queue, submit the workers (one per GPU) and the report job after them."""
     try:
@@ -137,7 +138,7 @@ def status_command(
 
 
 @slurm_app.command("cancel")
-def cancel_command(run_dir: Annotated[Path, typer.Argument(help="A run directory made by `aka slurm submit`.")]) -> None:
+def cancel_command(run_dir: Annotated[Path, typer.Argument(help="A run made by `aka slurm submit`.")]) -> None:
     """scancel the run's jobs and wait for them to end; the run stays resumable."""
     try:
         cancelled = cancel(run_dir)

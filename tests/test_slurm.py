@@ -190,7 +190,10 @@ def test_status_then_cancel_then_a_local_resume_finishes_the_rest_once(slurm: Sl
     assert "--resume-run" in cancelled.stdout
     assert set(_job_states(slurm, run_dir).values()) == {"CANCELLED"}
     assert processes_under(tmp_path, by_command_line=True) == [], "a worker or step outlived scancel"
-    assert {e.task for e in _queue(run_dir)["done"]} == set(names) - gated
+    queue = _queue(run_dir)
+    assert {e.task for e in queue["done"]} == set(names) - gated and not queue["running"]
+    assert {e.task for e in queue["pending"]} == gated  # released: their workers are known gone
+    assert all("Slurm job was cancelled" in e.history[-1] for e in queue["pending"])
 
     gate.touch()
     resumed = _aka(slurm, tmp_path, "run", str(config), "--resume-run", str(run_dir))

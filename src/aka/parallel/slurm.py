@@ -302,6 +302,10 @@ def cancel(run_dir: Path, wait_seconds: float = CANCEL_WAIT_SECONDS) -> list[str
     if live:
         _slurm(["scancel", *live], "scancel")
         wait_until_ended(live, wait_seconds)
+    queue = TrialQueue(Path(record.run_dir))
+    if queue.exists:
+        prefixes = tuple(f"slurm-{job}." for job in record.ids("workers"))
+        queue.release(lambda lease: lease.worker_id.startswith(prefixes), "its Slurm job was cancelled")
     return live
 
 

@@ -157,6 +157,7 @@ def test_submit_and_wait_runs_each_trial_once_with_a_worker_per_gpu(slurm: Slurm
     assert proc.returncode == 0, err
     run_dir = _run_dir(tmp_path)
     assert run_dir is not None and str(run_dir) in out
+    assert "COMPLETED; trials pending 0, running 0, done 4, failed 0" in err  # --wait's progress lines
     assert _started(run_dir) == dict.fromkeys(names, 1)
     assert _summary_tasks(run_dir) == names
     queue = _queue(run_dir)

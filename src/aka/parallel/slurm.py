@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -309,11 +310,14 @@ def cancel(run_dir: Path, wait_seconds: float = CANCEL_WAIT_SECONDS) -> list[str
     return live
 
 
-def wait_until_ended(ids: list[str], timeout: float | None = None) -> dict[str, str]:
-    """Poll until none of the jobs is active; their final states."""
+def wait_until_ended(ids: list[str], timeout: float | None = None,
+                     progress: Callable[[dict[str, str]], None] | None = None) -> dict[str, str]:
+    """Poll until none of the jobs is active; their final states. `progress` sees each poll's."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         states = job_states(ids)
+        if progress is not None:
+            progress(states)
         if not any(is_active(state) for state in states.values()):
             return states
         if deadline is not None and time.monotonic() > deadline:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from aka.console import cli_console
 from aka.errors import AkaError
-from aka.parallel.queue import DEFAULT_LEASE_SECONDS
+from aka.parallel.queue import DEFAULT_LEASE_SECONDS, TrialQueue
 from aka.parallel.slurm import (
     SLURM_DIR,
     SlurmError,
@@ -82,7 +82,18 @@ def submit_command(
 
 def _wait(record: SlurmRecord) -> None:
     run_dir = Path(record.run_dir)
-    states = wait_until_ended(record.ids("workers") + record.ids("postprocess"))
+    queue, shown = TrialQueue(run_dir), [""]
+
+    def show(states: dict[str, str]) -> None:
+        """A line whenever a job's state or the trials' counts changed."""
+        counts = queue.counts()
+        line = (", ".join(f"job {job} {state}" for job, state in states.items()) + "; trials "
+                + ", ".join(f"{state} {count}" for state, count in counts.items()))
+        if line != shown[0]:
+            err_console.print(line, highlight=False, soft_wrap=True)
+            shown[0] = line
+
+    states = wait_until_ended(record.ids("workers") + record.ids("postprocess"), progress=show)
     report = states[record.ids("postprocess")[-1]]
     if report != "COMPLETED":
         raise _fail(SlurmError(f"the report job ended {report}; see {run_dir / SLURM_DIR}/postprocess-*.out and "

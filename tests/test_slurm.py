@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 from conftest import processes_under
 from slurm_cluster import SlurmCluster, missing_reason
+from typer.testing import CliRunner
 
 from aka.parallel.queue import QUEUE_DIR, STATES, TrialEntry
 from aka.parallel.slurm import SlurmError, SlurmRequest, status, submit
+from aka.parallel.slurm_cli import slurm_app
 
 REPO = Path(__file__).resolve().parents[1]
 SLOW_KERNEL = ("import time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n    time.sleep({seconds})\n"
@@ -195,6 +197,10 @@ def test_status_then_cancel_then_a_local_resume_finishes_the_rest_once(slurm: Sl
     assert {e.task for e in queue["done"]} == set(names) - gated and not queue["running"]
     assert {e.task for e in queue["pending"]} == gated  # released: their workers are known gone
     assert all("Slurm job was cancelled" in e.history[-1] for e in queue["pending"])
+    with slurm.environment():
+        shown = CliRunner().invoke(slurm_app, ["status", str(run_dir)])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.count("CANCELLED") == 2 and "trials: pending 2, running 0, done 2, failed 0" in shown.output
 
     gate.touch()
     resumed = _aka(slurm, tmp_path, "run", str(config), "--resume-run", str(run_dir))
@@ -261,6 +267,8 @@ def test_a_flag_slurm_refuses_is_one_line_and_makes_no_run(slurm: SlurmCluster, 
     assert "\n" not in str(refused.value)
     with slurm.environment(), pytest.raises(SlurmError, match="gres|GPU|configuration"):
         submit(write_run_config(), SlurmRequest(nodes=1, gpus_per_node=3))  # the node has two
+    refused_flag = CliRunner().invoke(slurm_app, ["submit", str(write_run_config()), "--nodes", "0"])
+    assert refused_flag.exit_code == 2 and "--nodes:" in refused_flag.output
     assert _run_dir(tmp_path) is None
 
 

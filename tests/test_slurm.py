@@ -198,9 +198,9 @@ def test_status_then_cancel_then_a_local_resume_finishes_the_rest_once(slurm: Sl
     assert {e.task for e in queue["pending"]} == gated  # released: their workers are known gone
     assert all("Slurm job was cancelled" in e.history[-1] for e in queue["pending"])
     with slurm.environment():
-        shown = CliRunner().invoke(slurm_app, ["status", str(run_dir)])
-    assert shown.exit_code == 0, shown.output
-    assert shown.output.count("CANCELLED") == 2 and "trials: pending 2, running 0, done 2, failed 0" in shown.output
+        table = CliRunner().invoke(slurm_app, ["status", str(run_dir)])
+    assert table.exit_code == 0, table.output
+    assert table.output.count("CANCELLED") == 2 and "trials: pending 2, running 0, done 2, failed 0" in table.output
 
     gate.touch()
     resumed = _aka(slurm, tmp_path, "run", str(config), "--resume-run", str(run_dir))

@@ -22,7 +22,7 @@ from slurm_cluster import SlurmCluster, missing_reason
 from typer.testing import CliRunner
 
 from aka.parallel.queue import QUEUE_DIR, STATES, TrialEntry
-from aka.parallel.slurm import SlurmError, SlurmRequest, status, submit
+from aka.parallel.slurm import SlurmError, SlurmRequest, cancel, status, submit
 from aka.parallel.slurm_cli import slurm_app
 
 REPO = Path(__file__).resolve().parents[1]
@@ -208,6 +208,33 @@ def test_status_then_cancel_then_a_local_resume_finishes_the_rest_once(slurm: Sl
     assert _summary_tasks(run_dir) == names
     started = _started(run_dir)
     assert started == {task: 2 if task in gated else 1 for task in names}  # finished ones reused, not re-run
+
+
+def test_a_cancelled_run_submitted_again_finishes_on_slurm(slurm: SlurmCluster, tmp_path: Path, make_toy_task,
+                                                           write_run_config, monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = tmp_path / "gate"
+    gated = ["triton2triton/toy/gated0", "triton2triton/toy/gated1"]
+    for name in gated:
+        make_toy_task(name, kernel=GATED_KERNEL.format(gate=str(gate)), correctness_timeout=600)
+    config = write_run_config()
+    submitted = _aka(slurm, tmp_path, "slurm", "submit", str(config), "--gpus-per-node", "2")
+    assert submitted.returncode == 0, submitted.stderr
+    run_dir = Path(submitted.stdout.strip())
+    _wait_for(lambda: len(_queue(run_dir)["running"]) == 2, "both workers waiting at the gate")
+    monkeypatch.chdir(tmp_path)
+    again = ["submit", str(config), "--gpus-per-node", "2", "--resume-run", str(run_dir)]
+    with slurm.environment():
+        refused = CliRunner().invoke(slurm_app, again)
+        assert refused.exit_code == 2 and "still active" in refused.output, refused.output
+        cancel(run_dir)
+        gate.touch()
+        finished = CliRunner().invoke(slurm_app, [*again, "--wait"])
+    assert finished.exit_code == 0, finished.output
+    assert _summary_tasks(run_dir) == gated
+    assert _started(run_dir) == dict.fromkeys(gated, 2)
+    record = json.loads((run_dir / "slurm" / "jobs.json").read_text())
+    assert [job["role"] for job in record["jobs"]] == ["workers", "postprocess"] * 2
+    assert processes_under(tmp_path, by_command_line=True) == []
 
 
 def test_a_requeued_job_resumes_through_the_leases_and_counts_each_trial_once(

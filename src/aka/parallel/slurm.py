@@ -175,34 +175,49 @@ def check_request(request: SlurmRequest) -> None:
            "sbatch refused the job (check --nodes/--gpus-per-node/--partition/--account/--qos/--time)")
 
 
-def init_run(config: Path, lease_seconds: float, run_suffix: str | None) -> Path:
-    """The run directory and its queue (`aka run --parallel-init`)."""
+def init_run(config: Path, lease_seconds: float, run_suffix: str | None, resume_run: Path | None) -> Path:
+    """The run directory and its queue (`aka run --parallel-init`); with `resume_run`, that run's
+    queue refilled as `aka run --resume-run` would (a changed config refused, finished trials reused)."""
     from aka.run.runner import run_experiment
 
-    return run_experiment(config, run_suffix, lease_seconds=lease_seconds, init_only=True).run_dir
+    return run_experiment(config, run_suffix, resume_run, lease_seconds=lease_seconds, init_only=True).run_dir
+
+
+def _refuse_active(run_dir: Path) -> list[SlurmJob]:
+    """The jobs recorded for a run being resubmitted; refused while one is still active."""
+    if not (run_dir / SLURM_DIR / RECORD_NAME).is_file():
+        return []
+    jobs = read_record(run_dir).jobs
+    batch = [job.job_id for job in jobs if job.role != "interactive"]
+    active = [job for job, state in job_states(batch).items() if is_active(state)] if batch else []
+    if active:
+        raise SlurmError(f"{run_dir}: job {active[0]} of this run is still active; wait for it or "
+                         f"`aka slurm cancel {run_dir}` first")
+    return jobs
 
 
 def prepare(config: Path, request: SlurmRequest, lease_seconds: float = DEFAULT_LEASE_SECONDS,
-            run_suffix: str | None = None, check: bool = True) -> SlurmRecord:
-    """A new run with its two scripts written and an empty record."""
+            run_suffix: str | None = None, check: bool = True, resume_run: Path | None = None) -> SlurmRecord:
+    """The run (new, or `resume_run` refilled) with its two scripts written and its record."""
     config = config.resolve()
     if check:
         check_request(request)
-    run_dir = init_run(config, lease_seconds, run_suffix)
+    earlier = _refuse_active(resume_run.resolve()) if resume_run is not None else []
+    run_dir = init_run(config, lease_seconds, run_suffix, resume_run)
     slurm_dir = run_dir / SLURM_DIR
     slurm_dir.mkdir(exist_ok=True)
     (slurm_dir / WORKER_SCRIPT).write_text(worker_script(config, run_dir, request), encoding="utf-8")
     (slurm_dir / REPORT_SCRIPT).write_text(report_script(config, run_dir, request), encoding="utf-8")
-    record = SlurmRecord(config=str(config), run_dir=str(run_dir), request=request)
+    record = SlurmRecord(config=str(config), run_dir=str(run_dir), request=request, jobs=earlier)
     write_record(record)
     return record
 
 
 def submit(config: Path, request: SlurmRequest, lease_seconds: float = DEFAULT_LEASE_SECONDS,
-           run_suffix: str | None = None) -> SlurmRecord:
+           run_suffix: str | None = None, resume_run: Path | None = None) -> SlurmRecord:
     """Batch mode: the worker job, then the report job after it (afterany), both recorded."""
     require_tool("sbatch")
-    record = prepare(config, request, lease_seconds, run_suffix)
+    record = prepare(config, request, lease_seconds, run_suffix, resume_run=resume_run)
     slurm_dir = Path(record.run_dir) / SLURM_DIR
     workers = _job_id(_slurm(["sbatch", "--parsable", str(slurm_dir / WORKER_SCRIPT)], "sbatch (workers)"))
     record.jobs.append(SlurmJob(role="workers", job_id=workers, submitted_at=_now()))
@@ -215,12 +230,12 @@ def submit(config: Path, request: SlurmRequest, lease_seconds: float = DEFAULT_L
 
 
 def run_interactive(config: Path, request: SlurmRequest, lease_seconds: float = DEFAULT_LEASE_SECONDS,
-                    run_suffix: str | None = None) -> SlurmRecord:
+                    run_suffix: str | None = None, resume_run: Path | None = None) -> SlurmRecord:
     """Interactive mode: the worker step in this shell's allocation (SLURM_JOB_ID set), or in one
     salloc makes for it; returns once the workers ended (the caller writes the reports)."""
     inside = os.environ.get("SLURM_JOB_ID")
     require_tool("srun" if inside else "salloc")
-    record = prepare(config, request, lease_seconds, run_suffix, check=inside is None)
+    record = prepare(config, request, lease_seconds, run_suffix, check=inside is None, resume_run=resume_run)
     script = Path(record.run_dir) / SLURM_DIR / WORKER_SCRIPT
     argv = ["bash", str(script)] if inside else ["salloc", *request.allocation_flags(), "bash", str(script)]
     record.jobs.append(SlurmJob(role="interactive", job_id=inside or "salloc", submitted_at=_now()))

@@ -53,6 +53,8 @@ def submit_command(
     lease_seconds: Annotated[float, typer.Option(
         "--lease-seconds", help="A worker silent this long loses its trial.")] = DEFAULT_LEASE_SECONDS,
     run_suffix: Annotated[Optional[str], typer.Option("--run-suffix", help="Label appended to the run dir.")] = None,
+    resume_run: Annotated[Optional[Path], typer.Option(
+        "--resume-run", help="Submit this run again (cancelled, timed out): finished trials are reused.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Return when the report job ended; print the summary.")] = False,
     interactive: Annotated[bool, typer.Option(
         "--interactive", help="Run the workers here: in this allocation, or in one salloc makes.")] = False,
@@ -66,14 +68,14 @@ def submit_command(
         raise _fail(AkaError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}")) from None
     try:
         if interactive:
-            record = run_interactive(config, request, lease_seconds, run_suffix)
+            record = run_interactive(config, request, lease_seconds, run_suffix, resume_run)
             _finish_interactive(record)
             return
-        record = submit(config, request, lease_seconds, run_suffix)
+        record = submit(config, request, lease_seconds, run_suffix, resume_run)
     except AkaError as exc:
         raise _fail(exc) from None
     _line(record.run_dir)
-    workers, report = record.ids("workers")[0], record.ids("postprocess")[0]
+    workers, report = record.ids("workers")[-1], record.ids("postprocess")[-1]
     err_console.print(f"submitted workers as job {workers} ({request.workers} worker(s)) and the reports as job "
                       f"{report}; watch with `aka slurm status {record.run_dir}`", highlight=False, soft_wrap=True)
     if wait:
@@ -93,7 +95,7 @@ def _wait(record: SlurmRecord) -> None:
             err_console.print(line, highlight=False, soft_wrap=True)
             shown[0] = line
 
-    states = wait_until_ended(record.ids("workers") + record.ids("postprocess"), progress=show)
+    states = wait_until_ended([record.ids("workers")[-1], record.ids("postprocess")[-1]], progress=show)
     report = states[record.ids("postprocess")[-1]]
     if report != "COMPLETED":
         raise _fail(SlurmError(f"the report job ended {report}; see {run_dir / SLURM_DIR}/postprocess-*.out and "
@@ -157,7 +159,8 @@ def cancel_command(run_dir: Annotated[Path, typer.Argument(help="A run made by `
     except AkaError as exc:
         raise _fail(exc) from None
     _line(f"cancelled job(s) {', '.join(cancelled)}" if cancelled else "no job of the run was active")
-    _line(f"resume with: aka run {record_config} --resume-run {run_dir.resolve()}")
+    _line(f"resume with: aka run {record_config} --resume-run {run_dir.resolve()} (here), or "
+          f"aka slurm submit {record_config} --resume-run {run_dir.resolve()} (on Slurm)")
 
 
 def _config_of(run_dir: Path) -> str:

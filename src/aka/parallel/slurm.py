@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aka.errors import AkaError
 from aka.parallel.queue import DEFAULT_LEASE_SECONDS, QUEUE_DIR, WORKERS_DIR, TrialQueue
+from aka.results.task_result import write_text_atomic
 
 SLURM_DIR = "slurm"
 RECORD_NAME = "jobs.json"
@@ -159,12 +160,14 @@ def read_record(run_dir: Path) -> SlurmRecord:
     path = run_dir / SLURM_DIR / RECORD_NAME
     if not path.is_file():
         raise SlurmError(f"{run_dir}: no {SLURM_DIR}/{RECORD_NAME}; this run was not submitted with `aka slurm submit`")
-    return SlurmRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    try:
+        return SlurmRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SlurmError(f"{path}: not a readable Slurm record ({type(exc).__name__}); its job ids are in "
+                         f"{path.parent}/*.out") from None
 
 
 def write_record(record: SlurmRecord) -> None:
-    from aka.results.task_result import write_text_atomic
-
     write_text_atomic(Path(record.run_dir) / SLURM_DIR / RECORD_NAME, record.model_dump_json(indent=2))
 
 

@@ -25,7 +25,7 @@ from aka.parallel.queue import QUEUE_DIR, STATES, TrialEntry
 from aka.parallel.slurm import SlurmError, SlurmRequest, cancel, status, submit
 from aka.parallel.slurm_cli import slurm_app
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SLOW_KERNEL = ("import time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n    time.sleep({seconds})\n"
                "    return VALUE\n")
 GATED_KERNEL = ("import os\nimport time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n"
@@ -48,7 +48,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
 
 
 def _env(cluster: SlurmCluster) -> dict[str, str]:
-    env = cluster.env
+    env: dict[str, str] = cluster.env
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
     env["COLUMNS"] = "200"
     return env

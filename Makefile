@@ -11,8 +11,16 @@ AGENTS ?= all
 LIVE ?=
 # Test processes (pytest-xdist): most tests wait on real subprocesses, so two fill two cores.
 TEST_WORKERS ?= 2
+# Slurm backend (docs/slurm.md): the test Slurm's Debian packages; the submit targets' shape.
+comma := ,
+SLURM_PACKAGES := slurmctld slurmd slurm-client munge
+NODES ?= 1
+GPUS_PER_NODE ?= 1
+GPU_IDS ?=
+SLURM_ARGS ?=
 
-.PHONY: install install-test agent-clis check-agents run smoke test lint clean-runs
+.PHONY: install install-test agent-clis check-agents run smoke test lint clean-runs \
+	slurm-smoke slurm-run slurm-parallel-submit
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +42,12 @@ install-test: $(VENV)/bin/python
 		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q --no-install-recommends chromium >/dev/null; } || \
 		echo "note: Debian's chromium is not installed; the dashboard's browser test will be skipped"
+	@command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null && \
+		command -v munged >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		{ DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) \
+		  >/dev/null 2>&1 || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+		  apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) >/dev/null; }; }; } || \
+		echo "note: Slurm is not installed; the Slurm backend's tests will be skipped"
 
 # (Re)install the pinned CLIs when $(AGENT_CLI_DIR)/aka-pins.txt does not list exactly the pinned versions.
 agent-clis: $(VENV)/bin/python
@@ -53,6 +67,19 @@ run: install
 
 smoke: install
 	$(VENV)/bin/aka doctor
+
+# Slurm (docs/slurm.md). slurm-smoke: the quickstart on one GPU, waiting for its reports.
+slurm-smoke: install
+	$(VENV)/bin/aka slurm submit example_configs/quickstart.yaml --nodes 1 --gpus-per-node 1 --wait $(SLURM_ARGS)
+
+# make slurm-run CONFIG=... NODES=2 GPUS_PER_NODE=8 SLURM_ARGS="--partition gpu --time 4:00:00"
+slurm-run: install
+	$(VENV)/bin/aka slurm submit $(CONFIG) --nodes $(NODES) --gpus-per-node $(GPUS_PER_NODE) $(SLURM_ARGS)
+
+# The seed's form: GPU_IDS=0,1,2,3 asks for that many GPUs per node (Slurm picks which), NODES nodes.
+slurm-parallel-submit: install
+	$(VENV)/bin/aka slurm submit $(CONFIG) --nodes $(NODES) \
+		--gpus-per-node $(if $(GPU_IDS),$(words $(subst $(comma), ,$(GPU_IDS))),$(GPUS_PER_NODE)) $(SLURM_ARGS)
 
 lint: install-test
 	$(VENV)/bin/ruff check src tests scripts benchmarks main.py tasks solutions/examples solutions/wrong

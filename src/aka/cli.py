@@ -24,6 +24,7 @@ from aka.errors import AkaError
 from aka.parallel.backends import chosen_backend
 from aka.parallel.queue import DEFAULT_LEASE_SECONDS
 from aka.parallel.seed_modes import parallel_mode, postprocess_run, run_parallel_worker
+from aka.parallel.slurm_cli import slurm_app
 from aka.reports.summary import print_summary
 from aka.run.disk_space import disk_full, is_disk_full
 from aka.run.progress_display import make_display, phases_shown
@@ -36,6 +37,7 @@ app.add_typer(tasks_app, name="tasks")
 import_app = typer.Typer(no_args_is_help=True, help="Import tasks from other benchmarks.")
 app.add_typer(import_app, name="import")
 app.add_typer(task_app, name="task")
+app.add_typer(slurm_app, name="slurm")
 console = cli_console()
 err_console = cli_console(stderr=True)
 

@@ -140,3 +140,19 @@ def test_a_holder_dead_but_not_reaped_counts_as_dead() -> None:
         assert pid_start_time(os.getpid()) is not None
     finally:
         os.waitpid(child, 0)
+
+
+def test_release_returns_the_named_holders_trials_at_once_and_refuses_their_late_reports(tmp_path: Path) -> None:
+    queue = TrialQueue(tmp_path)
+    queue.fill(_trials(3))
+    other_host = WorkerIdentity("slurm-7.0-0", "elsewhere", 4242, "1")  # a live lease: no pid to check here
+    gone, kept = queue.claim(other_host), queue.claim(WorkerIdentity.this_process("slurm-8.0-0"))
+    assert gone is not None and kept is not None
+    released = queue.release(lambda lease: lease.worker_id.startswith("slurm-7."), "its Slurm job was cancelled")
+    assert [e.index for e in released] == [gone.index]
+    entries = queue.entries()
+    assert [e.index for e in entries["running"]] == [kept.index]
+    pending = {e.index: e for e in entries["pending"]}
+    assert gone.index in pending and pending[gone.index].attempts == 1
+    assert pending[gone.index].history == ["attempt 1: its Slurm job was cancelled"]
+    assert queue.report(gone, tmp_path, "PASS", None) is None

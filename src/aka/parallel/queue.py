@@ -18,7 +18,7 @@ import secrets
 import shutil
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,6 +261,19 @@ class TrialQueue:
                 for entry in self._in(state):
                     entry.reason, entry.lease = reason, None
                     self._move(entry, state, "failed")
+
+    def release(self, held_by: Callable[[Lease], bool], why: str) -> list[TrialEntry]:
+        """Return the trials whose lease `held_by` names to pending (or failed/, attempts spent):
+        their holders are known to be gone (a cancelled Slurm job's workers), which from another
+        host the lease alone would tell only after `lease_seconds`."""
+        with self.locked():
+            released = []
+            for entry in self._in("running"):
+                if entry.lease is not None and held_by(entry.lease):
+                    entry.lease = None
+                    self._spend_attempt(entry, f"attempt {entry.attempts + 1}: {why}")
+                    released.append(entry)
+            return released
 
     def _reclaim_stale(self) -> list[TrialEntry]:
         lease_seconds = self.settings().lease_seconds

@@ -30,7 +30,7 @@ SLOW_KERNEL = ("import time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n 
                "    return VALUE\n")
 GATED_KERNEL = ("import os\nimport time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n"
                 "    while not os.path.exists({gate!r}):\n        time.sleep(0.1)\n    return VALUE\n")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]  # one Slurm for the module, on one worker
 
 
 @pytest.fixture(scope="module")

@@ -83,6 +83,7 @@ slurm-parallel-submit: install
 
 lint: install-test
 	$(VENV)/bin/ruff check src tests scripts benchmarks main.py tasks solutions/examples solutions/wrong
+	$(VENV)/bin/ruff format --check src tests scripts benchmarks main.py
 	$(VENV)/bin/mypy
 	MYPYPATH=src:tests:benchmarks $(VENV)/bin/mypy --explicit-package-bases --allow-untyped-defs --allow-incomplete-defs \
 		--allow-untyped-calls --allow-untyped-decorators --no-warn-unused-ignores --implicit-reexport --no-strict-optional \

@@ -28,11 +28,18 @@ def main(argv: list[str] | None = None) -> int:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--resume-run", type=Path, default=None)
     group.add_argument("--resume-latest", action="store_true")
-    parser.add_argument("--accept-changes", action="store_true",
-                        help="resume although the config changed the tasks, scorer or agents (recorded)")
+    parser.add_argument(
+        "--accept-changes",
+        action="store_true",
+        help="resume although the config changed the tasks, scorer or agents (recorded)",
+    )
     parser.add_argument("--gpus", default=None, help="GPUs of a parallel run, e.g. 0,1 (overrides gpu_ids)")
-    parser.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE_SECONDS,
-                        help="a parallel worker silent this long loses its trial")
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=DEFAULT_LEASE_SECONDS,
+        help="a parallel worker silent this long loses its trial",
+    )
     parser.add_argument("--parallel-init", action="store_true", help="make the run and its queue, print its path")
     parser.add_argument("--parallel-worker", action="store_true", help="claim trials of --run-name until drained")
     parser.add_argument("--worker-id", default=None)
@@ -40,17 +47,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postprocess-only", action="store_true", help="write --run-name's reports")
     args = parser.parse_args(argv)
     try:
-        mode = parallel_mode(args.parallel_init, args.parallel_worker, args.postprocess_only, args.worker_id,
-                             args.run_name)
+        mode = parallel_mode(
+            args.parallel_init, args.parallel_worker, args.postprocess_only, args.worker_id, args.run_name
+        )
         if mode == "worker":
             run_parallel_worker(args.config_name, args.run_name, args.worker_id)
             return 0
         if mode == "postprocess":
             outcome = postprocess_run(args.config_name, args.run_name)
         else:
-            outcome = run_experiment(args.config_name, args.run_suffix, args.resume_run, args.resume_latest,
-                                     accept_changes=args.accept_changes, gpus=args.gpus,
-                                     lease_seconds=args.lease_seconds, init_only=mode == "init")
+            outcome = run_experiment(
+                args.config_name,
+                args.run_suffix,
+                args.resume_run,
+                args.resume_latest,
+                accept_changes=args.accept_changes,
+                gpus=args.gpus,
+                lease_seconds=args.lease_seconds,
+                init_only=mode == "init",
+            )
     except AkaError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -68,8 +68,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tasks", nargs="*", default=["all"])
     parser.add_argument("--shard", default="1/1", help="K/N: every N-th task from the K-th (one GPU each)")
-    parser.add_argument("--parallel", type=int, default=1,
-                        help="tasks measured at once (their performance steps still take the GPU one at a time)")
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="tasks measured at once (their performance steps still take the GPU one at a time)",
+    )
     parser.add_argument("--do-bench-every", type=int, default=1, help="do_bench on every N-th task (0: none)")
     parser.add_argument("--out", type=Path, help="markdown table")
     parser.add_argument("--json", type=Path, help="rows as JSON, rewritten after every task (to --merge shards)")
@@ -88,15 +92,23 @@ def main() -> int:
         copy_tasks(tasks, root, source_baseline=True)
         repos = Path(tmp) / "repos"
         copies = select_tasks(root, [t.name for t in tasks])
-        benched = {task.name for index, task in enumerate(copies)
-                   if args.do_bench_every and index % args.do_bench_every == 0}
+        benched = {
+            task.name for index, task in enumerate(copies) if args.do_bench_every and index % args.do_bench_every == 0
+        }
 
         def measure(task: Task) -> None:
             try:
                 row = measure_task(task, Path(tmp), device, repos, args, task.name in benched)
             except Exception as exc:  # one task's trouble must not lose the others' rows
-                row = {"task": task.name, "statuses": [f"error {type(exc).__name__}"], "ours": [], "ci_half": [],
-                       "theirs": [], "seconds": [], "message": str(exc)[:300]}
+                row = {
+                    "task": task.name,
+                    "statuses": [f"error {type(exc).__name__}"],
+                    "ours": [],
+                    "ci_half": [],
+                    "theirs": [],
+                    "seconds": [],
+                    "message": str(exc)[:300],
+                }
             print(row, flush=True)
             with written:
                 rows[task.name] = row
@@ -109,18 +121,30 @@ def main() -> int:
     return write_report(render(ordered, f"{device.name} ({device.arch or 'cpu'})", args.repeats), args.out)
 
 
-def measure_task(task: Task, tmp: Path, device: DeviceInfo, repos: Path, args: argparse.Namespace,
-                 bench: bool) -> dict[str, Any]:
+def measure_task(
+    task: Task, tmp: Path, device: DeviceInfo, repos: Path, args: argparse.Namespace, bench: bool
+) -> dict[str, Any]:
     """The task's frozen baseline, `args.repeats` noop evaluations (at once: the device lock
     gives each performance step the GPU alone) and, where `bench`, do_bench's self-speedups."""
     baseline = freeze_baseline(task, tmp / f"{task.slug}-baseline", device, repos)
     if not baseline.record.usable:
-        return {"task": task.name, "statuses": [f"baseline {baseline.record.status.value}"], "ours": [],
-                "ci_half": [], "theirs": [], "seconds": [], "message": baseline.record.message,
-                "baseline_seconds": baseline.seconds}
+        return {
+            "task": task.name,
+            "statuses": [f"baseline {baseline.record.status.value}"],
+            "ours": [],
+            "ci_half": [],
+            "theirs": [],
+            "seconds": [],
+            "message": baseline.record.message,
+            "baseline_seconds": baseline.seconds,
+        }
     with ThreadPoolExecutor(max_workers=args.repeats) as pool:
-        runs = list(pool.map(lambda rep: evaluate(task, None, tmp / f"{task.slug}-{rep}", device, baseline, repos),
-                             range(args.repeats)))
+        runs = list(
+            pool.map(
+                lambda rep: evaluate(task, None, tmp / f"{task.slug}-{rep}", device, baseline, repos),
+                range(args.repeats),
+            )
+        )
     if args.keep_logs:
         args.keep_logs.mkdir(parents=True, exist_ok=True)
         for rep in range(args.repeats):
@@ -131,13 +155,19 @@ def measure_task(task: Task, tmp: Path, device: DeviceInfo, repos: Path, args: a
     if bench and device.is_gpu and runs[0]["speedup"]:
         with IN_PROCESS_TIMING, DeviceLock.for_device(device).hold(exclusive=True):
             theirs = do_bench_ratios(task, args.repeats, tmp)
-    return {"task": task.name, "statuses": [r["verdict"] for r in runs],
-            "ours": [r["speedup"] for r in runs if r["speedup"]],
-            "ci_half": [r["ci_half"] for r in runs if r["speedup"]], "theirs": theirs,
-            "seconds": [r["seconds"] for r in runs], "message": runs[0]["message"],
-            "baseline_seconds": baseline.seconds, "step_seconds": [r["step_seconds"] for r in runs],
-            "cases": [r["cases"] for r in runs],
-            "isolation": sorted({", ".join(r.get("isolation", [])) for r in runs})}
+    return {
+        "task": task.name,
+        "statuses": [r["verdict"] for r in runs],
+        "ours": [r["speedup"] for r in runs if r["speedup"]],
+        "ci_half": [r["ci_half"] for r in runs if r["speedup"]],
+        "theirs": theirs,
+        "seconds": [r["seconds"] for r in runs],
+        "message": runs[0]["message"],
+        "baseline_seconds": baseline.seconds,
+        "step_seconds": [r["step_seconds"] for r in runs],
+        "cases": [r["cases"] for r in runs],
+        "isolation": sorted({", ".join(r.get("isolation", [])) for r in runs}),
+    }
 
 
 def latest_rows(files: list[tuple[str, list[dict[str, Any]]]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -156,20 +186,25 @@ def latest_rows(files: list[tuple[str, list[dict[str, Any]]]]) -> tuple[list[dic
 
 
 def render(rows: list[dict[str, Any]], device: str, repeats: int, superseded: list[str] | None = None) -> str:
-    lines = [f"# A/A noise on {device}",
-             f"Date (UTC): {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
-             f"Command: `PYTHONPATH=src python3 benchmarks/aa_noise.py --repeats {repeats}` (per GPU shard: "
-             "`--shard K/N --json F`, then `--merge F...`)", "",
-             "| task | evaluator self-speedups | mean 95% CI | evaluator band | do_bench self-speedups | do_bench band "
-             "| band ratio | evaluation s (median) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# A/A noise on {device}",
+        f"Date (UTC): {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+        f"Command: `PYTHONPATH=src python3 benchmarks/aa_noise.py --repeats {repeats}` (per GPU shard: "
+        "`--shard K/N --json F`, then `--merge F...`)",
+        "",
+        "| task | evaluator self-speedups | mean 95% CI | evaluator band | do_bench self-speedups | do_bench band "
+        "| band ratio | evaluation s (median) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     within_1 = within_2 = counted = 0
     bands: list[float] = []
     their_bands: list[float] = []
     for row in rows:
         ours, theirs = row["ours"], row["theirs"]
         if not ours:
-            lines.append(f"| {row['task']} | {', '.join(row['statuses'])}: {(row['message'] or '')[:120]} "
-                         "| | | | | | |")
+            lines.append(
+                f"| {row['task']} | {', '.join(row['statuses'])}: {(row['message'] or '')[:120]} | | | | | | |"
+            )
             continue
         band = max(abs(s - 1) for s in ours)
         counted += 1
@@ -181,35 +216,52 @@ def render(rows: list[dict[str, Any]], device: str, repeats: int, superseded: li
             their_bands.append(their_band)
         ratio = their_band / band if band > 0 else float("inf")
         ci_half = statistics.fmean(row["ci_half"])
-        lines.append(f"| {row['task']} | {', '.join(f'{s:.4f}' for s in ours)} | +-{ci_half:.4f} "
-                     f"| {band:.4f} | {', '.join(f'{s:.4f}' for s in theirs)} | {their_band:.4f} | {ratio:.1f}x "
-                     f"| {statistics.median(row['seconds']):.1f} |")
-    lines.append(f"\nTasks within +-1%: {within_1}/{counted}; within +-2%: {within_2}/{counted} "
-                 f"(of {len(rows)} tasks; the others did not pass, see their rows).")
+        lines.append(
+            f"| {row['task']} | {', '.join(f'{s:.4f}' for s in ours)} | +-{ci_half:.4f} "
+            f"| {band:.4f} | {', '.join(f'{s:.4f}' for s in theirs)} | {their_band:.4f} | {ratio:.1f}x "
+            f"| {statistics.median(row['seconds']):.1f} |"
+        )
+    lines.append(
+        f"\nTasks within +-1%: {within_1}/{counted}; within +-2%: {within_2}/{counted} "
+        f"(of {len(rows)} tasks; the others did not pass, see their rows)."
+    )
     if bands:
         ours_median, theirs_median = statistics.median(bands), statistics.median(their_bands)
-        lines.append(f"Median band: evaluator {ours_median:.4f}, do_bench {theirs_median:.4f} "
-                     f"(the evaluator's is {theirs_median / max(ours_median, 1e-9):.1f}x narrower).")
+        lines.append(
+            f"Median band: evaluator {ours_median:.4f}, do_bench {theirs_median:.4f} "
+            f"(the evaluator's is {theirs_median / max(ours_median, 1e-9):.1f}x narrower)."
+        )
         ratios = [theirs / max(ours, 1e-9) for ours, theirs in zip(bands, their_bands, strict=True)]
-        lines.append(f"Per task: the evaluator's band is narrower on {sum(r > 1 for r in ratios)}/{len(ratios)} "
-                     f"tasks and at least 5x narrower on {sum(r >= 5 for r in ratios)}; median of the per-task "
-                     f"ratios {statistics.median(ratios):.1f}x.")
+        lines.append(
+            f"Per task: the evaluator's band is narrower on {sum(r > 1 for r in ratios)}/{len(ratios)} "
+            f"tasks and at least 5x narrower on {sum(r >= 5 for r in ratios)}; median of the per-task "
+            f"ratios {statistics.median(ratios):.1f}x."
+        )
     isolations = sorted({features for row in rows for features in row.get("isolation", [])})
     lines.append(f"Isolation of the evaluations: {' | '.join(isolations) or 'not recorded'}.")
     frozen = [row for row in rows if "baseline_seconds" in row]  # older rows compiled the baseline each time
     compiled = [row for row in rows if "baseline_seconds" not in row and row["seconds"]]
     if any(row["seconds"] for row in frozen):  # a task whose baseline failed has no evaluations
-        lines.append("Evaluation time per task (compile, correctness, paired timing; the baseline frozen once "
-                     f"and its builds reused, as in a run): {_median_seconds(frozen)}.")
+        lines.append(
+            "Evaluation time per task (compile, correctness, paired timing; the baseline frozen once "
+            f"and its builds reused, as in a run): {_median_seconds(frozen)}."
+        )
     if frozen:
-        lines.append("Baseline measurement (once per task, before the agent): "
-                     f"median {statistics.median(row['baseline_seconds'] for row in frozen):.1f} s.")
+        lines.append(
+            "Baseline measurement (once per task, before the agent): "
+            f"median {statistics.median(row['baseline_seconds'] for row in frozen):.1f} s."
+        )
     if compiled:
-        lines.append("Evaluation time per task in rows measured before the baseline was frozen (each evaluation "
-                     f"compiled the baseline too): {_median_seconds(compiled)}.")
+        lines.append(
+            "Evaluation time per task in rows measured before the baseline was frozen (each evaluation "
+            f"compiled the baseline too): {_median_seconds(compiled)}."
+        )
     if superseded:
-        lines.append("Rows replaced by a later measurement of the same task (evaluator self-speedups): "
-                     + "; ".join(superseded) + ".")
+        lines.append(
+            "Rows replaced by a later measurement of the same task (evaluator self-speedups): "
+            + "; ".join(superseded)
+            + "."
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -36,17 +36,21 @@ def _pct(value: float) -> str:
 
 
 def table(rows: list[Calibration]) -> str:
-    head = ("| scenario | true effect (log) | t-CI coverage | bootstrap coverage | reject t | reject Wilcoxon "
-            "| reject McNemar | reject score t | Holm any | predicted power (true sd) | predicted power (estimated) "
-            "| t detection |")
+    head = (
+        "| scenario | true effect (log) | t-CI coverage | bootstrap coverage | reject t | reject Wilcoxon "
+        "| reject McNemar | reject score t | Holm any | predicted power (true sd) | predicted power (estimated) "
+        "| t detection |"
+    )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for c in rows:
         r = c.rejections
-        lines.append(f"| {c.scenario.name} | {c.true_effect:.4f} | {_pct(c.t_coverage)} | {_pct(c.bootstrap_coverage)} "
-                     f"| {_pct(r['log_speedup_t'])} | {_pct(r['log_speedup_wilcoxon'])} "
-                     f"| {_pct(r['correctness_mcnemar'])} | {_pct(r['score_t'])} | {_pct(c.holm_any)} "
-                     f"| {_pct(c.predicted_power_true_sd)} | {_pct(c.predicted_power_estimated)} "
-                     f"| {_pct(c.t_detection)} |")
+        lines.append(
+            f"| {c.scenario.name} | {c.true_effect:.4f} | {_pct(c.t_coverage)} | {_pct(c.bootstrap_coverage)} "
+            f"| {_pct(r['log_speedup_t'])} | {_pct(r['log_speedup_wilcoxon'])} "
+            f"| {_pct(r['correctness_mcnemar'])} | {_pct(r['score_t'])} | {_pct(c.holm_any)} "
+            f"| {_pct(c.predicted_power_true_sd)} | {_pct(c.predicted_power_estimated)} "
+            f"| {_pct(c.t_detection)} |"
+        )
     return "\n".join(lines)
 
 
@@ -73,10 +77,23 @@ def checks(rows: list[Calibration]) -> list[str]:
 
 
 PLANNED = (
-    Scenario("A/B 1.05x, 30 tasks, noisy runs, no task-by-arm interaction", effect=0.05, run_sd=0.25,
-             interaction_sd=0.0, correct_rate=0.999, correct_sd=0.0),
-    Scenario("the same plus drift shared by the arms of a round (sd 0.3)", effect=0.05, run_sd=0.25,
-             round_sd=0.3, interaction_sd=0.0, correct_rate=0.999, correct_sd=0.0),
+    Scenario(
+        "A/B 1.05x, 30 tasks, noisy runs, no task-by-arm interaction",
+        effect=0.05,
+        run_sd=0.25,
+        interaction_sd=0.0,
+        correct_rate=0.999,
+        correct_sd=0.0,
+    ),
+    Scenario(
+        "the same plus drift shared by the arms of a round (sd 0.3)",
+        effect=0.05,
+        run_sd=0.25,
+        round_sd=0.3,
+        interaction_sd=0.0,
+        correct_rate=0.999,
+        correct_sd=0.0,
+    ),
 )
 
 
@@ -109,30 +126,36 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     rows = [calibrate(s, args.experiments, args.seed + i, args.resamples) for i, s in enumerate(SCENARIOS)]
     command = " ".join(["python", "benchmarks/ab_calibration.py", *(argv if argv is not None else sys.argv[1:])])
-    report = "\n".join([
-        f"# aka compare calibration ({datetime.now(timezone.utc):%Y-%m-%d})",
-        "",
-        f"Command: `PYTHONPATH=src {command}` ({time.monotonic() - started:.0f} s on the CPU).",
-        f"{args.experiments} simulated experiments per scenario; alpha = 0.05; "
-        "model in `src/aka/compare/simulation.py`.",
-        "",
-        table(rows),
-        "",
-        *checks(rows),
-        "",
-        *(line for i, s in enumerate(PLANNED) for line in planning_check(s, args.experiments, args.seed + 100 + i,
-                                                                          args.resamples)),
-        "",
-        "Binomial standard error of a rate near 95% over N experiments: sqrt(0.95 x 0.05 / N) "
-        f"= {100 * (0.95 * 0.05 / args.experiments) ** 0.5:.2f} points; near 5%: the same.",
-        "",
-        "Scenarios (defaults in `Scenario`): per task, control log-speedup when correct ~ N(0.2, 0.3); the "
-        "treatment's adds the effect and a task-by-arm interaction N(0, 0.05); every attempt adds run-to-run "
-        "noise N(0, 0.08) (0.2 in 'noisy runs') and timing noise N(0, 0.02); correctness ~ Bernoulli(sigmoid(a_i)), "
-        "a_i ~ N(logit 0.85, 1) (+0.8 in the treatment of '+ correctness'); failed attempts count as 1.0x. "
-        "'true effect' is the population mean of the per-task log-speedup difference under that convention.",
-        "",
-    ])
+    report = "\n".join(
+        [
+            f"# aka compare calibration ({datetime.now(timezone.utc):%Y-%m-%d})",
+            "",
+            f"Command: `PYTHONPATH=src {command}` ({time.monotonic() - started:.0f} s on the CPU).",
+            f"{args.experiments} simulated experiments per scenario; alpha = 0.05; "
+            "model in `src/aka/compare/simulation.py`.",
+            "",
+            table(rows),
+            "",
+            *checks(rows),
+            "",
+            *(
+                line
+                for i, s in enumerate(PLANNED)
+                for line in planning_check(s, args.experiments, args.seed + 100 + i, args.resamples)
+            ),
+            "",
+            "Binomial standard error of a rate near 95% over N experiments: sqrt(0.95 x 0.05 / N) "
+            f"= {100 * (0.95 * 0.05 / args.experiments) ** 0.5:.2f} points; near 5%: the same.",
+            "",
+            "Scenarios (defaults in `Scenario`): per task, control log-speedup when correct ~ N(0.2, 0.3); the "
+            "treatment's adds the effect and a task-by-arm interaction N(0, 0.05); every attempt adds run-to-run "
+            "noise N(0, 0.08) (0.2 in 'noisy runs') and timing noise N(0, 0.02); "
+            "correctness ~ Bernoulli(sigmoid(a_i)), a_i ~ N(logit 0.85, 1) (+0.8 in the treatment of "
+            "'+ correctness'); failed attempts count as 1.0x. "
+            "'true effect' is the population mean of the per-task log-speedup difference under that convention.",
+            "",
+        ]
+    )
     print(report)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

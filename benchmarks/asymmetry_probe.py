@@ -37,8 +37,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
 VARIANTS = ("plain", "no_guard", "guard_both", "candidate_first")
-LINE = re.compile(r"unexplained us: baseline alone (?P<alone>[-\d.]+) \(sd [-\d.]+\), in pairs (?P<base>[-\d.]+) "
-                  r"\(sd (?P<base_sd>[-\d.]+)\); candidate (?P<cand>[-\d.]+) \(sd (?P<cand_sd>[-\d.]+)\)")
+LINE = re.compile(
+    r"unexplained us: baseline alone (?P<alone>[-\d.]+) \(sd [-\d.]+\), in pairs (?P<base>[-\d.]+) "
+    r"\(sd (?P<base_sd>[-\d.]+)\); candidate (?P<cand>[-\d.]+) \(sd (?P<cand_sd>[-\d.]+)\)"
+)
 
 
 def _patch(variant: str) -> None:
@@ -51,8 +53,9 @@ def _patch(variant: str) -> None:
     elif variant == "guard_both":
         original = remote.RemoteSide.setup
 
-        def setup(self: Any, directory: Path, task_file: str, task_name: str, device: str, policy: bool,
-                  *rest: Any) -> None:
+        def setup(
+            self: Any, directory: Path, task_file: str, task_name: str, device: str, policy: bool, *rest: Any
+        ) -> None:
             original(self, directory, task_file, task_name, device, True, *rest)
 
         remote.RemoteSide.setup = setup  # type: ignore[method-assign, assignment]
@@ -99,8 +102,14 @@ def run_one(task_name: str, variant: str) -> dict[str, Any]:
         task = select_tasks(root, [task_name])[0]
         eval_dir = Path(tmp) / "evaluation"
         build_eval_dir(task, eval_dir, task.directory)
-        env = step_environment(task, device, Step.PERFORMANCE, Target.CANDIDATE, eval_dir,
-                               {"TRITON_CACHE_DIR": str(Path(tmp) / "triton"), "TMPDIR": tmp})
+        env = step_environment(
+            task,
+            device,
+            Step.PERFORMANCE,
+            Target.CANDIDATE,
+            eval_dir,
+            {"TRITON_CACHE_DIR": str(Path(tmp) / "triton"), "TMPDIR": tmp},
+        )
         os.environ.clear()
         os.environ.update(env)
         os.chdir(eval_dir)
@@ -114,10 +123,19 @@ def run_one(task_name: str, variant: str) -> dict[str, Any]:
         kernel_task = next(v for v in vars(module).values() if isinstance(v, KernelTask))
         _patch(variant)
         result = judge_step(kernel_task, StepContext.from_env("performance", env), env)
-    cases = [{key: float(value) for key, value in match.groupdict().items()}
-             for match in (LINE.search(line) for line in lines) if match]
-    return {"task": task_name, "variant": variant, "status": result.status, "message": result.message,
-            "speedups": [c.speedup for c in result.cases], "cases": cases}
+    cases = [
+        {key: float(value) for key, value in match.groupdict().items()}
+        for match in (LINE.search(line) for line in lines)
+        if match
+    ]
+    return {
+        "task": task_name,
+        "variant": variant,
+        "status": result.status,
+        "message": result.message,
+        "speedups": [c.speedup for c in result.cases],
+        "cases": cases,
+    }
 
 
 def main() -> int:
@@ -135,11 +153,22 @@ def main() -> int:
     for task in args.tasks:
         for repeat in range(args.repeats):
             for variant in args.variants:
-                done = subprocess.run([sys.executable, __file__, "--one", task, variant], capture_output=True,
-                                      text=True, timeout=600, check=False)
+                done = subprocess.run(
+                    [sys.executable, __file__, "--one", task, variant],
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                    check=False,
+                )
                 if done.returncode != 0:
-                    rows.append({"task": task, "variant": variant, "repeat": repeat,
-                                 "error": done.stderr.strip().splitlines()[-1:] or ["failed"]})
+                    rows.append(
+                        {
+                            "task": task,
+                            "variant": variant,
+                            "repeat": repeat,
+                            "error": done.stderr.strip().splitlines()[-1:] or ["failed"],
+                        }
+                    )
                 else:
                     rows.append({**json.loads(done.stdout.strip().splitlines()[-1]), "repeat": repeat})
                 print(_line(rows[-1]), flush=True)
@@ -154,9 +183,11 @@ def _line(row: dict[str, Any]) -> str:
     excess = [c["cand"] - c["base"] for c in row["cases"]]
     spread = [c["cand_sd"] / max(c["base_sd"], 0.1) for c in row["cases"]]
     shown = ", ".join(f"{e:+.1f}" for e in excess)
-    return (f"| {row['task']} | {row['variant']} | {row['status']} | excess us per case: {shown} | median "
-            f"{statistics.median(excess) if excess else float('nan'):+.1f} | spread ratio "
-            f"{statistics.median(spread) if spread else float('nan'):.1f} |")
+    return (
+        f"| {row['task']} | {row['variant']} | {row['status']} | excess us per case: {shown} | median "
+        f"{statistics.median(excess) if excess else float('nan'):+.1f} | spread ratio "
+        f"{statistics.median(spread) if spread else float('nan'):.1f} |"
+    )
 
 
 if __name__ == "__main__":

@@ -93,8 +93,8 @@ class Mailbox:
 
     def put(self, box: int, payload: bytes) -> None:
         base = box * self.SIZE
-        self.map[base + 8:base + 12] = struct.pack("<I", len(payload))
-        self.map[base + 12:base + 12 + len(payload)] = payload
+        self.map[base + 8 : base + 12] = struct.pack("<I", len(payload))
+        self.map[base + 12 : base + 12 + len(payload)] = payload
         self.seq[box].value += 1
 
     def take(self, box: int) -> bytes:
@@ -103,8 +103,8 @@ class Mailbox:
             pass
         self.seen[box] = seq.value
         base = box * self.SIZE
-        (size,) = struct.unpack("<I", self.map[base + 8:base + 12])
-        return bytes(self.map[base + 12:base + 12 + size])
+        (size,) = struct.unpack("<I", self.map[base + 8 : base + 12])
+        return bytes(self.map[base + 12 : base + 12 + size])
 
 
 def gelu_module():
@@ -169,9 +169,17 @@ def worker_main() -> None:
                 stream_op("cuStreamWriteValue32", stream.cuda_stream, flag.data_ptr(), message["serial"])
             enqueued = time.perf_counter()
             torch.cuda.synchronize()
-            box.put(1, json.dumps({"t_ms": start.elapsed_time(end), "received": received,
-                                  "enqueued": enqueued, "marks_us": [round(1e6 * (m - received), 1)
-                                                                      for m in [*marks, enqueued]]}).encode())
+            box.put(
+                1,
+                json.dumps(
+                    {
+                        "t_ms": start.elapsed_time(end),
+                        "received": received,
+                        "enqueued": enqueued,
+                        "marks_us": [round(1e6 * (m - received), 1) for m in [*marks, enqueued]],
+                    }
+                ).encode(),
+            )
         elif op == "busy":  # a kernel of ~`ms` right now: does it overlap the judge's work?
             started = time.perf_counter()
             torch.cuda._sleep(int(message["cycles"]))
@@ -188,8 +196,9 @@ class Worker:
     def __init__(self, prefix: list[str]) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.box = Mailbox.create()
-        self.proc = subprocess.Popen([*prefix, sys.executable, __file__, "--worker", str(self.box.fd)],
-                                     pass_fds=(self.box.fd,), env=env)
+        self.proc = subprocess.Popen(
+            [*prefix, sys.executable, __file__, "--worker", str(self.box.fd)], pass_fds=(self.box.fd,), env=env
+        )
 
     def ask(self, message: dict[str, Any]) -> dict[str, Any]:
         self.go(message)
@@ -218,15 +227,19 @@ def cycles_per_ms() -> int:
     return int(torch.cuda.get_device_properties(0).clock_rate)
 
 
-def measure_size(workers: list[Worker], n: int, pairs: int, gpu_flag: bool, hold_ms: float,
-                 cheat: bool = False) -> dict[str, Any]:
+def measure_size(
+    workers: list[Worker], n: int, pairs: int, gpu_flag: bool, hold_ms: float, cheat: bool = False
+) -> dict[str, Any]:
     device = torch.device("cuda")
     flush = torch.empty(512 * 1024 * 1024 // 4, dtype=torch.int32, device=device)
     private = torch.randn(n, device=device)
     sides = []
     for worker in workers:
-        buffers = {"x": torch.empty(n, device=device), "out": torch.empty(n, device=device),
-                   "flag": torch.zeros(64, dtype=torch.int32, device=device)}
+        buffers = {
+            "x": torch.empty(n, device=device),
+            "out": torch.empty(n, device=device),
+            "flag": torch.zeros(64, dtype=torch.int32, device=device),
+        }
         worker.ask({"op": "map", "buffers": {k: shared(v) for k, v in buffers.items()}})
         buffers["x"].copy_(private)
         torch.cuda.synchronize()
@@ -262,11 +275,19 @@ def measure_size(workers: list[Worker], n: int, pairs: int, gpu_flag: bool, hold
             torch.cuda.synchronize()
             span = e0.elapsed_time(e2)
             ok = bool(torch.equal(snapshot, torch.nn.functional.gelu(private))) or bool(
-                torch.allclose(snapshot, torch.nn.functional.gelu(private), atol=1e-5, rtol=1e-5))
+                torch.allclose(snapshot, torch.nn.functional.gelu(private), atol=1e-5, rtol=1e-5)
+            )
             late = answer["enqueued"] - hold_launched > hold_ms / 1000
-            rows[which].append({"S": span, "t": answer["t_ms"], "late": late, "ok": ok,
-                                "latency_us": (answer["received"] - hold_launched) * 1e6,
-                                "judge_launch_us": (before_go - hold_launched) * 1e6})
+            rows[which].append(
+                {
+                    "S": span,
+                    "t": answer["t_ms"],
+                    "late": late,
+                    "ok": ok,
+                    "latency_us": (answer["received"] - hold_launched) * 1e6,
+                    "judge_launch_us": (before_go - hold_launched) * 1e6,
+                }
+            )
     seconds = time.perf_counter() - started
     row = summarize(n, gpu_flag, hold_ms, rows, seconds, pairs)
     row["cheat"] = cheat
@@ -287,8 +308,12 @@ def measure_handshake(workers: list[Worker], n: int, pairs: int, hold_ms: float,
     slots = [torch.empty(n, device=device), torch.empty(n, device=device)]
     sides = []
     for worker in workers:
-        buffers = {"x": slots[0], "y": slots[1], "out": torch.empty(n, device=device),
-                   "flag": torch.zeros(64, dtype=torch.int32, device=device)}
+        buffers = {
+            "x": slots[0],
+            "y": slots[1],
+            "out": torch.empty(n, device=device),
+            "flag": torch.zeros(64, dtype=torch.int32, device=device),
+        }
         worker.ask({"op": "map", "buffers": {k: shared(v) for k, v in buffers.items()}})
         slots[0].copy_(private)
         torch.cuda.synchronize()
@@ -320,21 +345,31 @@ def measure_handshake(workers: list[Worker], n: int, pairs: int, hold_ms: float,
             answer = worker.reply()
             torch.cuda.synchronize()
             ok = bool(torch.allclose(snapshot, torch.nn.functional.gelu(private), atol=1e-5, rtol=1e-5))
-            rows[which].append({"S": e0.elapsed_time(e2), "t": answer["t_ms"], "ok": ok, "marks": answer["marks_us"],
-                                "sent_to_received_us": (answer["received"] - sent) * 1e6,
-                                "late": (answer["enqueued"] - sent) * 1000 > hold_ms, "latency_us":
-                                (answer["enqueued"] - sent) * 1e6, "judge_launch_us": 0.0})
+            rows[which].append(
+                {
+                    "S": e0.elapsed_time(e2),
+                    "t": answer["t_ms"],
+                    "ok": ok,
+                    "marks": answer["marks_us"],
+                    "sent_to_received_us": (answer["received"] - sent) * 1e6,
+                    "late": (answer["enqueued"] - sent) * 1000 > hold_ms,
+                    "latency_us": (answer["enqueued"] - sent) * 1e6,
+                    "judge_launch_us": 0.0,
+                }
+            )
     row = summarize(n, True, hold_ms, rows, time.perf_counter() - started, pairs)
     row.update({"swap": swap, "cheat": False})
     marks = [r["marks"] for side in rows.values() for r in side]
     row["worker_marks_us_median"] = [statistics.median(m[i] for m in marks) for i in range(len(marks[0]))]
-    row["sent_to_received_us_median"] = statistics.median(r["sent_to_received_us"] for side in rows.values()
-                                                          for r in side)
+    row["sent_to_received_us_median"] = statistics.median(
+        r["sent_to_received_us"] for side in rows.values() for r in side
+    )
     return row
 
 
-def summarize(n: int, gpu_flag: bool, hold_ms: float, rows: dict[int, list[dict[str, Any]]], seconds: float,
-              pairs: int) -> dict[str, Any]:
+def summarize(
+    n: int, gpu_flag: bool, hold_ms: float, rows: dict[int, list[dict[str, Any]]], seconds: float, pairs: int
+) -> dict[str, Any]:
     base, cand = rows[0], rows[1]
     u_b = [r["S"] - r["t"] for r in base]
     u_c = [r["S"] - r["t"] for r in cand]
@@ -348,7 +383,10 @@ def summarize(n: int, gpu_flag: bool, hold_ms: float, rows: dict[int, list[dict[
     speed_t = order_balanced_speedup(ratios_t[True], ratios_t[False])
     speed_s = order_balanced_speedup(ratios_s[True], ratios_s[False])
     return {
-        "n": n, "gpu_flag": gpu_flag, "hold_ms": hold_ms, "pairs": pairs,
+        "n": n,
+        "gpu_flag": gpu_flag,
+        "hold_ms": hold_ms,
+        "pairs": pairs,
         "ms_per_pair": 1000 * seconds / pairs,
         "t_median_ms": [statistics.median(r["t"] for r in side) for side in (base, cand)],
         "S_median_ms": [statistics.median(r["S"] for r in side) for side in (base, cand)],
@@ -356,7 +394,8 @@ def summarize(n: int, gpu_flag: bool, hold_ms: float, rows: dict[int, list[dict[
         "u_mad_us": [1000 * mad(u) for u in (u_b, u_c)],
         "t_mad_us": [1000 * mad([r["t"] for r in side]) for side in (base, cand)],
         "u_excess_us": 1000 * (statistics.median(u_c) - statistics.median(u_b)),
-        "speedup_from_t": speed_t, "speedup_from_S": speed_s,
+        "speedup_from_t": speed_t,
+        "speedup_from_S": speed_s,
         "late": [sum(r["late"] for r in side) for side in (base, cand)],
         "wrong": [sum(not r["ok"] for r in side) for side in (base, cand)],
         "go_latency_us_median": [statistics.median(r["latency_us"] for r in side) for side in (base, cand)],
@@ -380,11 +419,17 @@ def ping_probe(worker: Worker, gpu_work: bool, count: int = 2000) -> dict[str, A
         round_trip.append(back - sent)
         if gpu_work:
             torch.cuda.synchronize()
+
     def q(values: list[float]) -> list[float]:
         ordered = sorted(values)
         return [round(1e6 * ordered[int(f * (len(ordered) - 1))], 2) for f in (0.1, 0.5, 0.9, 0.99)]
-    return {"gpu_work": gpu_work, "one_way_us_p10_p50_p90_p99": q(one_way),
-            "round_trip_us_p10_p50_p90_p99": q(round_trip), "launch_us": q(launch) if launch else None}
+
+    return {
+        "gpu_work": gpu_work,
+        "one_way_us_p10_p50_p90_p99": q(one_way),
+        "round_trip_us_p10_p50_p90_p99": q(round_trip),
+        "launch_us": q(launch) if launch else None,
+    }
 
 
 def overlap_probe(worker: Worker) -> dict[str, Any]:
@@ -412,8 +457,11 @@ def nested_namespace_probe() -> dict[str, Any]:
         torch.cuda.synchronize()
         good = bool(torch.allclose(buffers["out"], torch.nn.functional.gelu(x), atol=1e-5, rtol=1e-5))
         worker.close()
-        return {"nested_pid_ns_ipc": "works" if good else "wrong output", "worker_pid_inside": mapped["pid"],
-                "t_ms": answer["t_ms"]}
+        return {
+            "nested_pid_ns_ipc": "works" if good else "wrong output",
+            "worker_pid_inside": mapped["pid"],
+            "t_ms": answer["t_ms"],
+        }
     except Exception as exc:  # noqa: BLE001 - a probe reports whatever happened
         return {"nested_pid_ns_ipc": f"failed: {type(exc).__name__}: {exc}"}
 
@@ -429,8 +477,11 @@ def main() -> int:
     parser.add_argument("--hold", type=float, default=0.4)
     args = parser.parse_args()
     torch.cuda.init()
-    report: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                    "mps_pipe": os.environ.get("CUDA_MPS_PIPE_DIRECTORY")}
+    report: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "mps_pipe": os.environ.get("CUDA_MPS_PIPE_DIRECTORY"),
+    }
     if "--handshake" in sys.argv:
         rows = []
         for n in (1_048_576, 16_777_216):
@@ -454,8 +505,12 @@ def main() -> int:
     report["nested"] = nested_namespace_probe()
     print(json.dumps(report["nested"]), flush=True)
     results = []
-    plan = [(n, flag, hold, False) for n in (65_536, 1_048_576, 16_777_216) for flag in (False, True)
-            for hold in (0.05, 0.1, 0.2)]
+    plan = [
+        (n, flag, hold, False)
+        for n in (65_536, 1_048_576, 16_777_216)
+        for flag in (False, True)
+        for hold in (0.05, 0.1, 0.2)
+    ]
     plan += [(n, True, 0.1, True) for n in (1_048_576, 16_777_216)]
     for n, gpu_flag, hold_ms, cheat in plan:
         try:

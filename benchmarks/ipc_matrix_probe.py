@@ -57,11 +57,18 @@ def main() -> int:
         for dumpable in (1, 0):
             libc.prctl(4, dumpable, 0, 0, 0)
             for label, prefix in (("plain child", []), ("nested + confine (workers)", nested)):
-                done = subprocess.run([*prefix, sys.executable, "-c", IMPORTER, src, str(mapping.fd),
-                                       str(mapping.nbytes)], capture_output=True, text=True, timeout=120,
-                                      pass_fds=(mapping.fd,))
-                print(f"exporter dumpable={dumpable} | importer {label}: "
-                      f"{(done.stdout.strip() or done.stderr.strip()[-300:])}", flush=True)
+                done = subprocess.run(
+                    [*prefix, sys.executable, "-c", IMPORTER, src, str(mapping.fd), str(mapping.nbytes)],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    pass_fds=(mapping.fd,),
+                )
+                print(
+                    f"exporter dumpable={dumpable} | importer {label}: "
+                    f"{(done.stdout.strip() or done.stderr.strip()[-300:])}",
+                    flush=True,
+                )
     return 0
 
 

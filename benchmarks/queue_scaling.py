@@ -111,8 +111,9 @@ def ray_sleep_mode(ray: ModuleType, trials: int, trial_seconds: float, workers: 
         queue.fill([Trial(f"bench/t{i}", None, 1) for i in range(trials)])
         slots = [DeviceSlot(None, i) for i in range(workers)]
         script = str(Path(__file__).resolve())
-        executor = RayExecutor(ray, run_dir, lambda slot: [script, "worker", tmp, slot.worker_id, str(trial_seconds)],
-                               1, None)
+        executor = RayExecutor(
+            ray, run_dir, lambda slot: [script, "worker", tmp, slot.worker_id, str(trial_seconds)], 1, None
+        )
         asked, start = time.time(), time.perf_counter()
         supervise(queue, executor, slots, _Quiet(), run_dir / "events.jsonl")
         wall = time.perf_counter() - start
@@ -121,10 +122,17 @@ def ray_sleep_mode(ray: ModuleType, trials: int, trial_seconds: float, workers: 
         claims = [s for f in found for s in f["claims"]]
         first, last = min(f["first"] for f in found), max(f["first"] for f in found)
     ideal = trials * trial_seconds / workers
-    return {"workers": workers, "wall_s": wall, "ideal_s": ideal, "efficiency": ideal / wall,
-            "claim_ms_median": 1000 * statistics.median(claims),
-            "claim_ms_p95": 1000 * sorted(claims)[int(0.95 * (len(claims) - 1))], "start_s": first - asked,
-            "all_started_s": last - asked, "steady": ideal / (wall - (first - asked))}
+    return {
+        "workers": workers,
+        "wall_s": wall,
+        "ideal_s": ideal,
+        "efficiency": ideal / wall,
+        "claim_ms_median": 1000 * statistics.median(claims),
+        "claim_ms_p95": 1000 * sorted(claims)[int(0.95 * (len(claims) - 1))],
+        "start_s": first - asked,
+        "all_started_s": last - asked,
+        "steady": ideal / (wall - (first - asked)),
+    }
 
 
 def sleep_mode(trials: int, trial_seconds: float, workers: int) -> dict[str, float]:
@@ -133,8 +141,7 @@ def sleep_mode(trials: int, trial_seconds: float, workers: int) -> dict[str, flo
         context = multiprocessing.get_context("fork")
         out = context.Queue()
         start = time.perf_counter()
-        procs = [context.Process(target=_sleep_worker, args=(tmp, f"w{i}", trial_seconds, out))
-                 for i in range(workers)]
+        procs = [context.Process(target=_sleep_worker, args=(tmp, f"w{i}", trial_seconds, out)) for i in range(workers)]
         for proc in procs:
             proc.start()
         claims = [s for _ in procs for s in out.get(timeout=3600)]
@@ -143,9 +150,14 @@ def sleep_mode(trials: int, trial_seconds: float, workers: int) -> dict[str, flo
         wall = time.perf_counter() - start
         assert len(TrialQueue(Path(tmp)).entries()["done"]) == trials
     ideal = trials * trial_seconds / workers
-    return {"workers": workers, "wall_s": wall, "ideal_s": ideal, "efficiency": ideal / wall,
-            "claim_ms_median": 1000 * statistics.median(claims),
-            "claim_ms_p95": 1000 * sorted(claims)[int(0.95 * (len(claims) - 1))]}
+    return {
+        "workers": workers,
+        "wall_s": wall,
+        "ideal_s": ideal,
+        "efficiency": ideal / wall,
+        "claim_ms_median": 1000 * statistics.median(claims),
+        "claim_ms_p95": 1000 * sorted(claims)[int(0.95 * (len(claims) - 1))],
+    }
 
 
 def _toy_tasks(root: Path, count: int) -> None:
@@ -157,11 +169,18 @@ def _toy_tasks(root: Path, count: int) -> None:
         (task / "kernel.py").write_text(conftest.TOY_KERNEL)
         (task / "harness.py").write_text(conftest.TOY_HARNESS)
         (task / "send.py").write_text(conftest.SEND_SCRIPT)
-        (task / "config.yaml").write_text(yaml.safe_dump({
-            "task_type": "triton2triton", "source_file_path": ["kernel.py"], "target_kernel_functions": ["toy_kernel"],
-            "compile_command": ["python3 harness.py compile"],
-            "correctness_command": ["python3 harness.py correctness"],
-            "performance_command": ["python3 harness.py performance"]}))
+        (task / "config.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "task_type": "triton2triton",
+                    "source_file_path": ["kernel.py"],
+                    "target_kernel_functions": ["toy_kernel"],
+                    "compile_command": ["python3 harness.py compile"],
+                    "correctness_command": ["python3 harness.py correctness"],
+                    "performance_command": ["python3 harness.py performance"],
+                }
+            )
+        )
 
 
 def toy_mode(tasks: int, workers: int, backend: str = "local") -> dict[str, float]:
@@ -169,14 +188,28 @@ def toy_mode(tasks: int, workers: int, backend: str = "local") -> dict[str, floa
         root = Path(tmp)
         _toy_tasks(root / "tasks", tasks)
         config = root / "run.yaml"
-        config.write_text(yaml.safe_dump({
-            "agent": {"template": "noop"}, "tasks": ["all"], "target_gpu_model": "auto",
-            "log_directory": str(root / "logs"), "workspace_directory_prefix": str(root / "ws"),
-            "tasks_root": str(root / "tasks"), "num_parallel": workers}))
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "agent": {"template": "noop"},
+                    "tasks": ["all"],
+                    "target_gpu_model": "auto",
+                    "log_directory": str(root / "logs"),
+                    "workspace_directory_prefix": str(root / "ws"),
+                    "tasks_root": str(root / "tasks"),
+                    "num_parallel": workers,
+                }
+            )
+        )
         env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "aka.cli", "run", str(config), "--backend", backend], cwd=root, env=env,
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "aka.cli", "run", str(config), "--backend", backend],
+            cwd=root,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         return {"workers": workers, "wall_s": time.perf_counter() - start}
 
 
@@ -196,23 +229,30 @@ def main() -> None:
     counts = [int(n) for n in args.workers.split(",")]
     print(f"cores: {os.cpu_count()}, backend: {args.backend}")
     if args.mode == "sleep" and args.backend == "ray":
-        print("| workers | trials | trial s | wall s | ideal s | efficiency | claim+report ms (median) | (p95) "
-              "| start s (first, last worker) | efficiency after the first start |")
+        print(
+            "| workers | trials | trial s | wall s | ideal s | efficiency | claim+report ms (median) | (p95) "
+            "| start s (first, last worker) | efficiency after the first start |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|")
         with ray_session(RayBackend(args.address), [DeviceSlot(None, i) for i in range(max(counts))]) as ray:
             for n in counts:
                 row = ray_sleep_mode(ray, args.trials, args.trial_seconds, n)
-                print(f"| {n} | {args.trials} | {args.trial_seconds} | {row['wall_s']:.2f} | {row['ideal_s']:.2f} | "
-                      f"{100 * row['efficiency']:.1f}% | {row['claim_ms_median']:.2f} | {row['claim_ms_p95']:.2f} | "
-                      f"{row['start_s']:.1f}, {row['all_started_s']:.1f} | {100 * row['steady']:.1f}% |", flush=True)
+                print(
+                    f"| {n} | {args.trials} | {args.trial_seconds} | {row['wall_s']:.2f} | {row['ideal_s']:.2f} | "
+                    f"{100 * row['efficiency']:.1f}% | {row['claim_ms_median']:.2f} | {row['claim_ms_p95']:.2f} | "
+                    f"{row['start_s']:.1f}, {row['all_started_s']:.1f} | {100 * row['steady']:.1f}% |",
+                    flush=True,
+                )
         return
     if args.mode == "sleep":
         print("| workers | trials | trial s | wall s | ideal s | efficiency | claim+report ms (median) | (p95) |")
         print("|---|---|---|---|---|---|---|---|")
         for n in counts:
             row = sleep_mode(args.trials, args.trial_seconds, n)
-            print(f"| {n} | {args.trials} | {args.trial_seconds} | {row['wall_s']:.2f} | {row['ideal_s']:.2f} | "
-                  f"{100 * row['efficiency']:.1f}% | {row['claim_ms_median']:.2f} | {row['claim_ms_p95']:.2f} |")
+            print(
+                f"| {n} | {args.trials} | {args.trial_seconds} | {row['wall_s']:.2f} | {row['ideal_s']:.2f} | "
+                f"{100 * row['efficiency']:.1f}% | {row['claim_ms_median']:.2f} | {row['claim_ms_p95']:.2f} |"
+            )
         return
     print("| workers | tasks | wall s | efficiency vs 1 worker |")
     print("|---|---|---|---|")

@@ -46,10 +46,17 @@ from aka.config.tasks import Task, select_tasks  # noqa: E402
 from aka.device import detect_devices  # noqa: E402
 
 SOLUTIONS = REPO / "solutions" / "examples"
-DEFAULT_TASKS = ["triton2triton/basic/gelu", "torch2triton/basic/softmax", "triton2triton/llm/rmsnorm_residual",
-                 "torch2triton/llm/rmsnorm", "triton2triton/llm/silu_and_mul", "torch2triton/llm/layernorm",
-                 "triton2triton/llm/log_softmax", "triton2triton/llm/cumsum"]
-WRONG = '''
+DEFAULT_TASKS = [
+    "triton2triton/basic/gelu",
+    "torch2triton/basic/softmax",
+    "triton2triton/llm/rmsnorm_residual",
+    "torch2triton/llm/rmsnorm",
+    "triton2triton/llm/silu_and_mul",
+    "torch2triton/llm/layernorm",
+    "triton2triton/llm/log_softmax",
+    "triton2triton/llm/cumsum",
+]
+WRONG = """
 
 import functools as _aka_functools
 import inspect as _aka_inspect
@@ -71,7 +78,7 @@ for _aka_name, _aka_value in list(globals().items()):
     if (_aka_inspect.isfunction(_aka_value) and not _aka_name.startswith("_")
             and _aka_value.__module__ == __name__):
         globals()[_aka_name] = _aka_wrong(_aka_value)
-'''
+"""
 BROKEN = "\n\ndef broken(:\n"
 HANGING = "\n\nimport time as _aka_time\n_aka_time.sleep(10**6)\n"
 Entry = tuple[str, str, dict[str, str]]  # kind, task, files
@@ -89,8 +96,9 @@ class Client:
 
     def call(self, method: str, path: str, body: object = None, timeout: float = 900) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.base + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return response.status, json.loads(response.read().decode())
@@ -127,8 +135,9 @@ def mix(tasks: list[Task], seed: int) -> list[Entry]:
         entries += [("unchanged", task.name, _marked(own, f"unchanged {index} {n}")) for n in range(2)]
         solution = SOLUTIONS / task.name
         if solution.is_dir():
-            files = {rel: (solution / rel).read_text() for rel in task.config.source_file_path
-                     if (solution / rel).is_file()}
+            files = {
+                rel: (solution / rel).read_text() for rel in task.config.source_file_path if (solution / rel).is_file()
+            }
             entries += [("faster", task.name, _marked(files, f"faster {index} {n}")) for n in range(2)]
         if python:
             entries.append(("wrong", task.name, _marked(own, f"wrong {index}", WRONG)))
@@ -162,17 +171,41 @@ def main() -> int:
     port = _free_port()
     cache = Path(tempfile.mkdtemp(prefix="aka-throughput-"))
     env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    server = subprocess.Popen([sys.executable, "-m", "aka.cli", "serve", "--tasks-root", str(REPO / "tasks"),
-                               "--cache-dir", str(cache), "--port", str(port), "--max-queue", "100000",
-                               "--max-concurrent", str(args.max_concurrent),
-                               "--request-timeout", str(args.request_timeout),
-                               "--eval-timeout", str(args.eval_timeout)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=open(cache / "server.log", "w"))
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "aka.cli",
+            "serve",
+            "--tasks-root",
+            str(REPO / "tasks"),
+            "--cache-dir",
+            str(cache),
+            "--port",
+            str(port),
+            "--max-queue",
+            "100000",
+            "--max-concurrent",
+            str(args.max_concurrent),
+            "--request-timeout",
+            str(args.request_timeout),
+            "--eval-timeout",
+            str(args.eval_timeout),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(cache / "server.log", "w"),
+    )
     client = Client(port)
-    report: dict[str, Any] = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                              "device": devices[0].name, "gpus": gpus, "max_concurrent": args.max_concurrent,
-                              "request_timeout": args.request_timeout, "eval_timeout": args.eval_timeout,
-                              "tasks": [t.name for t in tasks]}
+    report: dict[str, Any] = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "device": devices[0].name,
+        "gpus": gpus,
+        "max_concurrent": args.max_concurrent,
+        "request_timeout": args.request_timeout,
+        "eval_timeout": args.eval_timeout,
+        "tasks": [t.name for t in tasks],
+    }
     try:
         _wait_up(client, server)
         started = time.monotonic()
@@ -193,10 +226,18 @@ def main() -> int:
         if args.exploits:
             from exploits.catalog import EXPLOITS
 
-            exploit_rows = _run(client, [(name, "triton2triton/basic/gelu", {"kernel.py": e.source + f"\n# {name}\n"})
-                                         for name, e in EXPLOITS.items() if name != "stalls_forever"], args)
-            report["exploits"] = [{**_brief(row), "accepted": sorted(EXPLOITS[row["kind"]].accepted)}
-                                  for row in exploit_rows]
+            exploit_rows = _run(
+                client,
+                [
+                    (name, "triton2triton/basic/gelu", {"kernel.py": e.source + f"\n# {name}\n"})
+                    for name, e in EXPLOITS.items()
+                    if name != "stalls_forever"
+                ],
+                args,
+            )
+            report["exploits"] = [
+                {**_brief(row), "accepted": sorted(EXPLOITS[row["kind"]].accepted)} for row in exploit_rows
+            ]
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -225,8 +266,9 @@ def _wait_up(client: Client, server: subprocess.Popen[bytes]) -> None:
 def _run(client: Client, entries: list[Entry], args: argparse.Namespace) -> list[dict[str, Any]]:
     """Submit every entry at once, then wait for each; one row per entry with its latency."""
     submitted = time.monotonic()
-    status, body = client.call("POST", "/v1/batch", {"candidates": [{"task_id": task, "files": files}
-                                                                    for _, task, files in entries]})
+    status, body = client.call(
+        "POST", "/v1/batch", {"candidates": [{"task_id": task, "files": files} for _, task, files in entries]}
+    )
     if status != 202:
         raise SystemExit(f"the batch was refused: {status} {body}")
     jobs = body["jobs"]
@@ -242,24 +284,35 @@ def _run(client: Client, entries: list[Entry], args: argparse.Namespace) -> list
 
 def _brief(row: dict[str, Any]) -> dict[str, Any]:
     result = row.get("result") or {}
-    return {"kind": row["kind"], "task": row["task"], "state": row.get("state"),
-            "latency_s": round(row["latency_s"], 2), "failure_kind": result.get("failure_kind"),
-            "speedup": result.get("speedup"), "ci": [result.get("speedup_ci_low"), result.get("speedup_ci_high")],
-            "seconds": result.get("evaluation_seconds")}
+    return {
+        "kind": row["kind"],
+        "task": row["task"],
+        "state": row.get("state"),
+        "latency_s": round(row["latency_s"], 2),
+        "failure_kind": result.get("failure_kind"),
+        "speedup": result.get("speedup"),
+        "ci": [result.get("speedup_ci_low"), result.get("speedup_ci_high")],
+        "seconds": result.get("evaluation_seconds"),
+    }
 
 
 def render(report: dict[str, Any], gpus: int) -> str:
     mix_rows, wall = report["mix"], report["mix_wall_s"]
     per_gpu_hour = len(mix_rows) / wall * 3600 / max(gpus, 1)
     latencies = [r["latency_s"] for r in mix_rows]
-    lines = [f"# Reward server throughput on {report['device']} x{max(gpus, 1)} ({'GPU' if gpus else 'CPU only'})",
-             f"Date (UTC): {report['date']}",
-             f"Command: `PYTHONPATH=src python3 benchmarks/reward_throughput.py --max-concurrent "
-             f"{report['max_concurrent']} --eval-timeout {report['eval_timeout']:.0f}`",
-             f"Tasks: {', '.join(report['tasks'])}", "",
-             f"Warm-up (each task's baseline measured and frozen, one unchanged candidate each): "
-             f"{report['warmup_s']:.0f} s.", "",
-             "| candidates | count | verdicts |", "|---|---|---|"]
+    lines = [
+        f"# Reward server throughput on {report['device']} x{max(gpus, 1)} ({'GPU' if gpus else 'CPU only'})",
+        f"Date (UTC): {report['date']}",
+        f"Command: `PYTHONPATH=src python3 benchmarks/reward_throughput.py --max-concurrent "
+        f"{report['max_concurrent']} --eval-timeout {report['eval_timeout']:.0f}`",
+        f"Tasks: {', '.join(report['tasks'])}",
+        "",
+        f"Warm-up (each task's baseline measured and frozen, one unchanged candidate each): "
+        f"{report['warmup_s']:.0f} s.",
+        "",
+        "| candidates | count | verdicts |",
+        "|---|---|---|",
+    ]
     for kind in sorted({r["kind"] for r in mix_rows}):
         rows = [r for r in mix_rows if r["kind"] == kind]
         verdicts: dict[str, int] = {}
@@ -268,38 +321,53 @@ def render(report: dict[str, Any], gpus: int) -> str:
             verdicts[key] = verdicts.get(key, 0) + 1
         lines.append(f"| {kind} | {len(rows)} | {', '.join(f'{k} {v}' for k, v in sorted(verdicts.items()))} |")
     hanging = [r for r in mix_rows if r["kind"] == "hanging"]
-    lines += ["", f"**{len(mix_rows)} evaluations in {wall:.0f} s: {per_gpu_hour:.0f} per GPU-hour** "
-              f"({report['max_concurrent']} in flight per GPU).",
-              f"Latency from submission (all submitted at once): p50 {percentile(latencies, 0.5):.1f} s, "
-              f"p90 {percentile(latencies, 0.9):.1f} s, p99 {percentile(latencies, 0.99):.1f} s."]
+    lines += [
+        "",
+        f"**{len(mix_rows)} evaluations in {wall:.0f} s: {per_gpu_hour:.0f} per GPU-hour** "
+        f"({report['max_concurrent']} in flight per GPU).",
+        f"Latency from submission (all submitted at once): p50 {percentile(latencies, 0.5):.1f} s, "
+        f"p90 {percentile(latencies, 0.9):.1f} s, p99 {percentile(latencies, 0.99):.1f} s.",
+    ]
     if hanging:
         others = [r for r in mix_rows if r["kind"] != "hanging"]
         last_other = max(r["latency_s"] for r in others)
-        lines.append(f"Without the {len(hanging)} hanging candidates (each held until its "
-                     f"{report['eval_timeout']:.0f} s deadline): the others were done after {last_other:.0f} s, "
-                     f"{len(others) / last_other * 3600 / max(gpus, 1):.0f} per GPU-hour.")
+        lines.append(
+            f"Without the {len(hanging)} hanging candidates (each held until its "
+            f"{report['eval_timeout']:.0f} s deadline): the others were done after {last_other:.0f} s, "
+            f"{len(others) / last_other * 3600 / max(gpus, 1):.0f} per GPU-hour."
+        )
     unchanged = [r for r in mix_rows if r["kind"] == "unchanged" and r["speedup"]]
     if unchanged:
         band = max(abs(r["speedup"] - 1) for r in unchanged)
         per_task: dict[str, list[float]] = {}
         for r in unchanged:
             per_task.setdefault(r["task"], []).append(r["speedup"])
-        lines.append(f"A/A under load ({len(unchanged)} unchanged candidates): band {band:.4f}; "
-                     + "; ".join(f"{t.split('/')[-1]} {', '.join(f'{s:.4f}' for s in v)}" for t, v in per_task.items()))
+        lines.append(
+            f"A/A under load ({len(unchanged)} unchanged candidates): band {band:.4f}; "
+            + "; ".join(f"{t.split('/')[-1]} {', '.join(f'{s:.4f}' for s in v)}" for t, v in per_task.items())
+        )
     seconds = [r["seconds"] for r in mix_rows if r["seconds"]]
     if seconds:
-        lines.append("Evaluation time inside the server (queue wait excluded): "
-                     f"median {statistics.median(seconds):.1f} s.")
+        lines.append(
+            f"Evaluation time inside the server (queue wait excluded): median {statistics.median(seconds):.1f} s."
+        )
     singles = report.get("singles") or []
     if singles:
         single = [r["latency_s"] for r in singles]
-        lines.append(f"One candidate at a time (short queue), {len(single)} candidates: latency p50 "
-                     f"{percentile(single, 0.5):.1f} s, max {max(single):.1f} s.")
+        lines.append(
+            f"One candidate at a time (short queue), {len(single)} candidates: latency p50 "
+            f"{percentile(single, 0.5):.1f} s, max {max(single):.1f} s."
+        )
     exploits = report.get("exploits") or []
     if exploits:
         rejected = [r for r in exploits if (r["failure_kind"] or "none") in r["accepted"]]
-        lines += ["", f"Exploit catalog through the server: {len(rejected)} of {len(exploits)} judged as required.",
-                  "", "| exploit | accepted | verdict |", "|---|---|---|"]
+        lines += [
+            "",
+            f"Exploit catalog through the server: {len(rejected)} of {len(exploits)} judged as required.",
+            "",
+            "| exploit | accepted | verdict |",
+            "|---|---|---|",
+        ]
         lines += [f"| {r['kind']} | {', '.join(r['accepted'])} | {r['failure_kind'] or r['state']} |" for r in exploits]
     return "\n".join(lines) + "\n"
 

@@ -31,24 +31,33 @@ from aka.device import detect_device  # noqa: E402
 
 
 def render(rows: list[dict[str, Any]], device: str) -> str:
-    lines = [f"# Task suite on {device}: baselines and replayed solutions",
-             f"Date (UTC): {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
-             "Command: `PYTHONPATH=src python3 benchmarks/solutions_table.py` (per GPU shard: `--shard K/N --json F`, "
-             "then `--merge F...`)", "",
-             "| task | verdict | baseline ms | solution ms | speedup | 95% CI | evaluation s |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Task suite on {device}: baselines and replayed solutions",
+        f"Date (UTC): {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+        "Command: `PYTHONPATH=src python3 benchmarks/solutions_table.py` (per GPU shard: `--shard K/N --json F`, "
+        "then `--merge F...`)",
+        "",
+        "| task | verdict | baseline ms | solution ms | speedup | 95% CI | evaluation s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in sorted(rows, key=lambda r: r["task"]):
+
         def ms(value: float | None) -> str:
             return f"{value:.4f}" if value else ""
+
         low, high = r["ci"]
         ci = f"{low:.3f}-{high:.3f}" if low and high else ""
         verdict = r["status"] if r["failure"] == "none" else f"{r['status']} ({r['failure']}: {r['message']})"
-        lines.append(f"| {r['task']} | {verdict} | {ms(r['base_ms'])} | {ms(r['ms'])} | "
-                     f"{(r['speedup'] or 0):.3f}x | {ci} | {r['seconds'] or 0:.1f} |")
+        lines.append(
+            f"| {r['task']} | {verdict} | {ms(r['base_ms'])} | {ms(r['ms'])} | "
+            f"{(r['speedup'] or 0):.3f}x | {ci} | {r['seconds'] or 0:.1f} |"
+        )
     fast = [r for r in rows if r["status"] == "PASS" and (r["speedup"] or 0) >= 1.2]
     passing = [r for r in rows if r["status"] == "PASS"]
-    lines.append(f"\n{len(passing)}/{len(rows)} replayed solutions pass; {len(fast)} are at least 1.2x faster "
-                 "than their baseline.")
+    lines.append(
+        f"\n{len(passing)}/{len(rows)} replayed solutions pass; {len(fast)} are at least 1.2x faster "
+        "than their baseline."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -64,16 +73,23 @@ def main() -> int:
         text = render([r for path in args.merge for r in json.loads(path.read_text())], "merged shards")
     else:
         device = detect_device()
-        tasks = shard([t for t in select_tasks(REPO / "tasks", args.tasks) if (SOLUTIONS / t.name).is_dir()],
-                      args.shard)
+        tasks = shard(
+            [t for t in select_tasks(REPO / "tasks", args.tasks) if (SOLUTIONS / t.name).is_dir()], args.shard
+        )
         rows: list[dict[str, Any]] = []
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "tasks"
             copy_tasks(tasks, root, source_baseline=False)
             for task in select_tasks(root, [t.name for t in tasks]):
                 result = evaluate(task, SOLUTIONS / task.name, Path(tmp) / task.slug, device)
-                rows.append({"task": task.name, "status": "PASS" if result["verdict"] == "PASS" else "FAIL",
-                             "failure": "none" if result["verdict"] == "PASS" else result["verdict"], **result})
+                rows.append(
+                    {
+                        "task": task.name,
+                        "status": "PASS" if result["verdict"] == "PASS" else "FAIL",
+                        "failure": "none" if result["verdict"] == "PASS" else result["verdict"],
+                        **result,
+                    }
+                )
                 print(rows[-1], flush=True)
                 if args.json:
                     args.json.write_text(json.dumps(rows, indent=1))

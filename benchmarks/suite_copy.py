@@ -43,7 +43,7 @@ def shard(tasks: list[Task], spec: str) -> list[Task]:
     index, count = (int(part) for part in spec.split("/"))
     if not 1 <= index <= count:
         raise SystemExit(f"--shard {spec}: use K/N with 1 <= K <= N")
-    return tasks[index - 1::count]
+    return tasks[index - 1 :: count]
 
 
 def copy_tasks(tasks: list[Task], root: Path, source_baseline: bool) -> None:
@@ -62,8 +62,12 @@ def copy_tasks(tasks: list[Task], root: Path, source_baseline: bool) -> None:
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
-def measure_each(tasks: list[Task], measure: Callable[[Task, Path], list[dict[str, Any]]],
-                 json_path: Path | None, indent: int | None = 1) -> list[dict[str, Any]]:
+def measure_each(
+    tasks: list[Task],
+    measure: Callable[[Task, Path], list[dict[str, Any]]],
+    json_path: Path | None,
+    indent: int | None = 1,
+) -> list[dict[str, Any]]:
     """The rows `measure(task, scratch)` gives for each task's copy (with `baseline: source`), in
     turn. One task's trouble is printed, not fatal; the rows so far are rewritten to `json_path`
     after every task, so a run cut short keeps them."""
@@ -91,8 +95,9 @@ def add_suite_arguments(parser: argparse.ArgumentParser, exclude: tuple[str, ...
     parser.add_argument("--out", type=Path, help="the report, as markdown")
 
 
-def suite_rows(args: argparse.Namespace, measure: Callable[[Task, Path], list[dict[str, Any]]],
-               indent: int | None = 1) -> list[dict[str, Any]]:
+def suite_rows(
+    args: argparse.Namespace, measure: Callable[[Task, Path], list[dict[str, Any]]], indent: int | None = 1
+) -> list[dict[str, Any]]:
     """The rows of the `--merge` files, else what `measure` gives for the selected tasks' copies."""
     if args.merge:
         return [row for path in args.merge for row in json.loads(path.read_text())]
@@ -126,8 +131,14 @@ def freeze_baseline(task: Task, scratch: Path, device: DeviceInfo, repos: Path) 
     return FrozenBaseline(baseline_builds(run_dir, task), record, round(time.monotonic() - started, 1))
 
 
-def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInfo,
-             baseline: FrozenBaseline | None = None, repos: Path | None = None) -> dict[str, Any]:
+def evaluate(
+    task: Task,
+    solution: Path | None,
+    scratch: Path,
+    device: DeviceInfo,
+    baseline: FrozenBaseline | None = None,
+    repos: Path | None = None,
+) -> dict[str, Any]:
     """One evaluation as a run makes it, of the task's own sources or of `solution`'s copies of
     them (as the replay agent places them); the task-level numbers come from the paired cases.
     With `baseline`, its builds seed the performance step as a run's frozen baseline does (else
@@ -139,8 +150,7 @@ def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInf
     for rel in task.config.source_file_path if solution is not None else ():
         shutil.copyfile(solution / rel, candidate / rel)
     started = time.monotonic()
-    outcomes = evaluate_candidate(task, candidate, scratch, device,
-                                  trusted_cache=baseline.builds if baseline else None)
+    outcomes = evaluate_candidate(task, candidate, scratch, device, trusted_cache=baseline.builds if baseline else None)
     seconds = time.monotonic() - started
     failed = next((o for o in outcomes if not o.passed), None)
     cases: list[CaseReport] = next((o.cases for o in outcomes if o.step is Step.PERFORMANCE), [])
@@ -151,24 +161,40 @@ def evaluate(task: Task, solution: Path | None, scratch: Path, device: DeviceInf
         "message": (failed.message or "")[:200] if failed else None,
         "speedup": statistics.fmean(c.speedup or 0 for c in timed) if ok else None,
         "ci_half": statistics.fmean(((c.speedup_ci_high or 1) - (c.speedup_ci_low or 1)) / 2 for c in timed)
-        if ok else None,
+        if ok
+        else None,
         "base_ms": statistics.fmean(c.baseline_time_ms or 0 for c in timed) if timed else None,
         "ms": statistics.fmean(c.time_ms or 0 for c in timed) if timed else None,
-        "ci": [statistics.fmean(c.speedup_ci_low or 0 for c in timed),
-               statistics.fmean(c.speedup_ci_high or 0 for c in timed)] if ok else [None, None],
+        "ci": [
+            statistics.fmean(c.speedup_ci_low or 0 for c in timed),
+            statistics.fmean(c.speedup_ci_high or 0 for c in timed),
+        ]
+        if ok
+        else [None, None],
         "seconds": round(seconds, 1),
         "step_seconds": {o.step.value: round(sum(c.seconds for c in o.commands), 2) for o in outcomes},
-        "cases": [{"id": c.id, "speedup": c.speedup, "ci": [c.speedup_ci_low, c.speedup_ci_high],
-                   "method": c.timing_method, "base_ms": c.baseline_time_ms, "pairs": c.samples,
-                   "late_pairs": c.late_pairs, "unexplained_ms": c.unexplained_ms, "span_speedup": c.span_speedup}
-                  for c in timed],
+        "cases": [
+            {
+                "id": c.id,
+                "speedup": c.speedup,
+                "ci": [c.speedup_ci_low, c.speedup_ci_high],
+                "method": c.timing_method,
+                "base_ms": c.baseline_time_ms,
+                "pairs": c.samples,
+                "late_pairs": c.late_pairs,
+                "unexplained_ms": c.unexplained_ms,
+                "span_speedup": c.span_speedup,
+            }
+            for c in timed
+        ],
         "isolation": outcomes[-1].isolation if outcomes else [],
     }
 
 
 @contextlib.contextmanager
-def kernel_pair(task: Task, scratch: Path,
-                solution: Path | None = None) -> Iterator[tuple[Any, Callable[..., object], Callable[..., object]]]:
+def kernel_pair(
+    task: Task, scratch: Path, solution: Path | None = None
+) -> Iterator[tuple[Any, Callable[..., object], Callable[..., object]]]:
     """The task's harness object and two separately loaded kernels: the evaluation directory's
     (the task's own sources, or `solution`'s copies of them) and `.aka_baseline/`'s, timed in
     this process."""

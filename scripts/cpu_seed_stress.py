@@ -56,8 +56,11 @@ def stress(task_dir: Path, solution: Path | None, seeds: int) -> int:
                     if not comparison.correct:
                         failures += 1
                         print(f"FAIL {case.id} seed {seed} ({distribution}): {comparison.message}", flush=True)
-        print(f"{task.name}{' + solution' if solution else ''}: {failures} failures over {len(cases)} cases "
-              f"x {seeds} evaluation seeds", flush=True)
+        print(
+            f"{task.name}{' + solution' if solution else ''}: {failures} failures over {len(cases)} cases "
+            f"x {seeds} evaluation seeds",
+            flush=True,
+        )
         return failures
 
 

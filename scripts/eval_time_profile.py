@@ -48,11 +48,21 @@ def cprofile_steps(task_names: list[str], top: int) -> None:
             build_eval_dir(task, eval_dir, None)
             for step in Step:
                 profile = Path(tmp) / f"{step.value}.prof"
-                env = step_environment(task, device, step, Target.CANDIDATE, eval_dir,
-                                       {ENV_SHARED_CACHE: str(cache), "AKA_RESULT_FILE": str(Path(tmp) / "r.json")})
+                env = step_environment(
+                    task,
+                    device,
+                    step,
+                    Target.CANDIDATE,
+                    eval_dir,
+                    {ENV_SHARED_CACHE: str(cache), "AKA_RESULT_FILE": str(Path(tmp) / "r.json")},
+                )
                 start = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "cProfile", "-o", str(profile), "harness.py", step.value],
-                               cwd=eval_dir, env=env, check=True)
+                subprocess.run(
+                    [sys.executable, "-m", "cProfile", "-o", str(profile), "harness.py", step.value],
+                    cwd=eval_dir,
+                    env=env,
+                    check=True,
+                )
                 print(f"\n## {task.name} {step.value}: {time.perf_counter() - start:.2f} s", flush=True)
                 stats = pstats.Stats(str(profile))
                 stats.sort_stats("cumulative").print_stats(top)
@@ -71,10 +81,15 @@ def main() -> int:
         return 0
     device = detect_device()
     with_cuda = startup_seconds("import torch, triton; torch.zeros(1, device=0) if torch.cuda.is_available() else 0")
-    lines = [f"# Evaluation time per step on {device.name}", "",
-             f"python + import torch: {startup_seconds('import torch'):.2f} s; "
-             f"+ import triton + cuda init: {with_cuda:.2f} s", "",
-             "| task | compile s | correctness s | performance s | total s | verdict |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"# Evaluation time per step on {device.name}",
+        "",
+        f"python + import torch: {startup_seconds('import torch'):.2f} s; "
+        f"+ import triton + cuda init: {with_cuda:.2f} s",
+        "",
+        "| task | compile s | correctness s | performance s | total s | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     for task in select_tasks(REPO / "tasks", args.tasks):
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
@@ -85,8 +100,10 @@ def main() -> int:
             details = "; ".join(f"{c.id}: {c.time_ms or 0:.4f} ms x{c.samples} {c.speedup or 0:.4f}" for c in cases)
         seconds = {o.step.value: sum(c.seconds for c in o.commands) for o in outcomes}
         verdict = next((o.failure.value for o in outcomes if not o.passed), "pass")
-        lines.append(f"| {task.name} | {seconds.get('compile', 0):.1f} | {seconds.get('correctness', 0):.1f} | "
-                     f"{seconds.get('performance', 0):.1f} | {total:.1f} | {verdict} |")
+        lines.append(
+            f"| {task.name} | {seconds.get('compile', 0):.1f} | {seconds.get('correctness', 0):.1f} | "
+            f"{seconds.get('performance', 0):.1f} | {total:.1f} | {verdict} |"
+        )
         print(lines[-1], details, flush=True)
     text = "\n".join(lines) + "\n"
     print(text)

@@ -39,8 +39,10 @@ def _fmt(value: float | None, pattern: str) -> str:
 
 
 def table(results: list[TaskResult]) -> list[str]:
-    lines = ["| task | status | failure kind | score | speedup | base ms | candidate ms | methods |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| task | status | failure kind | score | speedup | base ms | candidate ms | methods |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         lines.append(
             f"| {r.task_name} | {r.status.value} | {r.failure_kind.value} | {r.score:.1f} | "
@@ -48,8 +50,10 @@ def table(results: list[TaskResult]) -> list[str]:
             f"{_fmt(r.best_optimized_execution_time, '{:.4f}')} | {', '.join(r.optimized_benchmark_methods) or '-'} |"
         )
         for case in r.cases:
-            lines.append(f"|  - {case.id} | | | | {_fmt(case.speedup, '{:.3f}x')} | {_fmt(case.base_ms, '{:.4f}')} "
-                         f"| {_fmt(case.optimized_ms, '{:.4f}')} | {case.optimized_method or '-'} |")
+            lines.append(
+                f"|  - {case.id} | | | | {_fmt(case.speedup, '{:.3f}x')} | {_fmt(case.base_ms, '{:.4f}')} "
+                f"| {_fmt(case.optimized_ms, '{:.4f}')} | {case.optimized_method or '-'} |"
+            )
     return lines
 
 
@@ -57,14 +61,22 @@ def checks(outcomes: dict[str, dict[str, TaskResult]]) -> list[tuple[str, bool]]
     example, wrong, broken = outcomes["replay examples"], outcomes["replay wrong"], outcomes["replay broken"]
     gelu, vector_add = example[STARTERS[0]], example[STARTERS[2]]
     return [
-        ("replayed GELU example is correct and faster than its baseline",
-         gelu.status is TaskStatus.PASS and (gelu.speedup_ratio or 0) > 1.0),
-        ("wrong GELU is rejected as incorrect (score 20)",
-         wrong[STARTERS[0]].failure_kind is FailureKind.INCORRECT and wrong[STARTERS[0]].score == 20),
-        ("broken GELU fails to compile (score 0)",
-         broken[STARTERS[0]].failure_kind is FailureKind.COMPILE_ERROR and broken[STARTERS[0]].score == 0),
-        ("vector_add compiles, runs and is correct",
-         vector_add.pass_compilation and vector_add.pass_correctness and vector_add.status is TaskStatus.PASS),
+        (
+            "replayed GELU example is correct and faster than its baseline",
+            gelu.status is TaskStatus.PASS and (gelu.speedup_ratio or 0) > 1.0,
+        ),
+        (
+            "wrong GELU is rejected as incorrect (score 20)",
+            wrong[STARTERS[0]].failure_kind is FailureKind.INCORRECT and wrong[STARTERS[0]].score == 20,
+        ),
+        (
+            "broken GELU fails to compile (score 0)",
+            broken[STARTERS[0]].failure_kind is FailureKind.COMPILE_ERROR and broken[STARTERS[0]].score == 0,
+        ),
+        (
+            "vector_add compiles, runs and is correct",
+            vector_add.pass_compilation and vector_add.pass_correctness and vector_add.status is TaskStatus.PASS,
+        ),
     ]
 
 
@@ -73,17 +85,27 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown here")
     args = parser.parse_args()
     device = detect_device()
-    lines = [f"# Foundation check on {device.name} ({device.arch or 'cpu'})",
-             f"Date (UTC): {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
-             "Command: `PYTHONPATH=src python3 scripts/gpu_foundation_check.py`", ""]
+    lines = [
+        f"# Foundation check on {device.name} ({device.arch or 'cpu'})",
+        f"Date (UTC): {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+        "Command: `PYTHONPATH=src python3 scripts/gpu_foundation_check.py`",
+        "",
+    ]
     outcomes: dict[str, dict[str, TaskResult]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for label, (agent, tasks) in EXPERIMENTS.items():
             config = Path(tmp) / f"{label.split()[0]}_{len(outcomes)}.yaml"
-            config.write_text(yaml.safe_dump({
-                "agent": agent, "tasks": tasks, "target_gpu_model": "auto",
-                "log_directory": str(Path(tmp) / "logs"), "workspace_directory_prefix": str(Path(tmp) / "ws"),
-            }))
+            config.write_text(
+                yaml.safe_dump(
+                    {
+                        "agent": agent,
+                        "tasks": tasks,
+                        "target_gpu_model": "auto",
+                        "log_directory": str(Path(tmp) / "logs"),
+                        "workspace_directory_prefix": str(Path(tmp) / "ws"),
+                    }
+                )
+            )
             outcome = run_experiment(config, suffix=label.split()[0] + str(len(outcomes)), device=device)
             outcomes[label] = {r.task_name: r for r in outcome.results}
             lines += [f"## {label}", *table(outcome.results), ""]

@@ -58,19 +58,25 @@ def shard(names: list[str], spec: str) -> list[str]:
     index, count = (int(part) for part in spec.split("/"))
     if not 1 <= index <= count:
         raise SystemExit(f"--shard {spec}: use K/N with 1 <= K <= N")
-    return names[index - 1::count]
+    return names[index - 1 :: count]
 
 
 def _base_row(task: Task) -> dict[str, Any]:
     parts = task.name.split("/")
-    return {"task": task.name, "family": parts[0], "suite": parts[1] if len(parts) > 2 else "",
-            "format": task.original.format.value if task.original else "aka"}
+    return {
+        "task": task.name,
+        "family": parts[0],
+        "suite": parts[1] if len(parts) > 2 else "",
+        "format": task.original.format.value if task.original else "aka",
+    }
 
 
 def _capped(task: Task, seconds: float) -> Task:
     """The task with every step command capped at `seconds`."""
-    caps = {f"{s}_timeout": min(getattr(task.config, f"{s}_timeout"), seconds)
-            for s in ("compile", "correctness", "performance")}
+    caps = {
+        f"{s}_timeout": min(getattr(task.config, f"{s}_timeout"), seconds)
+        for s in ("compile", "correctness", "performance")
+    }
     return dataclasses.replace(task, config=task.config.model_copy(update=caps))
 
 
@@ -81,11 +87,20 @@ def noop_outcomes(task: Task, work: Path, device: DeviceInfo, trusted: Path, ful
         return evaluate_candidate(task, task.directory, work, device, trusted_cache=trusted)
     eval_dir = work / "evaluation"
     build_eval_dir(task, eval_dir, task.directory)
-    setup = StepSetup(task, device, eval_dir, work / ".reports_evaluation", work / "evaluation.log",
-                      rebuild=lambda: build_eval_dir(task, eval_dir, task.directory))
+    setup = StepSetup(
+        task,
+        device,
+        eval_dir,
+        work / ".reports_evaluation",
+        work / "evaluation.log",
+        rebuild=lambda: build_eval_dir(task, eval_dir, task.directory),
+    )
     same = "the baseline's step on the same sources passed"
-    return [StepOutcome(Step.COMPILE, message=same), StepOutcome(Step.CORRECTNESS, message=same),
-            *run_steps(setup, [(Step.PERFORMANCE, Target.CANDIDATE)], trusted_cache=trusted)]
+    return [
+        StepOutcome(Step.COMPILE, message=same),
+        StepOutcome(Step.CORRECTNESS, message=same),
+        *run_steps(setup, [(Step.PERFORMANCE, Target.CANDIDATE)], trusted_cache=trusted),
+    ]
 
 
 def check_one(root: Path, name: str, scratch: Path, step_timeout: float, full: bool = False) -> dict[str, Any]:
@@ -107,31 +122,73 @@ def check_one(root: Path, name: str, scratch: Path, step_timeout: float, full: b
     started = time.monotonic()
     outcomes = noop_outcomes(task, work, device, baseline_builds(work / "run", task), full)
     row["candidate_seconds"] = round(time.monotonic() - started, 1)
-    result = judge_outcomes(task, baseline, device, resolve_scorer("default"), "default",
-                            AgentOutcome(agent="noop", message="the task's own sources"), outcomes, [])
-    row.update(status=result.status.value, failure_kind=result.failure_kind.value, speedup=result.speedup_ratio,
-               ci=[result.speedup_ci_low, result.speedup_ci_high], trust=result.trust,
-               cases=[{"id": c.id, "speedup": c.speedup, "base_ms": c.base_ms, "ms": c.optimized_ms,
-                       "paired": c.paired, "method": c.optimized_method} for c in result.cases])
+    result = judge_outcomes(
+        task,
+        baseline,
+        device,
+        resolve_scorer("default"),
+        "default",
+        AgentOutcome(agent="noop", message="the task's own sources"),
+        outcomes,
+        [],
+    )
+    row.update(
+        status=result.status.value,
+        failure_kind=result.failure_kind.value,
+        speedup=result.speedup_ratio,
+        ci=[result.speedup_ci_low, result.speedup_ci_high],
+        trust=result.trust,
+        cases=[
+            {
+                "id": c.id,
+                "speedup": c.speedup,
+                "base_ms": c.base_ms,
+                "ms": c.optimized_ms,
+                "paired": c.paired,
+                "method": c.optimized_method,
+            }
+            for c in result.cases
+        ],
+    )
     if result.status is not TaskStatus.PASS or result.speedup_ratio is None:
-        return {**row, "verdict": "noop_failed",
-                "message": result.failure_message or result.correctness_error_message
-                or result.speedup_calculation_error_message}
+        return {
+            **row,
+            "verdict": "noop_failed",
+            "message": result.failure_message
+            or result.correctness_error_message
+            or result.speedup_calculation_error_message,
+        }
     if abs(result.speedup_ratio - 1.0) <= AA_TOLERANCE:
         return {**row, "verdict": "pass", "message": None}
     low, high = result.speedup_ci_low, result.speedup_ci_high
-    why = ("its 95% interval holds 1: too few or too noisy samples" if low and high and low <= 1.0 <= high else
-           "its 95% interval excludes 1: a bias between the two sides" if low and high else
-           "no interval: timed against the frozen baseline, not interleaved")
-    return {**row, "verdict": "outside", "message": f"noop speedup {result.speedup_ratio:.4f} is outside 1 +- "
-            f"{AA_TOLERANCE}; {why}"}
+    why = (
+        "its 95% interval holds 1: too few or too noisy samples"
+        if low and high and low <= 1.0 <= high
+        else "its 95% interval excludes 1: a bias between the two sides"
+        if low and high
+        else "no interval: timed against the frozen baseline, not interleaved"
+    )
+    return {
+        **row,
+        "verdict": "outside",
+        "message": f"noop speedup {result.speedup_ratio:.4f} is outside 1 +- {AA_TOLERANCE}; {why}",
+    }
 
 
 def _child(args: argparse.Namespace, name: str, log: Path) -> dict[str, Any]:
     """`check_one` in a child process of its own (own process group), killed after the task timeout."""
-    command = [sys.executable, str(Path(__file__).resolve()), str(args.tasks_root), "--one", name,
-               "--scratch", str(args.scratch), "--step-timeout", str(args.step_timeout),
-               *(["--full-candidate"] if args.full_candidate else [])]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        str(args.tasks_root),
+        "--one",
+        name,
+        "--scratch",
+        str(args.scratch),
+        "--step-timeout",
+        str(args.step_timeout),
+        *(["--full-candidate"] if args.full_candidate else []),
+    ]
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as stderr:
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
@@ -140,13 +197,21 @@ def _child(args: argparse.Namespace, name: str, log: Path) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
             child.communicate()
-            return {"task": name, "family": name.split("/")[0], "verdict": "timeout",
-                    "message": f"the task took over {args.task_timeout:.0f} s (--task-timeout)"}
+            return {
+                "task": name,
+                "family": name.split("/")[0],
+                "verdict": "timeout",
+                "message": f"the task took over {args.task_timeout:.0f} s (--task-timeout)",
+            }
     lines = [line for line in out.splitlines() if line.startswith("{")]
     if child.returncode != 0 or not lines:
         tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:] or ["no output"]
-        return {"task": name, "family": name.split("/")[0], "verdict": "error",
-                "message": f"the check exited with status {child.returncode}: {tail[0][:300]}"}
+        return {
+            "task": name,
+            "family": name.split("/")[0],
+            "verdict": "error",
+            "message": f"the check exited with status {child.returncode}: {tail[0][:300]}",
+        }
     row: dict[str, Any] = json.loads(lines[-1])
     return row
 
@@ -163,10 +228,15 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     counts = Counter(row["verdict"] for row in rows)
     device = ", ".join(sorted({str(row["device"]) for row in rows if row.get("device")})) or "no task ran"
     ran = counts["pass"] + counts["outside"]
-    lines = [f"# The original's task folders through aka's evaluator: baseline A/A ({device})", "",
-             f"{len(rows)} tasks; {ran} evaluated; **{counts['pass']} pass A/A within +-1%**; "
-             + "; ".join(f"{counts[v]} {v}" for v in VERDICTS[1:] if counts[v]), "",
-             "| group | tasks | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
+    lines = [
+        f"# The original's task folders through aka's evaluator: baseline A/A ({device})",
+        "",
+        f"{len(rows)} tasks; {ran} evaluated; **{counts['pass']} pass A/A within +-1%**; "
+        + "; ".join(f"{counts[v]} {v}" for v in VERDICTS[1:] if counts[v]),
+        "",
+        "| group | tasks | " + " | ".join(VERDICTS) + " |",
+        "|---|---|" + "---|" * len(VERDICTS),
+    ]
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         groups["/".join(p for p in (row.get("family"), row.get("suite")) if p)].append(row)
@@ -180,15 +250,21 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     lines += ["", "## Why the others do not pass", "", "| reason | tasks | examples |", "|---|---|---|"]
     for reason, tasks in sorted(reasons.items(), key=lambda item: -len(item[1])):
         lines.append(f"| {reason.replace('|', '/')} | {len(tasks)} | {', '.join(sorted(tasks)[:3])} |")
-    lines += ["", "## Every task", "", "| task | verdict | speedup | 95% CI | trust | seconds |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Every task",
+        "",
+        "| task | verdict | speedup | 95% CI | trust | seconds |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in sorted(rows, key=lambda r: r["task"]):
         speedup = f"{row['speedup']:.4f}" if row.get("speedup") else ""
         ci = row.get("ci") or [None, None]
         interval = f"{ci[0]:.4f}-{ci[1]:.4f}" if ci[0] and ci[1] else ""
         seconds = (row.get("baseline_seconds") or 0) + (row.get("candidate_seconds") or 0)
-        lines.append(f"| {row['task']} | {row['verdict']} | {speedup} | {interval} | {row.get('trust') or ''} | "
-                     f"{seconds:.0f} |")
+        lines.append(
+            f"| {row['task']} | {row['verdict']} | {speedup} | {interval} | {row.get('trust') or ''} | {seconds:.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -218,8 +294,14 @@ def _selected(root: Path, selectors: list[str]) -> tuple[list[Task], list[dict[s
         try:
             tasks.update({t.name: t for t in select_tasks(root, [selector], "original_tasks_check")})
         except AkaError as exc:
-            rows.append({"task": selector.strip("/"), "family": selector.split("/")[0], "verdict": "unloadable",
-                         "message": str(exc)})
+            rows.append(
+                {
+                    "task": selector.strip("/"),
+                    "family": selector.split("/")[0],
+                    "verdict": "unloadable",
+                    "message": str(exc),
+                }
+            )
     return [tasks[name] for name in sorted(tasks)], rows
 
 
@@ -233,8 +315,11 @@ def main() -> int:
     parser.add_argument("--step-timeout", type=float, default=600.0, help="seconds a step command may take")
     parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "aka_original_check")
     parser.add_argument("--table-only", action="store_true", help="only rewrite OUT/table.md from the rows")
-    parser.add_argument("--full-candidate", action="store_true",
-                        help="run the noop candidate's compile and correctness too (default: performance only)")
+    parser.add_argument(
+        "--full-candidate",
+        action="store_true",
+        help="run the noop candidate's compile and correctness too (default: performance only)",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.tasks_root, args.scratch = args.tasks_root.resolve(), args.scratch.resolve()

@@ -43,9 +43,12 @@ def device_summary() -> dict[str, Any]:
     a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t().contiguous().t()
     one = torch.ones((), device=device)
     fp8_ms = triton.testing.do_bench(
-        lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), return_mode="median")
+        lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), return_mode="median"
+    )
     return {
-        "name": props.name, "capability": [props.major, props.minor], "sms": props.multi_processor_count,
+        "name": props.name,
+        "capability": [props.major, props.minor],
+        "sms": props.multi_processor_count,
         "clock_rate_khz": getattr(props, "clock_rate", None),
         "peak_16bit_tflops": (sol.device_peak_ops_per_ms(device, 16) or 0) / 1e9,
         "peak_8bit_tflops": (sol.device_peak_ops_per_ms(device, 8) or 0) / 1e9,
@@ -85,8 +88,17 @@ def task_rows(task: Any, scratch: Path) -> list[dict[str, Any]]:
             if not times:
                 continue
             best = min(times, key=lambda name: times[name])
-            rows.append({"task": task.name, "case": case.id, "floor_ms": floor.ms, "bound": floor.bound,
-                         "times_ms": times, "best": best, "headroom": times[best] / floor.ms})
+            rows.append(
+                {
+                    "task": task.name,
+                    "case": case.id,
+                    "floor_ms": floor.ms,
+                    "bound": floor.bound,
+                    "times_ms": times,
+                    "best": best,
+                    "headroom": times[best] / floor.ms,
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     return rows
 

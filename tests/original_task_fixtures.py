@@ -12,8 +12,10 @@ from pathlib import Path
 
 import yaml
 
-MARKER_START = ("# >>> AKA-GENERATED: shared CUDA-graph benchmark helpers - edit src/tools/perf/"
-                "vllm_cuda_graph_block.py then run `make sync-perf-helpers` >>>")
+MARKER_START = (
+    "# >>> AKA-GENERATED: shared CUDA-graph benchmark helpers - edit src/tools/perf/"
+    "vllm_cuda_graph_block.py then run `make sync-perf-helpers` >>>"
+)
 MARKER_END = "# <<< AKA-GENERATED <<<"
 HELPER_STUB = 'raise RuntimeError("performance_utils_pytest.py is a generated stub in task sources.")\n'
 
@@ -32,18 +34,25 @@ SCALE_KERNEL = textwrap.dedent('''
         scale_kernel(xs, out, FACTOR)
         return out
 ''')
-SCALE_FAST = SCALE_KERNEL.replace('''    out = [0.0] * len(xs)
+SCALE_FAST = SCALE_KERNEL.replace(
+    """    out = [0.0] * len(xs)
     scale_kernel(xs, out, FACTOR)
-    return out''', '''    return [x * FACTOR for x in xs]''')
+    return out""",
+    """    return [x * FACTOR for x in xs]""",
+)
 SCALE_WRONG = SCALE_KERNEL.replace("FACTOR = 2.0", "FACTOR = 3.0")
-SCALE_FAILS_WHEN_TIMED = SCALE_KERNEL.replace('''def scale(xs):
-''', '''def scale(xs):
+SCALE_FAILS_WHEN_TIMED = SCALE_KERNEL.replace(
+    """def scale(xs):
+""",
+    """def scale(xs):
     import os
     if os.environ.get("AKA_STEP") == "performance" and len(xs) > 3000:
         raise RuntimeError("too big to time")
-''')
+""",
+)
 
-VLLM_RUNNER = textwrap.dedent('''
+VLLM_RUNNER = (
+    textwrap.dedent('''
     #!/usr/bin/env python3
     """Task runner for triton2triton/toy (the original's vllm runner layout)."""
     import argparse
@@ -142,7 +151,10 @@ VLLM_RUNNER = textwrap.dedent('''
 
     if __name__ == "__main__":
         main()
-''').replace("MARKER_START", MARKER_START).replace("MARKER_END", MARKER_END)
+''')
+    .replace("MARKER_START", MARKER_START)
+    .replace("MARKER_END", MARKER_END)
+)
 
 
 def _write(folder: Path, files: dict[str, str], config: dict[str, object]) -> Path:
@@ -154,25 +166,31 @@ def _write(folder: Path, files: dict[str, str], config: dict[str, object]) -> Pa
     return folder
 
 
-def vllm_task(root: Path, name: str = "triton2triton/vllm/toy_scale", kernel: str = SCALE_KERNEL,
-              **fields: object) -> Path:
+def vllm_task(
+    root: Path, name: str = "triton2triton/vllm/toy_scale", kernel: str = SCALE_KERNEL, **fields: object
+) -> Path:
     config: dict[str, object] = {
-        "source_file_path": ["source/toy_scale.py"], "target_kernel_functions": ["scale_kernel"],
+        "source_file_path": ["source/toy_scale.py"],
+        "target_kernel_functions": ["scale_kernel"],
         "compile_command": ["python3 scripts/task_runner.py compile"],
         "correctness_command": ["python3 scripts/task_runner.py correctness"],
         "performance_command": ["python3 scripts/task_runner.py performance"],
-        "task_type": "triton2triton", "task_result_template": None,
+        "task_type": "triton2triton",
+        "task_result_template": None,
         "prompt": {"source_code": None, "instructions": "Make scale faster.", "cheatsheet": None},
         "kernel_identity": {"logical_operator": "scale"},  # a field aka does not use: a warning
         **fields,
     }
-    files = {"scripts/task_runner.py": VLLM_RUNNER, "source/toy_scale.py": kernel,
-             # committed leftovers of an earlier run, as the original's vllm folders ship them
-             "performance_report.json": json.dumps({"execution_time_ms": 1e-6})}
+    files = {
+        "scripts/task_runner.py": VLLM_RUNNER,
+        "source/toy_scale.py": kernel,
+        # committed leftovers of an earlier run, as the original's vllm folders ship them
+        "performance_report.json": json.dumps({"execution_time_ms": 1e-6}),
+    }
     return _write(root / name, files, config)
 
 
-ADD_TEST_FILE = textwrap.dedent('''
+ADD_TEST_FILE = textwrap.dedent("""
     ######################################## Imports ########################################
     import os
 
@@ -233,19 +251,26 @@ ADD_TEST_FILE = textwrap.dedent('''
 
     def test_save_performance_results():
         save_all_benchmark_results(os.path.join(os.path.dirname(__file__), "perf"))
-''')
+""")
 
 
-def rocmbench_task(root: Path, name: str = "triton2triton/rocmbench/easy/test_toy_add", test_file: str = ADD_TEST_FILE,
-                   **fields: object) -> Path:
+def rocmbench_task(
+    root: Path,
+    name: str = "triton2triton/rocmbench/easy/test_toy_add",
+    test_file: str = ADD_TEST_FILE,
+    **fields: object,
+) -> Path:
     stem = Path(name).name
     config: dict[str, object] = {
         "compile_command": [f"python -c \"import ast; ast.parse(open('{stem}.py').read())\""],
-        "correctness_command": [f"pytest -vv -x --maxfail=1 {stem}.py -k \"not test_performance and not "
-                                "test_save_performance_results\""],
-        "performance_command": [f"pytest -vv -x --maxfail=1 {stem}.py -k \"test_performance or "
-                                "test_save_performance_results\""],
-        "task_type": name.split("/")[0], "task_result_template": None,
+        "correctness_command": [
+            f'pytest -vv -x --maxfail=1 {stem}.py -k "not test_performance and not test_save_performance_results"'
+        ],
+        "performance_command": [
+            f'pytest -vv -x --maxfail=1 {stem}.py -k "test_performance or test_save_performance_results"'
+        ],
+        "task_type": name.split("/")[0],
+        "task_result_template": None,
         "prompt": {"cheatsheet": None, "instructions": "Optimize add_kernel.", "source_code": None},
         "source_file_path": [f"{stem}.py"],
         "target_kernel_functions": "add_kernel,sub_kernel",  # comma-joined, as three of the original's are
@@ -259,7 +284,7 @@ def instruction_task(root: Path, name: str = "instruction2triton/rocmbench/test_
     return rocmbench_task(root, name, source_file_path=[], task_result_template="task_result_template.yaml")
 
 
-GEAK_KERNEL = '''def _copy_kernel(x, out):
+GEAK_KERNEL = """def _copy_kernel(x, out):
     for i, v in enumerate(x):
         out[i] = v
 
@@ -268,8 +293,8 @@ def copy(x):
     out = [0.0] * len(x)
     _copy_kernel(x, out)
     return out
-'''
-GEAK_HARNESS = textwrap.dedent('''
+"""
+GEAK_HARNESS = textwrap.dedent("""
     import argparse
     import math
     import time
@@ -306,12 +331,14 @@ GEAK_HARNESS = textwrap.dedent('''
 
     if __name__ == "__main__":
         main()
-''')
+""")
 
 
 def geak_task(root: Path, name: str = "triton2triton/geak_eval/L1/toy_copy") -> Path:
     config: dict[str, object] = {
-        "task_type": "triton2triton", "source_file_path": ["kernel.py"], "harness_path": "test_kernel_harness.py",
+        "task_type": "triton2triton",
+        "source_file_path": ["kernel.py"],
+        "harness_path": "test_kernel_harness.py",
         "compile_command": ["python3 -c \"import ast; ast.parse(open('kernel.py').read())\""],
         "correctness_command": ["python3 test_kernel_harness.py --correctness"],
         "performance_command": ["python3 test_kernel_harness.py --full-benchmark"],
@@ -392,34 +419,66 @@ ARENA_EVAL = textwrap.dedent('''
 
 
 def workloads(extra_case: bool = False) -> dict[str, object]:
-    cases = [{"test_case_id": f"perf{i + 1}", "dtype": "float32",
-              "params": {"case_index": i, "configuration": [n], "configuration_names": "(n,)"},
-              "checks": ["correctness", "performance"], "status": "PASS"} for i, n in enumerate([2000, 4000])]
+    cases = [
+        {
+            "test_case_id": f"perf{i + 1}",
+            "dtype": "float32",
+            "params": {"case_index": i, "configuration": [n], "configuration_names": "(n,)"},
+            "checks": ["correctness", "performance"],
+            "status": "PASS",
+        }
+        for i, n in enumerate([2000, 4000])
+    ]
     if extra_case:
-        cases.append({"test_case_id": "perf3", "dtype": "float32", "params": {"case_index": 2},
-                      "checks": ["correctness", "performance"], "status": "PASS"})
+        cases.append(
+            {
+                "test_case_id": "perf3",
+                "dtype": "float32",
+                "params": {"case_index": 2},
+                "checks": ["correctness", "performance"],
+                "status": "PASS",
+            }
+        )
     return {"version": 1, "case_table": "TEST_SHAPES", "input_table": [[2000], [4000]], "cases": cases}
 
 
-def v2_task(root: Path, name: str = "triton2triton/vllm/toy_scale_v2", kernel: str = SCALE_KERNEL,
-            extra_case: bool = False, **fields: object) -> Path:
+def v2_task(
+    root: Path,
+    name: str = "triton2triton/vllm/toy_scale_v2",
+    kernel: str = SCALE_KERNEL,
+    extra_case: bool = False,
+    **fields: object,
+) -> Path:
     config: dict[str, object] = {
         "schema_version": 2,
         "description": "Optimize toy_scale with the original operator contract.",
-        "candidate": {"language": "triton", "initial_state": "implemented",
-                      "editable": [{"path": "source/toy_scale.py", "scope": "symbols",
-                                    "symbols": ["scale_kernel", "scale"], "allow_new_helpers": True}],
-                      "entrypoints": [{"file": "source/toy_scale.py", "kind": "function", "symbol": "scale_kernel"}]},
+        "candidate": {
+            "language": "triton",
+            "initial_state": "implemented",
+            "editable": [
+                {
+                    "path": "source/toy_scale.py",
+                    "scope": "symbols",
+                    "symbols": ["scale_kernel", "scale"],
+                    "allow_new_helpers": True,
+                }
+            ],
+            "entrypoints": [{"file": "source/toy_scale.py", "kind": "function", "symbol": "scale_kernel"}],
+        },
         "baseline": {"kind": "initial_candidate", "language": "triton"},
         "evaluation": {"runner": ["python3", "_arena_eval.py"], "workloads": "workloads.json"},
         **fields,
     }
-    files = {"scripts/task_runner.py": VLLM_RUNNER, "source/toy_scale.py": kernel, "_arena_eval.py": ARENA_EVAL,
-             "workloads.json": json.dumps(workloads(extra_case), indent=2)}
+    files = {
+        "scripts/task_runner.py": VLLM_RUNNER,
+        "source/toy_scale.py": kernel,
+        "_arena_eval.py": ARENA_EVAL,
+        "workloads.json": json.dumps(workloads(extra_case), indent=2),
+    }
     return _write(root / name, files, config)
 
 
-TRITON_ADD_TEST_FILE = textwrap.dedent('''
+TRITON_ADD_TEST_FILE = textwrap.dedent("""
     import os
 
     import pytest
@@ -465,7 +524,7 @@ TRITON_ADD_TEST_FILE = textwrap.dedent('''
 
     def test_save_performance_results():
         save_all_benchmark_results(os.path.join(os.path.dirname(__file__), "perf"))
-''')
+""")
 
 
 def triton_rocmbench_task(root: Path, name: str = "triton2triton/rocmbench/easy/test_triton_add") -> Path:

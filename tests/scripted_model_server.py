@@ -90,9 +90,17 @@ def _tool_names(protocol: str, body: Any) -> list[str]:
 
 
 class ScriptedModelServer:
-    def __init__(self, script: Sequence[Step] = (), *, side_text: str = "OK", final_text: str = "Done.",
-                 hang: bool = False, lifetime_seconds: float = 300.0, input_tokens: int = 120,
-                 output_tokens: int = 12) -> None:
+    def __init__(
+        self,
+        script: Sequence[Step] = (),
+        *,
+        side_text: str = "OK",
+        final_text: str = "Done.",
+        hang: bool = False,
+        lifetime_seconds: float = 300.0,
+        input_tokens: int = 120,
+        output_tokens: int = 12,
+    ) -> None:
         self.script = list(script)
         self.side_text, self.final_text, self.hang = side_text, final_text, hang
         self.lifetime_seconds = lifetime_seconds
@@ -183,8 +191,17 @@ def _handler_class(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 body = raw.decode("utf-8", errors="replace")
             protocol, streaming, model = _classify(url.path, body)
             names = _tool_names(protocol, body)
-            request = RecordedRequest("POST", url.path, parse_qs(url.query), dict(self.headers.items()), body,
-                                      protocol, bool(names) and protocol != "count", model, names)
+            request = RecordedRequest(
+                "POST",
+                url.path,
+                parse_qs(url.query),
+                dict(self.headers.items()),
+                body,
+                protocol,
+                bool(names) and protocol != "count",
+                model,
+                names,
+            )
             reply = server.record(request)
             if server.hang:
                 server.wait_forever()
@@ -227,8 +244,12 @@ def _requested_schema(body: Any) -> dict[str, Any] | None:
         return None
     config = body.get("generationConfig") or {}
     response_format = body.get("response_format") or (body.get("text") or {}).get("format") or {}
-    schema = (config.get("responseJsonSchema") or config.get("responseSchema")
-              or (response_format.get("json_schema") or {}).get("schema") or response_format.get("schema"))
+    schema = (
+        config.get("responseJsonSchema")
+        or config.get("responseSchema")
+        or (response_format.get("json_schema") or {}).get("schema")
+        or response_format.get("schema")
+    )
     return schema if isinstance(schema, dict) else None
 
 
@@ -262,6 +283,7 @@ def _classify(path: str, body: Any) -> tuple[str, bool, str | None]:
 
 # --- encoders: one Reply in each wire format -------------------------------------------------
 
+
 def _sse(event: str | None, data: Any) -> bytes:
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {json.dumps(data) if not isinstance(data, str) else data}\n\n".encode()
@@ -271,8 +293,9 @@ def _arguments_json(call: ToolCall) -> str:
     return call.arguments if isinstance(call.arguments, str) else json.dumps(dict(call.arguments))
 
 
-def render(server: ScriptedModelServer, protocol: str, streaming: bool, model: str, reply: Reply,
-           request: RecordedRequest) -> tuple[int, str, Iterator[bytes]]:
+def render(
+    server: ScriptedModelServer, protocol: str, streaming: bool, model: str, reply: Reply, request: RecordedRequest
+) -> tuple[int, str, Iterator[bytes]]:
     """(status, content type, body chunks) for `reply` in `protocol`."""
     usage = (server.input_tokens, server.output_tokens)
     if protocol == "count":
@@ -283,15 +306,25 @@ def render(server: ScriptedModelServer, protocol: str, streaming: bool, model: s
     return 200, "text/event-stream" if streaming else "application/json", chunks
 
 
-def _anthropic(server: ScriptedModelServer, streaming: bool, model: str, reply: Reply,
-               usage: tuple[int, int]) -> Iterator[bytes]:
+def _anthropic(
+    server: ScriptedModelServer, streaming: bool, model: str, reply: Reply, usage: tuple[int, int]
+) -> Iterator[bytes]:
     blocks: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
-    blocks += [{"type": "tool_use", "id": server.new_id("toolu"), "name": c.name,
-                "input": json.loads(_arguments_json(c))} for c in reply.tool_calls]
+    blocks += [
+        {"type": "tool_use", "id": server.new_id("toolu"), "name": c.name, "input": json.loads(_arguments_json(c))}
+        for c in reply.tool_calls
+    ]
     stop = "tool_use" if reply.tool_calls else "end_turn"
-    message = {"id": server.new_id("msg"), "type": "message", "role": "assistant", "model": model,
-               "content": blocks, "stop_reason": stop, "stop_sequence": None,
-               "usage": {"input_tokens": usage[0], "output_tokens": usage[1]}}
+    message = {
+        "id": server.new_id("msg"),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": blocks,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
+    }
     if not streaming:
         yield json.dumps(message).encode()
         return
@@ -300,58 +333,113 @@ def _anthropic(server: ScriptedModelServer, streaming: bool, model: str, reply: 
     for index, block in enumerate(blocks):
         empty = {**block, "text": ""} if block["type"] == "text" else {**block, "input": {}}
         yield _sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty})
-        delta = ({"type": "text_delta", "text": block["text"]} if block["type"] == "text"
-                 else {"type": "input_json_delta", "partial_json": json.dumps(block["input"])})
+        delta = (
+            {"type": "text_delta", "text": block["text"]}
+            if block["type"] == "text"
+            else {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        )
         yield _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
         yield _sse("content_block_stop", {"type": "content_block_stop", "index": index})
-    yield _sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                                 "usage": {"output_tokens": usage[1]}})
+    yield _sse(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": usage[1]},
+        },
+    )
     yield _sse("message_stop", {"type": "message_stop"})
 
 
-def _responses(server: ScriptedModelServer, streaming: bool, model: str, reply: Reply,
-               usage: tuple[int, int]) -> Iterator[bytes]:
+def _responses(
+    server: ScriptedModelServer, streaming: bool, model: str, reply: Reply, usage: tuple[int, int]
+) -> Iterator[bytes]:
     items: list[dict[str, Any]] = []
     if reply.text:
-        items.append({"type": "message", "id": server.new_id("msg"), "role": "assistant", "status": "completed",
-                      "content": [{"type": "output_text", "text": reply.text, "annotations": []}]})
+        items.append(
+            {
+                "type": "message",
+                "id": server.new_id("msg"),
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+            }
+        )
     for call in reply.tool_calls:
         if isinstance(call.arguments, str):
-            items.append({"type": "custom_tool_call", "id": server.new_id("ctc"), "call_id": server.new_id("call"),
-                          "name": call.name, "input": call.arguments, "status": "completed"})
+            items.append(
+                {
+                    "type": "custom_tool_call",
+                    "id": server.new_id("ctc"),
+                    "call_id": server.new_id("call"),
+                    "name": call.name,
+                    "input": call.arguments,
+                    "status": "completed",
+                }
+            )
         else:
-            items.append({"type": "function_call", "id": server.new_id("fc"), "call_id": server.new_id("call"),
-                          "name": call.name, "arguments": _arguments_json(call), "status": "completed"})
-    response = {"id": server.new_id("resp"), "object": "response", "model": model, "status": "completed",
-                "output": items, "usage": {"input_tokens": usage[0], "input_tokens_details": {"cached_tokens": 0},
-                                           "output_tokens": usage[1],
-                                           "output_tokens_details": {"reasoning_tokens": 0},
-                                           "total_tokens": sum(usage)}}
+            items.append(
+                {
+                    "type": "function_call",
+                    "id": server.new_id("fc"),
+                    "call_id": server.new_id("call"),
+                    "name": call.name,
+                    "arguments": _arguments_json(call),
+                    "status": "completed",
+                }
+            )
+    response = {
+        "id": server.new_id("resp"),
+        "object": "response",
+        "model": model,
+        "status": "completed",
+        "output": items,
+        "usage": {
+            "input_tokens": usage[0],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": usage[1],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": sum(usage),
+        },
+    }
     if not streaming:
         yield json.dumps(response).encode()
         return
-    yield _sse("response.created", {"type": "response.created", "response": {**response, "output": [],
-                                                                           "status": "in_progress"}})
+    yield _sse(
+        "response.created",
+        {"type": "response.created", "response": {**response, "output": [], "status": "in_progress"}},
+    )
     for index, item in enumerate(items):
-        yield _sse("response.output_item.done", {"type": "response.output_item.done", "output_index": index,
-                                                 "item": item})
+        yield _sse(
+            "response.output_item.done", {"type": "response.output_item.done", "output_index": index, "item": item}
+        )
     yield _sse("response.completed", {"type": "response.completed", "response": response})
 
 
-def _gemini(server: ScriptedModelServer, streaming: bool, model: str, reply: Reply,
-            usage: tuple[int, int]) -> Iterator[bytes]:
+def _gemini(
+    server: ScriptedModelServer, streaming: bool, model: str, reply: Reply, usage: tuple[int, int]
+) -> Iterator[bytes]:
     parts: list[dict[str, Any]] = [{"text": reply.text}] if reply.text else []
     parts += [{"functionCall": {"name": c.name, "args": json.loads(_arguments_json(c))}} for c in reply.tool_calls]
-    chunk = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-             "usageMetadata": {"promptTokenCount": usage[0], "candidatesTokenCount": usage[1],
-                               "totalTokenCount": sum(usage)}, "modelVersion": model}
+    chunk = {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {
+            "promptTokenCount": usage[0],
+            "candidatesTokenCount": usage[1],
+            "totalTokenCount": sum(usage),
+        },
+        "modelVersion": model,
+    }
     yield _sse(None, chunk) if streaming else json.dumps(chunk).encode()
 
 
-def _chat(server: ScriptedModelServer, streaming: bool, model: str, reply: Reply,
-          usage: tuple[int, int]) -> Iterator[bytes]:
-    calls = [{"id": server.new_id("call"), "type": "function",
-              "function": {"name": c.name, "arguments": _arguments_json(c)}} for c in reply.tool_calls]
+def _chat(
+    server: ScriptedModelServer, streaming: bool, model: str, reply: Reply, usage: tuple[int, int]
+) -> Iterator[bytes]:
+    calls = [
+        {"id": server.new_id("call"), "type": "function", "function": {"name": c.name, "arguments": _arguments_json(c)}}
+        for c in reply.tool_calls
+    ]
     finish = "tool_calls" if calls else "stop"
     head = {"id": server.new_id("chatcmpl"), "created": int(time.time()), "model": model}
     counts = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}
@@ -361,8 +449,14 @@ def _chat(server: ScriptedModelServer, streaming: bool, model: str, reply: Reply
             message["reasoning_content"] = reply.reasoning
         if calls:
             message["tool_calls"] = calls
-        yield json.dumps({**head, "object": "chat.completion", "usage": counts,
-                          "choices": [{"index": 0, "message": message, "finish_reason": finish}]}).encode()
+        yield json.dumps(
+            {
+                **head,
+                "object": "chat.completion",
+                "usage": counts,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            }
+        ).encode()
         return
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> bytes:

@@ -13,16 +13,34 @@ REPO = Path(__file__).resolve().parents[1]
 def _merge(script: str, rows: list[dict[str, object]], tmp_path: Path) -> str:
     shard = tmp_path / "rows.json"
     shard.write_text(json.dumps(rows))
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--merge", str(shard),
-                           "--out", str(tmp_path / "report.md")], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / script),
+            "--merge",
+            str(shard),
+            "--out",
+            str(tmp_path / "report.md"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert (tmp_path / "report.md").read_text() in done.stdout
     return done.stdout
 
 
 def _aa_row(task: str, ours: list[float], theirs: list[float], frozen: bool) -> dict[str, object]:
-    row: dict[str, object] = {"task": task, "statuses": ["PASS"] * len(ours), "ours": ours,
-                              "ci_half": [0.001] * len(ours), "theirs": theirs, "seconds": [12.0, 13.0, 14.0],
-                              "message": None, "isolation": ["pid-namespace"]}
+    row: dict[str, object] = {
+        "task": task,
+        "statuses": ["PASS"] * len(ours),
+        "ours": ours,
+        "ci_half": [0.001] * len(ours),
+        "theirs": theirs,
+        "seconds": [12.0, 13.0, 14.0],
+        "message": None,
+        "isolation": ["pid-namespace"],
+    }
     if frozen:
         row["baseline_seconds"] = 9.0
     return row
@@ -33,8 +51,7 @@ def test_aa_noise_reports_the_targets_and_keeps_old_and_new_evaluation_times_apa
         _aa_row("a", [1.0002, 0.9999, 1.0001], [1.003, 0.998, 1.001], frozen=True),  # band 0.0002, 0.003: 15x
         _aa_row("b", [0.988, 0.999, 1.0], [1.002, 0.999, 1.0], frozen=True),  # band 0.012: outside 1%
         _aa_row("c", [1.0004, 1.0, 1.0], [1.0002, 1.0, 1.0], frozen=False),  # do_bench narrower
-        {**_aa_row("d", [], [], frozen=True), "statuses": ["baseline infra_error"], "message": "broken",
-         "seconds": []},
+        {**_aa_row("d", [], [], frozen=True), "statuses": ["baseline infra_error"], "message": "broken", "seconds": []},
     ]
     report = _merge("aa_noise.py", rows, tmp_path)
     assert "Tasks within +-1%: 2/3; within +-2%: 3/3 (of 4 tasks" in report
@@ -46,11 +63,21 @@ def test_aa_noise_reports_the_targets_and_keeps_old_and_new_evaluation_times_apa
 
 def test_aa_noise_merge_keeps_the_latest_row_of_a_task_and_lists_the_replaced(tmp_path: Path) -> None:
     first, second = tmp_path / "first.json", tmp_path / "second.json"
-    first.write_text(json.dumps([_aa_row("a", [0.988, 0.999, 1.0], [1.0, 1.0, 1.0], frozen=True),
-                                 _aa_row("b", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], frozen=True)]))
+    first.write_text(
+        json.dumps(
+            [
+                _aa_row("a", [0.988, 0.999, 1.0], [1.0, 1.0, 1.0], frozen=True),
+                _aa_row("b", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], frozen=True),
+            ]
+        )
+    )
     second.write_text(json.dumps([_aa_row("a", [0.9999, 1.0001, 1.0], [1.002, 0.999, 1.0], frozen=True)]))
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "aa_noise.py"), "--merge", str(first),
-                           str(second)], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "aa_noise.py"), "--merge", str(first), str(second)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rows = [line for line in done.stdout.splitlines() if line.startswith("| a |") or line.startswith("| b |")]
     assert [row[:5] for row in rows] == ["| a |", "| b |"] and "0.9999, 1.0001, 1.0000" in rows[0]
     assert "Tasks within +-1%: 2/2" in done.stdout
@@ -58,8 +85,9 @@ def test_aa_noise_merge_keeps_the_latest_row_of_a_task_and_lists_the_replaced(tm
 
 
 def test_aa_noise_report_with_no_evaluated_task(tmp_path: Path) -> None:
-    rows = [{**_aa_row("d", [], [], frozen=True), "statuses": ["baseline infra_error"], "message": "broken",
-             "seconds": []}]
+    rows = [
+        {**_aa_row("d", [], [], frozen=True), "statuses": ["baseline infra_error"], "message": "broken", "seconds": []}
+    ]
     report = _merge("aa_noise.py", rows, tmp_path)
     assert "| d | baseline infra_error: broken |" in report and "Evaluation time per task" not in report
     assert "Baseline measurement (once per task, before the agent): median 9.0 s." in report
@@ -68,9 +96,22 @@ def test_aa_noise_report_with_no_evaluated_task(tmp_path: Path) -> None:
 def test_ab_calibration_writes_its_table(tmp_path: Path) -> None:
     out = tmp_path / "calibration.md"
     env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ab_calibration.py"), "--experiments", "20",
-                           "--resamples", "100", "--out", str(out)], capture_output=True, text=True, check=True,
-                          env=env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "ab_calibration.py"),
+            "--experiments",
+            "20",
+            "--resamples",
+            "100",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     text = out.read_text()
     assert text in done.stdout and text.count("| A/") == 7
     assert "t-interval coverage in 94-96%" in text and "Repeats planning" in text
@@ -82,9 +123,23 @@ def test_the_asymmetry_probe_runs_each_variant_in_its_own_judge(tmp_path: Path) 
 
     out = tmp_path / "probe.json"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    subprocess.run([sys.executable, str(REPO / "benchmarks" / "asymmetry_probe.py"), "--tasks",
-                    "triton2triton/basic/gelu", "--repeats", "1", "--json", str(out)], check=True, env=env,
-                   capture_output=True, text=True, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "asymmetry_probe.py"),
+            "--tasks",
+            "triton2triton/basic/gelu",
+            "--repeats",
+            "1",
+            "--json",
+            str(out),
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     rows = json.loads(out.read_text())
     assert [r["variant"] for r in rows] == ["plain", "no_guard", "guard_both", "candidate_first"]
     assert all(r["status"] == "ok" and len(r["cases"]) == 3 for r in rows), rows

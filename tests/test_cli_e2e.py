@@ -30,13 +30,26 @@ def _env() -> dict[str, str]:
 
 
 def _aka(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "aka.cli", *args], cwd=cwd, env=_env(), capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "aka.cli", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _config(tmp_path: Path, agent: dict[str, object], tasks: list[str], **extra: object) -> Path:
-    config = {"agent": agent, "tasks": tasks, "target_gpu_model": "auto", "log_directory": "logs",
-              "workspace_directory_prefix": "workspace", **extra}
+    config = {
+        "agent": agent,
+        "tasks": tasks,
+        "target_gpu_model": "auto",
+        "log_directory": "logs",
+        "workspace_directory_prefix": "workspace",
+        **extra,
+    }
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -80,8 +93,14 @@ def test_full_quickstart_run(tmp_path: Path) -> None:
 
 def test_killed_run_resumes_and_does_each_task_once(tmp_path: Path) -> None:
     config = _config(tmp_path, {"template": "noop"}, STARTERS)
-    proc = subprocess.Popen([sys.executable, str(REPO / "main.py"), "--config_name", str(config)], cwd=tmp_path,
-                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "main.py"), "--config_name", str(config)],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list(tmp_path.glob("workspace_*/run_*/*/task_result.yaml")):
         time.sleep(0.2)
@@ -89,8 +108,15 @@ def test_killed_run_resumes_and_does_each_task_once(tmp_path: Path) -> None:
     proc.wait()
     assert len(list(tmp_path.glob("workspace_*/run_*/*/task_result.yaml"))) < len(STARTERS), "killed too late"
 
-    done = subprocess.run([sys.executable, str(REPO / "main.py"), "--config_name", str(config), "--resume-latest"],
-                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "main.py"), "--config_name", str(config), "--resume-latest"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     run_dir = _run_dir(tmp_path)
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
@@ -134,23 +160,28 @@ def test_tasks_list_and_doctor(tmp_path: Path) -> None:
     assert "built in" in doctor.stdout, "each agent says what it is ready with"
 
 
-
-
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
-def test_stopping_the_run_stops_every_step_it_started(tmp_path: Path, make_toy_task, write_run_config,
-                                                      stop: signal.Signals) -> None:
+def test_stopping_the_run_stops_every_step_it_started(
+    tmp_path: Path, make_toy_task, write_run_config, stop: signal.Signals
+) -> None:
     """Preemption (Slurm, Kubernetes) sends SIGTERM to `aka` alone, and `kill -9` leaves it no
     chance to clean up: the step hanging in candidate code goes with it, at once, not after its
     timeout."""
-    make_toy_task(kernel="import time\nVALUE = 42\nTIME_MS = 1.0\n\ndef toy_kernel():\n    time.sleep(3600)\n",
-                  correctness_timeout=3600)
+    make_toy_task(
+        kernel="import time\nVALUE = 42\nTIME_MS = 1.0\n\ndef toy_kernel():\n    time.sleep(3600)\n",
+        correctness_timeout=3600,
+    )
     config = write_run_config()
-    proc = subprocess.Popen([sys.executable, "-m", "aka.cli", "run", str(config)], cwd=tmp_path, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aka.cli", "run", str(config)],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any("harness.py correctness" in p
-                                                      for p in processes_under(tmp_path)):
+        while time.monotonic() < deadline and not any("harness.py correctness" in p for p in processes_under(tmp_path)):
             time.sleep(0.2)
         assert any("harness.py correctness" in p for p in processes_under(tmp_path)), "the step never started"
         time.sleep(1.0)  # the step reads its token and calls the hanging kernel
@@ -165,14 +196,21 @@ def test_stopping_the_run_stops_every_step_it_started(tmp_path: Path, make_toy_t
             proc.kill()
 
 
-def test_a_run_with_a_task_that_could_not_be_judged_exits_non_zero(tmp_path: Path, make_toy_task,
-                                                                    write_run_config) -> None:
+def test_a_run_with_a_task_that_could_not_be_judged_exits_non_zero(
+    tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     """A broken pristine baseline is an infrastructure failure: the reports are written, and the
     exit status says that the run is not complete (a script or a scheduler must not take it as done)."""
     make_toy_task("triton2triton/toy/bad_baseline", kernel=toy_kernel_source(value=1))
     make_toy_task("triton2triton/toy/fine")
-    done = subprocess.run([sys.executable, "-m", "aka.cli", "run", str(write_run_config())], cwd=tmp_path,
-                          env=_env(), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "aka.cli", "run", str(write_run_config())],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 3, done.stderr
     assert "1 of 2 task(s) ended in an infrastructure failure" in done.stderr
     assert "triton2triton/toy/bad_baseline" in done.stderr and "--resume-run" in done.stderr

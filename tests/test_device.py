@@ -8,9 +8,15 @@ from aka.errors import PreflightError
 
 @pytest.mark.parametrize(
     ("name", "model"),
-    [("NVIDIA H200", "H200"), ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA A100-SXM4-80GB", "A100"),
-     ("NVIDIA GH200 480GB", "GH200"), ("AMD Instinct MI300X", "MI300X"), ("NVIDIA L40S", "L40S"),
-     ("NVIDIA Quadro XYZ", "Quadro")],
+    [
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA GH200 480GB", "GH200"),
+        ("AMD Instinct MI300X", "MI300X"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA Quadro XYZ", "Quadro"),
+    ],
 )
 def test_short_model_names(name: str, model: str) -> None:
     assert short_model_name(name) == model

@@ -9,10 +9,12 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 def test_harness_import_stays_light() -> None:
     """Candidate processes import aka.harness; it must not drag in the platform's dependencies."""
-    code = ("import sys, aka.harness; "
-            "print(sorted(m for m in ('pydantic', 'yaml', 'rich', 'typer') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(SRC)}, capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys, aka.harness; print(sorted(m for m in ('pydantic', 'yaml', 'rich', 'typer') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": str(SRC)}, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]"
 
 

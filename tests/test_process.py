@@ -42,8 +42,9 @@ def test_signal_death_is_described(tmp_path: Path) -> None:
 
 def test_argv_and_large_stdin(tmp_path: Path) -> None:
     prompt = ("x" * 1000 + "\n") * 300  # larger than a pipe buffer
-    out = run_command(["/bin/sh", "-c", "wc -c"], tmp_path, dict(os.environ), 10, tmp_path / "log",
-                      stdin=prompt.encode())
+    out = run_command(
+        ["/bin/sh", "-c", "wc -c"], tmp_path, dict(os.environ), 10, tmp_path / "log", stdin=prompt.encode()
+    )
     assert out.ok and out.output_tail.strip().endswith(str(len(prompt)))
     assert out.command == "/bin/sh -c 'wc -c'"
 
@@ -54,15 +55,19 @@ def test_stdin_is_closed_by_default(tmp_path: Path) -> None:
 
 
 def test_only_the_end_of_a_huge_output_is_read_back(tmp_path: Path) -> None:
-    out = run_command("head -c 50000000 /dev/zero | tr '\\0' a; echo; echo THE-END", tmp_path, dict(os.environ), 60,
-                      tmp_path / "log.txt")
+    out = run_command(
+        "head -c 50000000 /dev/zero | tr '\\0' a; echo; echo THE-END",
+        tmp_path,
+        dict(os.environ),
+        60,
+        tmp_path / "log.txt",
+    )
     assert out.exit_code == 0 and out.output_tail.rstrip().endswith("THE-END") and len(out.output_tail) <= TAIL_CHARS
 
 
 def test_a_command_that_prints_past_its_output_limit_is_killed(tmp_path: Path) -> None:
     flood = "while :; do head -c 1000000 /dev/zero | tr '\\0' x; done; echo never"
-    started = StartedCommand(flood, tmp_path, dict(os.environ), tmp_path / "log.txt",
-                             with_stdin=False)
+    started = StartedCommand(flood, tmp_path, dict(os.environ), tmp_path / "log.txt", with_stdin=False)
     out = started.finish(None, 60, output_limit=2**20)
     assert out.flooded == 2**20 and not out.ok and out.exit_code is None and out.seconds < 10
     assert "printed more than 1 MiB (the output limit)" in out.describe()

@@ -30,13 +30,24 @@ TASKS_ROOT = REPO / "tasks"
 SOLUTIONS = REPO / "solutions" / "examples"
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 ALL_TASKS = select_tasks(TASKS_ROOT, ["all"])
-MINIMUM_PER_FAMILY = {"triton2triton": 14, "instruction2triton": 6, "torch2triton": 8, "torch2cuda": 4,
-                      "cuda2cuda": 4, "repository": 1, "e2e": 2}
+MINIMUM_PER_FAMILY = {
+    "triton2triton": 14,
+    "instruction2triton": 6,
+    "torch2triton": 8,
+    "torch2cuda": 4,
+    "cuda2cuda": 4,
+    "repository": 1,
+    "e2e": 2,
+}
 # Compute-bound tasks declare a flops floor, with the operand width that sets its peak.
-FLOPS_BOUND = {"cuda2cuda/llm/sgemm": 16, "triton2triton/llm/batched_gemm": 16, "triton2triton/llm/gemm_bias_gelu": 16,
-               "torch2triton/llm/linear_bias_relu": 16, "instruction2triton/llm/fp8_scaled_gemm": 8,
-               "instruction2triton/llm/flash_attention_causal": 16}
-
+FLOPS_BOUND = {
+    "cuda2cuda/llm/sgemm": 16,
+    "triton2triton/llm/batched_gemm": 16,
+    "triton2triton/llm/gemm_bias_gelu": 16,
+    "torch2triton/llm/linear_bias_relu": 16,
+    "instruction2triton/llm/fp8_scaled_gemm": 8,
+    "instruction2triton/llm/flash_attention_causal": 16,
+}
 
 
 def _load(path: Path, name: str) -> ModuleType:
@@ -55,8 +66,9 @@ def _load(path: Path, name: str) -> ModuleType:
 def test_the_suite_has_every_family_it_promises() -> None:
     counts = Counter(t.family for t in ALL_TASKS)
     assert len(ALL_TASKS) >= 40, counts
-    short = {family: (counts[family], needed) for family, needed in MINIMUM_PER_FAMILY.items()
-             if counts[family] < needed}
+    short = {
+        family: (counts[family], needed) for family, needed in MINIMUM_PER_FAMILY.items() if counts[family] < needed
+    }
     assert not short, f"family: (have, need) {short}"
 
 
@@ -100,8 +112,9 @@ def test_task_passes_its_cpu_profile(task: Task) -> None:
     solution must be correct."""
     skeleton = task.family in SKELETON_FAMILIES
     solution = None if skeleton else _solution(task)
-    checks = check_task(TASKS_ROOT, task.directory, CPU, solution,
-                        heldout_through=3 if task.name in HELDOUT_TIMED else 2)
+    checks = check_task(
+        TASKS_ROOT, task.directory, CPU, solution, heldout_through=3 if task.name in HELDOUT_TIMED else 2
+    )
     failed = [f"{c.name}: {c.detail}" for c in checks if not c.ok]
     assert not failed, failed
     if solution is not None:

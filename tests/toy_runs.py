@@ -21,21 +21,35 @@ from aka.compare.render import write_outputs
 from aka.compare.runs import load_arms
 from aka.run.runner import run_experiment
 
-INTERVAL_HARNESS = TOY_HARNESS.replace('"speedup": base / ms}', '"speedup": base / ms, '
-                                       '"speedup_ci_low": 0.9 * base / ms, "speedup_ci_high": 1.1 * base / ms}')
+INTERVAL_HARNESS = TOY_HARNESS.replace(
+    '"speedup": base / ms}',
+    '"speedup": base / ms, "speedup_ci_low": 0.9 * base / ms, "speedup_ci_high": 1.1 * base / ms}',
+)
 assert INTERVAL_HARNESS.count("speedup_ci_low") == 2
-TASKS = {"triton2triton/toy/fast": toy_kernel_source(), "triton2triton/toy/slow": toy_kernel_source(),
-         "torch2triton/toy/wrong": toy_kernel_source(value=41)}
-SOLUTIONS = {"triton2triton/toy/fast": toy_kernel_source(time_ms=2.0),
-             "triton2triton/toy/slow": toy_kernel_source(time_ms=6.4)}
+TASKS = {
+    "triton2triton/toy/fast": toy_kernel_source(),
+    "triton2triton/toy/slow": toy_kernel_source(),
+    "torch2triton/toy/wrong": toy_kernel_source(value=41),
+}
+SOLUTIONS = {
+    "triton2triton/toy/fast": toy_kernel_source(time_ms=2.0),
+    "triton2triton/toy/slow": toy_kernel_source(time_ms=6.4),
+}
 VALIDATION_SUMMARY = {"overall_status": "WARN", "tasks": 2, "passed": 1, "warned": 1, "failed": 0}
 VALIDATION_REPORTS = {
-    "triton2triton/toy/fast": {"task_name": "triton2triton/toy/fast", "overall_status": "PASS",
-                               "checks": [{"name": "baseline runs", "status": "PASS", "message": "2 cases"},
-                                          {"name": "held-out cases", "status": "PASS"}]},
-    "triton2triton/toy/slow": {"task_name": "triton2triton/toy/slow", "overall_status": "WARN",
-                               "checks": {"baseline runs": "PASS",
-                                          "timing noise": {"status": "WARN", "message": "A/A spread 3%"}}},
+    "triton2triton/toy/fast": {
+        "task_name": "triton2triton/toy/fast",
+        "overall_status": "PASS",
+        "checks": [
+            {"name": "baseline runs", "status": "PASS", "message": "2 cases"},
+            {"name": "held-out cases", "status": "PASS"},
+        ],
+    },
+    "triton2triton/toy/slow": {
+        "task_name": "triton2triton/toy/slow",
+        "overall_status": "WARN",
+        "checks": {"baseline runs": "PASS", "timing noise": {"status": "WARN", "message": "A/A spread 3%"}},
+    },
 }
 
 
@@ -49,10 +63,16 @@ def _task(root: Path, name: str, kernel: str) -> None:
     if hidden:
         (task_dir / "heldout.py").write_text("CASES = []  # the toy harness times the same cases\n")
     config: dict[str, object] = {
-        "task_type": name.split("/")[0], "source_file_path": ["kernel.py"], "target_kernel_functions": ["toy_kernel"],
-        "compile_command": ["python3 harness.py compile"], "correctness_command": ["python3 harness.py correctness"],
-        "performance_command": ["python3 harness.py performance"], "compile_timeout": 60,
-        "correctness_timeout": 60, "performance_timeout": 60, **({"hidden_files": ["heldout.py"]} if hidden else {}),
+        "task_type": name.split("/")[0],
+        "source_file_path": ["kernel.py"],
+        "target_kernel_functions": ["toy_kernel"],
+        "compile_command": ["python3 harness.py compile"],
+        "correctness_command": ["python3 harness.py correctness"],
+        "performance_command": ["python3 harness.py performance"],
+        "compile_timeout": 60,
+        "correctness_timeout": 60,
+        "performance_timeout": 60,
+        **({"hidden_files": ["heldout.py"]} if hidden else {}),
     }
     (task_dir / "config.yaml").write_text(yaml.safe_dump(config))
 
@@ -66,12 +86,22 @@ def build_ab_run(root: Path) -> Path:
         target.parent.mkdir(parents=True)
         target.write_text(kernel)
     config = root / "ab.yaml"
-    config.write_text(yaml.safe_dump({
-        "arms": [{"label": "noop", "agent": {"template": "noop"}},
-                 {"label": "sol", "agent": {"template": "replay", "solutions_dir": str(root / "solutions")}}],
-        "tasks": ["all"], "target_gpu_model": "auto", "log_directory": str(root / "logs"),
-        "workspace_directory_prefix": str(root / "workspace"), "tasks_root": str(root / "tasks"),
-        "schedule_seed": 3}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "arms": [
+                    {"label": "noop", "agent": {"template": "noop"}},
+                    {"label": "sol", "agent": {"template": "replay", "solutions_dir": str(root / "solutions")}},
+                ],
+                "tasks": ["all"],
+                "target_gpu_model": "auto",
+                "log_directory": str(root / "logs"),
+                "workspace_directory_prefix": str(root / "workspace"),
+                "tasks_root": str(root / "tasks"),
+                "schedule_seed": 3,
+            }
+        )
+    )
     run_dir = run_experiment(config).run_dir
     write_outputs(compare_arms(load_arms([run_dir])), default_output_dir([run_dir]), plots=False)
     (run_dir / "validation_summary.yaml").write_text(yaml.safe_dump(VALIDATION_SUMMARY))

@@ -49,8 +49,11 @@ def _version(shown: bool) -> None:
 
 
 @app.callback()
-def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                 help="Print the version and exit.")] = False) -> None:
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Run AI coding agents on GPU-kernel tasks and measure their candidates independently."""
 
 
@@ -70,31 +73,57 @@ def run(
     run_suffix: Annotated[Optional[str], typer.Option("--run-suffix", help="Label appended to the run dir.")] = None,
     resume_run: Annotated[Optional[Path], typer.Option("--resume-run", help="Resume this run directory.")] = None,
     resume_latest: Annotated[bool, typer.Option("--resume-latest", help="Resume the newest run.")] = False,
-    accept_changes: Annotated[bool, typer.Option(
-        "--accept-changes", help="Resume although the config changed the tasks, scorer or agents (recorded).")] = False,
-    gpus: Annotated[Optional[str], typer.Option(
-        "--gpus", help="GPUs for a parallel run, e.g. 0,1,2,3 (overrides gpu_ids): one worker per GPU.")] = None,
-    lease_seconds: Annotated[float, typer.Option(
-        "--lease-seconds", help="A parallel worker silent this long loses its trial.")] = DEFAULT_LEASE_SECONDS,
-    parallel_init: Annotated[bool, typer.Option(
-        "--parallel-init", help="Make the run directory and its trial queue, print its path, stop.")] = False,
-    parallel_worker: Annotated[bool, typer.Option(
-        "--parallel-worker", help="Claim trials of --run-name's queue until it drains.")] = False,
-    worker_id: Annotated[Optional[str], typer.Option(
-        "--worker-id", help="This worker's name (--parallel-worker).")] = None,
-    run_name: Annotated[Optional[str], typer.Option(
-        "--run-name", help="The run of --parallel-worker / --postprocess-only (a name or a directory).")] = None,
-    postprocess_only: Annotated[bool, typer.Option(
-        "--postprocess-only", help="Write --run-name's reports from its queue and workspaces.")] = False,
+    accept_changes: Annotated[
+        bool,
+        typer.Option(
+            "--accept-changes", help="Resume although the config changed the tasks, scorer or agents (recorded)."
+        ),
+    ] = False,
+    gpus: Annotated[
+        Optional[str],
+        typer.Option("--gpus", help="GPUs for a parallel run, e.g. 0,1,2,3 (overrides gpu_ids): one worker per GPU."),
+    ] = None,
+    lease_seconds: Annotated[
+        float, typer.Option("--lease-seconds", help="A parallel worker silent this long loses its trial.")
+    ] = DEFAULT_LEASE_SECONDS,
+    parallel_init: Annotated[
+        bool, typer.Option("--parallel-init", help="Make the run directory and its trial queue, print its path, stop.")
+    ] = False,
+    parallel_worker: Annotated[
+        bool, typer.Option("--parallel-worker", help="Claim trials of --run-name's queue until it drains.")
+    ] = False,
+    worker_id: Annotated[
+        Optional[str], typer.Option("--worker-id", help="This worker's name (--parallel-worker).")
+    ] = None,
+    run_name: Annotated[
+        Optional[str],
+        typer.Option("--run-name", help="The run of --parallel-worker / --postprocess-only (a name or a directory)."),
+    ] = None,
+    postprocess_only: Annotated[
+        bool, typer.Option("--postprocess-only", help="Write --run-name's reports from its queue and workspaces.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view: a line per finished trial.")] = False,
-    json_events: Annotated[bool, typer.Option(
-        "--json-events", help="The run's events as JSON lines on stdout (the events.jsonl format).")] = False,
-    backend: Annotated[str, typer.Option(
-        "--backend", help="Where a parallel run's workers run: local (this machine) or ray (docs/ray.md).")] = "local",
-    address: Annotated[Optional[str], typer.Option(
-        "--address", help="--backend ray: an existing cluster (auto or HOST:PORT); default: start Ray here.")] = None,
-    ray_gpu_resource: Annotated[Optional[str], typer.Option(
-        "--ray-gpu-resource", help="--backend ray: the custom resource GPU slots ask for instead of num_gpus.")] = None,
+    json_events: Annotated[
+        bool, typer.Option("--json-events", help="The run's events as JSON lines on stdout (the events.jsonl format).")
+    ] = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend", help="Where a parallel run's workers run: local (this machine) or ray (docs/ray.md)."
+        ),
+    ] = "local",
+    address: Annotated[
+        Optional[str],
+        typer.Option(
+            "--address", help="--backend ray: an existing cluster (auto or HOST:PORT); default: start Ray here."
+        ),
+    ] = None,
+    ray_gpu_resource: Annotated[
+        Optional[str],
+        typer.Option(
+            "--ray-gpu-resource", help="--backend ray: the custom resource GPU slots ask for instead of num_gpus."
+        ),
+    ] = None,
 ) -> None:
     """Run every selected task with the configured agent, then write the reports."""
     if resume_run is not None and resume_latest:
@@ -112,10 +141,19 @@ def run(
             assert run_name is not None
             outcome = postprocess_run(config, run_name, err_console)
         else:
-            outcome = run_experiment(config, run_suffix, resume_run, resume_latest, err_console,
-                                     accept_changes=accept_changes, gpus=gpus, lease_seconds=lease_seconds,
-                                     init_only=mode == "init", ray=ray,
-                                     display=make_display(err_console, console, quiet, json_events))
+            outcome = run_experiment(
+                config,
+                run_suffix,
+                resume_run,
+                resume_latest,
+                err_console,
+                accept_changes=accept_changes,
+                gpus=gpus,
+                lease_seconds=lease_seconds,
+                init_only=mode == "init",
+                ray=ray,
+                display=make_display(err_console, console, quiet, json_events),
+            )
     except AkaError as exc:
         raise fail(exc) from None
     except OSError as exc:
@@ -139,8 +177,10 @@ def compare(
     runs: Annotated[list[Path], typer.Argument(help="A multi-arm run directory, or two or more run directories.")],
     arms: Annotated[Optional[str], typer.Option("--arms", help="Arms to compare, control first: A,B[,C...].")] = None,
     output_format: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
-    out: Annotated[Optional[Path], typer.Option("--out", help="Folder for comparison.{json,md} and the plots "
-                                                "(default: RUN/reports/compare).")] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", help="Folder for comparison.{json,md} and the plots (default: RUN/reports/compare)."),
+    ] = None,
     failed_speedup: Annotated[float, typer.Option("--failed-speedup", help="A failed attempt's speedup.")] = 1.0,
     target_ratio: Annotated[float, typer.Option("--target-ratio", help="Effect the power analysis plans for.")] = 1.05,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write the forest and distribution plots.")] = True,
@@ -186,12 +226,20 @@ def list_tasks(
         tasks = select_tasks(root, selectors or ["all"], "aka tasks list")
     except AkaError as exc:
         raise fail(exc) from None
-    rows = [{"name": t.name, "task_type": t.family, "source_file_path": t.config.source_file_path,
-             "target_kernel_functions": t.config.target_kernel_functions,
-             "baseline": t.config.baseline_source.value, "platform_status": t.config.platform_support.status,
-             "format": t.original.format.value if t.original else "aka", "problem": t.problem,
-             "warnings": list(t.original.warnings) if t.original else []}
-            for t in tasks]
+    rows = [
+        {
+            "name": t.name,
+            "task_type": t.family,
+            "source_file_path": t.config.source_file_path,
+            "target_kernel_functions": t.config.target_kernel_functions,
+            "baseline": t.config.baseline_source.value,
+            "platform_status": t.config.platform_support.status,
+            "format": t.original.format.value if t.original else "aka",
+            "problem": t.problem,
+            "warnings": list(t.original.warnings) if t.original else [],
+        }
+        for t in tasks
+    ]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -259,19 +307,28 @@ def validate_command(
     if unknown:
         raise fail(AkaError(f"--mutant {', '.join(unknown)}: not a mutant; choose from {', '.join(MUTANT_NAMES)}"))
     guessed = root.parent / "solutions" / "examples"
-    options = ValidationOptions(mutants=(only or MUTANT_NAMES) if mutants else (),
-                                solutions=(solutions or (guessed if guessed.is_dir() else None)))
+    options = ValidationOptions(
+        mutants=(only or MUTANT_NAMES) if mutants else (),
+        solutions=(solutions or (guessed if guessed.is_dir() else None)),
+    )
     folder = (output or output_default()).resolve()
     try:
-        summary = validate_tasks(root, selectors, folder, detect_device(), options,
-                                 lambda line: err_console.print(line, highlight=False, markup=False))
+        summary = validate_tasks(
+            root,
+            selectors,
+            folder,
+            detect_device(),
+            options,
+            lambda line: err_console.print(line, highlight=False, markup=False),
+        )
     except AkaError as exc:
         raise fail(exc) from None
     table = Table("task", "status", "mutation score", "failed checks / surviving mutants")
     for row in summary.tasks:
         score = "n/a" if row.mutation_score is None else f"{row.mutation_score:.0%}"
-        table.add_row(row.task_name, row.overall_status.value, score,
-                      ", ".join(row.failed_checks + row.surviving_mutants))
+        table.add_row(
+            row.task_name, row.overall_status.value, score, ", ".join(row.failed_checks + row.surviving_mutants)
+        )
     console.print(table)
     _print_path(folder / "validation_summary.yaml")
     if summary.overall_status.value == "FAIL":
@@ -285,17 +342,23 @@ def import_kernelbench_cmd(
     level: Annotated[Optional[int], typer.Option("--level", help="Read DIR/level{N}/ if it exists.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Tasks root to write into.")] = None,
     suite: Annotated[Optional[str], typer.Option("--suite", help="Suite folder name.")] = None,
-    tolerance: Annotated[Optional[list[str]], typer.Option(
-        "--tolerance", help="atol = rtol for every dtype (1e-3) or one (float32=1e-3); default KernelBench's.")] = None,
-    probe: Annotated[bool, typer.Option("--probe/--no-probe",
-                                        help="Check each reference: finite, not passed by zeros.")] = True,
+    tolerance: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--tolerance", help="atol = rtol for every dtype (1e-3) or one (float32=1e-3); default KernelBench's."
+        ),
+    ] = None,
+    probe: Annotated[
+        bool, typer.Option("--probe/--no-probe", help="Check each reference: finite, not passed by zeros.")
+    ] = True,
 ) -> None:
     """Turn KernelBench problems into task folders (docs/kernelbench-import.md)."""
     from aka.authoring.kernelbench import import_kernelbench, parse_tolerances
 
     try:
-        result = import_kernelbench(directory, family, out or default_tasks_root(), level, suite,
-                                    parse_tolerances(tolerance or []), probe)
+        result = import_kernelbench(
+            directory, family, out or default_tasks_root(), level, suite, parse_tolerances(tolerance or []), probe
+        )
     except AkaError as exc:
         raise fail(exc) from None
     for line in result.skipped:
@@ -307,8 +370,11 @@ def import_kernelbench_cmd(
     console.print(f"{len(result.created)} tasks written, {len(result.skipped)} files skipped", highlight=False)
     if result.report is not None:
         counts = {s: sum(p.status == s for p in result.probes.values()) for s in ("PASS", "WARN", "FAIL")}
-        console.print(f"references: {counts['PASS']} PASS, {counts['WARN']} WARN, {counts['FAIL']} FAIL; "
-                      f"report: {result.report}", highlight=False, soft_wrap=True)
+        console.print(
+            f"references: {counts['PASS']} PASS, {counts['WARN']} WARN, {counts['FAIL']} FAIL; report: {result.report}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @app.command("heldout")
@@ -366,10 +432,15 @@ def dashboard_command(
         raise fail(exc) from None
     if serve:
         if not (out / INDEX_NAME).is_file():
-            raise fail(AkaError(f"--out {out}: no {INDEX_NAME} to serve; build it with `aka dashboard RUN... --out "
-                                f"{out}`"))
-        serve_site(out, shown, port, lambda url: console.print(f"serving {url} (Ctrl-C stops)", highlight=False,
-                                                                soft_wrap=True, markup=False))
+            raise fail(
+                AkaError(f"--out {out}: no {INDEX_NAME} to serve; build it with `aka dashboard RUN... --out {out}`")
+            )
+        serve_site(
+            out,
+            shown,
+            port,
+            lambda url: console.print(f"serving {url} (Ctrl-C stops)", highlight=False, soft_wrap=True, markup=False),
+        )
 
 
 @app.command("score")
@@ -384,28 +455,40 @@ def score_command(
         folder, results = rescore(run_dir, scorer)
     except AkaError as exc:
         raise fail(exc) from None
-    console.print(f"{len(results)} result(s), total score {sum(r.score for r in results):.1f}: {folder}",
-                  highlight=False)
+    console.print(
+        f"{len(results)} result(s), total score {sum(r.score for r in results):.1f}: {folder}", highlight=False
+    )
 
 
 @app.command("serve")
 def serve_command(
     tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root", help="Tasks to score (default tasks/).")] = None,
     cache_dir: Annotated[Path, typer.Option("--cache-dir", help="Frozen baselines and cached results.")] = Path(
-        "~/.cache/aka-rl"),
+        "~/.cache/aka-rl"
+    ),
     host: Annotated[str, typer.Option("--host", help="Address to bind (beyond 127.0.0.1 only with a token).")] = (
-        "127.0.0.1"),
+        "127.0.0.1"
+    ),
     port: Annotated[int, typer.Option("--port")] = 8765,
-    token_env: Annotated[Optional[str], typer.Option(
-        "--token-env", help="Environment variable holding the bearer token clients must send.")] = None,
+    token_env: Annotated[
+        Optional[str],
+        typer.Option("--token-env", help="Environment variable holding the bearer token clients must send."),
+    ] = None,
     max_queue: Annotated[int, typer.Option("--max-queue", help="Waiting candidates before 429.")] = 256,
-    max_concurrent: Annotated[int, typer.Option(
-        "--max-concurrent", help="Evaluations in flight per device (0: 4 on a GPU, 1 on the CPU).")] = 0,
-    gpus: Annotated[Optional[str], typer.Option(
-        "--gpus", help="GPUs to evaluate on, e.g. 0,1 (default: every visible GPU, one slot group each).")] = None,
+    max_concurrent: Annotated[
+        int, typer.Option("--max-concurrent", help="Evaluations in flight per device (0: 4 on a GPU, 1 on the CPU).")
+    ] = 0,
+    gpus: Annotated[
+        Optional[str],
+        typer.Option("--gpus", help="GPUs to evaluate on, e.g. 0,1 (default: every visible GPU, one slot group each)."),
+    ] = None,
     request_timeout: Annotated[float, typer.Option("--request-timeout", help="Seconds a job may take.")] = 1800.0,
-    eval_timeout: Annotated[float, typer.Option(
-        "--eval-timeout", help="Seconds a job's evaluation may run once started (a hung candidate's cap).")] = 600.0,
+    eval_timeout: Annotated[
+        float,
+        typer.Option(
+            "--eval-timeout", help="Seconds a job's evaluation may run once started (a hung candidate's cap)."
+        ),
+    ] = 600.0,
     scorer: Annotated[str, typer.Option("--scorer")] = "default",
 ) -> None:
     """Serve rewards over HTTP: submit/poll/result/batch and OpenRLHF's /get_reward (docs/rl.md)."""
@@ -423,12 +506,19 @@ def serve_command(
         check_binding(host, token)
         devices = chosen_devices(gpus, "--gpus")
         per_device = max_concurrent or (4 if devices[0].is_gpu else 1)
-        evaluator = KernelEvaluator(tasks_root or default_tasks_root(), cache_dir, scorer=scorer,
-                                    max_concurrent=per_device, devices=devices)
+        evaluator = KernelEvaluator(
+            tasks_root or default_tasks_root(), cache_dir, scorer=scorer, max_concurrent=per_device, devices=devices
+        )
     except AkaError as exc:
         raise fail(exc) from None
-    app_ = make_app(evaluator, token=token, max_queue=max_queue, workers=per_device * len(devices),
-                    request_timeout=request_timeout, eval_timeout=eval_timeout)
+    app_ = make_app(
+        evaluator,
+        token=token,
+        max_queue=max_queue,
+        workers=per_device * len(devices),
+        request_timeout=request_timeout,
+        eval_timeout=eval_timeout,
+    )
     try:
         uvicorn.run(app_, host=host, port=port, log_level="info")
     finally:
@@ -482,11 +572,19 @@ def doctor(tasks_root: Annotated[Optional[Path], typer.Option("--tasks-root")] =
     try:
         plan = plan_tasks(select_tasks(root, ["all"], "aka doctor"), device)
         broken = sum(1 for task in plan.run if task.problem)
-        table.add_row("tasks", f"{len(plan.run) - broken} run here, {len(plan.skipped)} skipped here, "
-                               f"{len(plan.dropped)} dropped, {broken} cannot be loaded ({root})")
+        table.add_row(
+            "tasks",
+            f"{len(plan.run) - broken} run here, {len(plan.skipped)} skipped here, "
+            f"{len(plan.dropped)} dropped, {broken} cannot be loaded ({root})",
+        )
         triton = [(task.name, why) for task, why in plan.dropped if why.startswith("needs Triton")]
-        table.add_row("triton needs", f"{len(triton)} task(s) need another Triton: {triton[0][1]}; e.g. "
-                      f"{', '.join(name for name, _ in triton[:3])}" if triton else "every task runs on this Triton")
+        table.add_row(
+            "triton needs",
+            f"{len(triton)} task(s) need another Triton: {triton[0][1]}; e.g. "
+            f"{', '.join(name for name, _ in triton[:3])}"
+            if triton
+            else "every task runs on this Triton",
+        )
     except AkaError as exc:
         plan = None
         table.add_row("tasks", f"problem: {exc}")

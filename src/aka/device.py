@@ -11,9 +11,35 @@ from aka.errors import PreflightError
 
 AUTO_GPU_MODEL = "auto"
 CPU_MODEL = "cpu"
-_KNOWN_MODELS = ("GH200", "H200", "H100", "H800", "H20", "B200", "B100", "GB200", "A100", "A800", "A10G",
-                 "A10", "A40", "A30", "L40S", "L40", "L4", "T4", "V100", "RTX", "MI355X", "MI325X", "MI300X",
-                 "MI300A", "MI300", "MI250X", "MI250")
+_KNOWN_MODELS = (
+    "GH200",
+    "H200",
+    "H100",
+    "H800",
+    "H20",
+    "B200",
+    "B100",
+    "GB200",
+    "A100",
+    "A800",
+    "A10G",
+    "A10",
+    "A40",
+    "A30",
+    "L40S",
+    "L40",
+    "L4",
+    "T4",
+    "V100",
+    "RTX",
+    "MI355X",
+    "MI325X",
+    "MI300X",
+    "MI300A",
+    "MI300",
+    "MI250X",
+    "MI250",
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +84,10 @@ def _driver_version() -> str | None:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=False,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -90,8 +119,16 @@ def _gpu(index: int, count: int, driver: str | None, pinned: bool) -> DeviceInfo
 
     props = torch.cuda.get_device_properties(index)
     uuid = getattr(props, "uuid", None)
-    return DeviceInfo("cuda", short_model_name(props.name), props.name, f"sm_{props.major}{props.minor}", count,
-                      driver, f"GPU-{uuid}" if uuid is not None else None, index if pinned else None)
+    return DeviceInfo(
+        "cuda",
+        short_model_name(props.name),
+        props.name,
+        f"sm_{props.major}{props.minor}",
+        count,
+        driver,
+        f"GPU-{uuid}" if uuid is not None else None,
+        index if pinned else None,
+    )
 
 
 def resolve_target_model(target: str, device: DeviceInfo, source: str) -> str:
@@ -119,6 +156,8 @@ def chosen_devices(gpus: str | None, source: str) -> list[DeviceInfo]:
         raise PreflightError(f"{source} {gpus}: no GPU is visible here (leave {source} out to use the CPU)")
     missing = [i for i in wanted if not 0 <= i < len(available)]
     if missing or not wanted:
-        raise PreflightError(f"{source} {gpus}: GPU {missing[0] if missing else '?'} is not visible "
-                             f"(this machine shows {len(available)}: 0-{len(available) - 1})")
+        raise PreflightError(
+            f"{source} {gpus}: GPU {missing[0] if missing else '?'} is not visible "
+            f"(this machine shows {len(available)}: 0-{len(available) - 1})"
+        )
     return [available[i] for i in wanted]

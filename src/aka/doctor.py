@@ -29,8 +29,13 @@ def _declares_requires_gpu(path: Path) -> bool:
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     except (OSError, SyntaxError, UnicodeDecodeError):
         return False
-    return any(isinstance(node, ast.keyword) and node.arg == "requires_gpu"
-               and isinstance(node.value, ast.Constant) and node.value.value is True for node in ast.walk(tree))
+    return any(
+        isinstance(node, ast.keyword)
+        and node.arg == "requires_gpu"
+        and isinstance(node.value, ast.Constant)
+        and node.value.value is True
+        for node in ast.walk(tree)
+    )
 
 
 def needs_gpu(task: Task) -> str | None:
@@ -66,9 +71,14 @@ def plan_tasks(tasks: list[Task], device: DeviceInfo) -> TaskPlan:
 def tasks_table(plan: TaskPlan, device: DeviceInfo) -> Table:
     """Per family: how many tasks run here, and the names of those that do not, with why."""
     where = "this GPU" if device.is_gpu else "this CPU (Triton's interpreter: a smoke test)"
-    table = Table("family", "run here", "skipped here", "dropped (platform_support)",
-                  title=f"tasks on {where}: {len(plan.run)} run, {len(plan.skipped)} skipped, "
-                        f"{len(plan.dropped)} dropped", title_justify="left")
+    table = Table(
+        "family",
+        "run here",
+        "skipped here",
+        "dropped (platform_support)",
+        title=f"tasks on {where}: {len(plan.run)} run, {len(plan.skipped)} skipped, {len(plan.dropped)} dropped",
+        title_justify="left",
+    )
     runs: dict[str, int] = defaultdict(int)
     skipped: dict[str, list[str]] = defaultdict(list)
     dropped: dict[str, list[str]] = defaultdict(list)
@@ -85,8 +95,7 @@ def tasks_table(plan: TaskPlan, device: DeviceInfo) -> Table:
 
 def agents_table(checks: list[AgentCheck]) -> Table:
     """Each agent: ready or not, and with what."""
-    table = Table("agent", "ready", "with", title="agents (aka check-agents --live makes a call)",
-                  title_justify="left")
+    table = Table("agent", "ready", "with", title="agents (aka check-agents --live makes a call)", title_justify="left")
     for check in checks:
         if check.binary == "built-in":
             with_what = "built in"

@@ -30,14 +30,21 @@ class CommandOutcome:
 
     @property
     def ok(self) -> bool:
-        return (self.exit_code == 0 and not self.timed_out and not self.stopped and self.breach is None
-                and self.flooded is None)
+        return (
+            self.exit_code == 0
+            and not self.timed_out
+            and not self.stopped
+            and self.breach is None
+            and self.flooded is None
+        )
 
     def describe(self) -> str:
         """One line for error messages: how it ended, plus the last meaningful output line."""
         if self.flooded is not None:
-            return (f"`{self.command}` printed more than {self.flooded / 2**20:.0f} MiB (the output limit) and was "
-                    f"killed after {self.seconds:.0f} s")
+            return (
+                f"`{self.command}` printed more than {self.flooded / 2**20:.0f} MiB (the output limit) and was "
+                f"killed after {self.seconds:.0f} s"
+            )
         if self.breach is not None:
             return f"`{self.command}` was killed after {self.seconds:.0f} s: {self.breach}"
         if self.stopped:
@@ -96,9 +103,17 @@ def _kill_group(pgid: int) -> None:
             time.sleep(0.2)
 
 
-def run_command(command: str | list[str], cwd: Path, env: dict[str, str], timeout: float, log_path: Path,
-                stdin: bytes | None = None, pass_fds: tuple[int, ...] = (), prefix: tuple[str, ...] = (),
-                preexec: Callable[[], None] | None = None) -> CommandOutcome:
+def run_command(
+    command: str | list[str],
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    log_path: Path,
+    stdin: bytes | None = None,
+    pass_fds: tuple[int, ...] = (),
+    prefix: tuple[str, ...] = (),
+    preexec: Callable[[], None] | None = None,
+) -> CommandOutcome:
     """Run `command` (a bash line, or an argv list run directly) in `cwd`; output goes to `log_path`.
 
     The command gets a new session, so on timeout, and after it exits, any process it left behind
@@ -115,12 +130,14 @@ def _dies_with(parent: int, preexec: Callable[[], None] | None) -> Callable[[], 
     """In the child: killed when the thread that started it is gone (aka killed with -9 cannot
     kill the group itself; a sandbox's PID namespace then takes everything in it along), then
     `preexec`."""
+
     def start() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the request took effect
             os._exit(1)
         if preexec is not None:
             preexec()
+
     return start
 
 
@@ -131,9 +148,17 @@ class StartedCommand:
     run; it blocks on its standard input until `finish` (see aka.evaluation.step_process).
     """
 
-    def __init__(self, command: str | list[str], cwd: Path, env: dict[str, str], log_path: Path,
-                 with_stdin: bool = True, pass_fds: tuple[int, ...] = (), prefix: tuple[str, ...] = (),
-                 preexec: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        command: str | list[str],
+        cwd: Path,
+        env: dict[str, str],
+        log_path: Path,
+        with_stdin: bool = True,
+        pass_fds: tuple[int, ...] = (),
+        prefix: tuple[str, ...] = (),
+        preexec: Callable[[], None] | None = None,
+    ) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         argv = [*prefix, *(["/bin/bash", "-c", command] if isinstance(command, str) else command)]
         self.shown = command if isinstance(command, str) else shlex.join(command)
@@ -143,13 +168,24 @@ class StartedCommand:
             log.flush()
             self.offset = log.tell()
             self.proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=pass_fds,
                 preexec_fn=_dies_with(os.getpid(), preexec),
             )
 
-    def finish(self, stdin: bytes | None, timeout: float, watch: Callable[[], str | None] | None = None,
-               output_limit: int | None = None) -> CommandOutcome:
+    def finish(
+        self,
+        stdin: bytes | None,
+        timeout: float,
+        watch: Callable[[], str | None] | None = None,
+        output_limit: int | None = None,
+    ) -> CommandOutcome:
         """Feed `stdin`, wait at most `timeout` seconds, then kill whatever is left in the group.
         A group whose process stays stopped for two checks in a row is killed at once, and so is
         one whose `watch` (called every check) names a reason, and one that printed more than
@@ -189,8 +225,16 @@ class StartedCommand:
             log.seek(max(self.offset, end - 4 * TAIL_CHARS))
             tail = log.read().decode("utf-8", errors="replace")[-TAIL_CHARS:]
         ended = None if timed_out or stopped or breach or flooded else self.proc.returncode
-        return CommandOutcome(self.shown, ended, timed_out and not stopped, seconds, tail, stopped, breach,
-                              output_limit if flooded else None)
+        return CommandOutcome(
+            self.shown,
+            ended,
+            timed_out and not stopped,
+            seconds,
+            tail,
+            stopped,
+            breach,
+            output_limit if flooded else None,
+        )
 
     def printed(self) -> int:
         """Bytes the command has written to its log so far."""

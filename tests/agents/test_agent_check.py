@@ -25,8 +25,10 @@ def test_what_each_agent_still_needs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert checks["noop"].ready and checks["autotune"].ready and checks["noop"].needs == "-"
     assert not checks["replay"].ready and "`solutions_dir`" in checks["replay"].needs
     assert not checks["llm"].ready
-    assert checks["llm"].needs == "a model (`model:` in the run config's agent section); an endpoint (agent option " \
-                                  "`base_url`)"
+    assert (
+        checks["llm"].needs == "a model (`model:` in the run config's agent section); an endpoint (agent option "
+        "`base_url`)"
+    )
     deepseek = checks["deepseek_harness"]
     assert not deepseek.ready and deepseek.needs == "its key in $DEEPSEEK_API_KEY (not set)"
     assert deepseek.credentials == "endpoint https://api.deepseek.com; key in DEEPSEEK_API_KEY (NOT SET)"
@@ -34,20 +36,27 @@ def test_what_each_agent_still_needs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.exit_code == 1 and "base_url" in result.output
 
 
-def test_llm_agents_ready_and_live_from_a_run_config(server: ScriptedModelServer, write_run_config,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_llm_agents_ready_and_live_from_a_run_config(
+    server: ScriptedModelServer, write_run_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
     llm = write_run_config(agent={"template": "llm", "model": "m", "base_url": server.base_url + "/v1"})
     (check,) = run_checks("all", True, llm)
-    assert (check.ready, check.needs, check.credentials) == (True, "-", f"endpoint {server.base_url}/v1; no key "
-                                                                          "(a local server)")
+    assert (check.ready, check.needs, check.credentials) == (
+        True,
+        "-",
+        f"endpoint {server.base_url}/v1; no key (a local server)",
+    )
     assert check.live.startswith("ok") and check.live.endswith("READY"), check.live
     deepseek = write_run_config(agent={"template": "deepseek_harness", "base_url": server.base_url})
     (check,) = run_checks("all", True, deepseek)
     assert check.ready and check.live.startswith("ok"), check
     sent = server.requests[-1]
-    assert (sent.path, sent.body["model"], sent.headers.get("Authorization")) == ("/chat/completions",
-                                                                                 "deepseek-chat", "Bearer sk-test")
+    assert (sent.path, sent.body["model"], sent.headers.get("Authorization")) == (
+        "/chat/completions",
+        "deepseek-chat",
+        "Bearer sk-test",
+    )
     assert "tools" not in sent.body
 
 

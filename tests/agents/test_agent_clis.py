@@ -49,8 +49,13 @@ def agent_clis() -> Path:
         npm = shutil.which("npm")
         if npm is None:
             pytest.fail("npm (Node.js 20+) is needed to install the agent CLIs under test")
-        done = subprocess.run([npm, "install", "--prefix", str(root), "--no-audit", "--no-fund", "--save-exact",
-                               *specs], capture_output=True, text=True, timeout=900, check=False)
+        done = subprocess.run(
+            [npm, "install", "--prefix", str(root), "--no-audit", "--no-fund", "--save-exact", *specs],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
         if done.returncode != 0:
             pytest.fail(f"npm install {' '.join(specs)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
         stamp.write_text(" ".join(specs) + "\n")
@@ -78,16 +83,20 @@ def _kernel(root: Path) -> str:
 def _shell(agent: str, command: str) -> Reply:
     """`command` through the CLI's own shell tool (codex's waits up to 30 s for it, not 10, before
     handing it back to the model still running: importing torch took longer on a loaded machine)."""
-    return {"claude_code": Reply.tool("Bash", command=command),
-            "codex": Reply.tool("exec_command", cmd=command, yield_time_ms=30000),
-            "gemini": Reply.tool("run_shell_command", command=command),
-            "opencode": Reply.tool("bash", command=command, description="run")}[agent]
+    return {
+        "claude_code": Reply.tool("Bash", command=command),
+        "codex": Reply.tool("exec_command", cmd=command, yield_time_ms=30000),
+        "gemini": Reply.tool("run_shell_command", command=command),
+        "opencode": Reply.tool("bash", command=command, description="run"),
+    }[agent]
 
 
 # What the agent's shell must offer: the platform's interpreter with torch and aka.harness, and the
 # evaluator's device variables (TRITON_INTERPRET=1 on a CPU machine).
-IMPORT_PROBE = ("python3 -c \"import os, sys, torch, aka.harness; env = os.environ.get; "
-                "print('AKA-SHELL', env('TRITON_INTERPRET'), env('AKA_DEVICE'), sys.executable)\"")
+IMPORT_PROBE = (
+    'python3 -c "import os, sys, torch, aka.harness; env = os.environ.get; '
+    "print('AKA-SHELL', env('TRITON_INTERPRET'), env('AKA_DEVICE'), sys.executable)\""
+)
 PROBE_OUTPUT = re.compile(r"AKA-SHELL (\S+) (\S+) ([^\s\\\"]+)")
 
 
@@ -112,14 +121,22 @@ def _script(agent: str, root: Path) -> list[Reply | Callable[[RecordedRequest], 
     done = Reply.final("Halved TIME_MS.")
     edit = {"old_string": OLD, "new_string": NEW}
     scripts: dict[str, list[Reply | Callable[[RecordedRequest], Reply]]] = {
-        "claude_code": [lambda r: Reply.tool("Read", file_path=_kernel(root)),
-                        lambda r: Reply.tool("Edit", file_path=_kernel(root), **edit), done],
+        "claude_code": [
+            lambda r: Reply.tool("Read", file_path=_kernel(root)),
+            lambda r: Reply.tool("Edit", file_path=_kernel(root), **edit),
+            done,
+        ],
         "codex": [Reply.tool("exec_command", cmd="cat kernel.py"), Reply.tool("apply_patch", raw=PATCH), done],
-        "gemini": [lambda r: Reply.tool("read_file", file_path=_kernel(root)),
-                   lambda r: Reply.tool("replace", file_path=_kernel(root), instruction="halve TIME_MS", **edit),
-                   done],
-        "opencode": [lambda r: Reply.tool("read", filePath=_kernel(root)),
-                     lambda r: Reply.tool("edit", filePath=_kernel(root), oldString=OLD, newString=NEW), done],
+        "gemini": [
+            lambda r: Reply.tool("read_file", file_path=_kernel(root)),
+            lambda r: Reply.tool("replace", file_path=_kernel(root), instruction="halve TIME_MS", **edit),
+            done,
+        ],
+        "opencode": [
+            lambda r: Reply.tool("read", filePath=_kernel(root)),
+            lambda r: Reply.tool("edit", filePath=_kernel(root), oldString=OLD, newString=NEW),
+            done,
+        ],
     }
     return [_shell(agent, IMPORT_PROBE), *scripts[agent]]
 
@@ -140,8 +157,7 @@ def _activated(monkeypatch: pytest.MonkeyPatch, active: bool) -> None:
 def _agent_section(agent: str, server: ScriptedModelServer, **settings: object) -> dict[str, object]:
     base_url = server.base_url + ("/v1" if agent in ("codex", "opencode") else "")
     model = "gpt-5.5" if agent == "codex" else "scripted-model"
-    return {"template": agent, "base_url": base_url, "api_key_env": "AKA_TEST_MODEL_KEY", "model": model,
-            **settings}
+    return {"template": agent, "base_url": base_url, "api_key_env": "AKA_TEST_MODEL_KEY", "model": model, **settings}
 
 
 def _run_one(make_toy_task, write_run_config, agent: dict[str, object]) -> tuple[TaskResult, Path]:
@@ -155,19 +171,27 @@ CLI_AGENTS = ["claude_code", "codex", "gemini", "opencode"]
 
 
 @pytest.mark.parametrize("agent", CLI_AGENTS)
-def test_cli_edits_the_kernel_and_the_platform_scores_it(agent: str, agent_clis: Path, model_server: ServerFactory,
-                                                         make_toy_task, write_run_config, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_edits_the_kernel_and_the_platform_scores_it(
+    agent: str,
+    agent_clis: Path,
+    model_server: ServerFactory,
+    make_toy_task,
+    write_run_config,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Also: the platform's environment reaches the CLI's shell with no virtual environment activated."""
     monkeypatch.setenv("AKA_TEST_MODEL_KEY", KEY)
     _activated(monkeypatch, False)
     server = model_server(*_script(agent, tmp_path))
-    result, workspace = _run_one(make_toy_task, write_run_config,
-                                 _agent_section(agent, server, max_iterations=7, timeout_seconds=240))
+    result, workspace = _run_one(
+        make_toy_task, write_run_config, _agent_section(agent, server, max_iterations=7, timeout_seconds=240)
+    )
     out = result.agent
     assert out is not None
-    assert (out.ok, out.exit_reason, out.limit) == (True, "finished", None), \
+    assert (out.ok, out.exit_reason, out.limit) == (True, "finished", None), (
         f"{out.message}\n{(workspace / 'agent.log').read_text()}"
+    )
     assert (result.status, result.failure_kind) == (TaskStatus.PASS, FailureKind.NONE)
     assert result.speedup_ratio == pytest.approx(2.0) and out.files_changed == ["kernel.py"]
     assert NEW in (workspace / "work" / "kernel.py").read_text()
@@ -192,16 +216,24 @@ def test_cli_edits_the_kernel_and_the_platform_scores_it(agent: str, agent_clis:
 
 def _marker_turn(agent: str, root: Path) -> Callable[[RecordedRequest], Reply]:
     """A turn past the limit: answered after a model's usual latency, touching a marker file."""
+
     def late(request: RecordedRequest) -> Reply:
         time.sleep(3)
         return _shell(agent, f"touch {root / 'turn_past_the_limit_ran'}")
+
     return late
 
 
 @pytest.mark.parametrize("agent", CLI_AGENTS)
-def test_max_iterations_stops_every_cli_at_that_many_turns(agent: str, agent_clis: Path, model_server: ServerFactory,
-                                                          make_toy_task, write_run_config, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_max_iterations_stops_every_cli_at_that_many_turns(
+    agent: str,
+    agent_clis: Path,
+    model_server: ServerFactory,
+    make_toy_task,
+    write_run_config,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A model that never stops calling tools, under max_iterations 3: claude and gemini stop
     themselves, codex and opencode are ended by the platform once the third turn's tool has run.
     Also: the platform's environment reaches the CLI's shell with the virtual environment activated
@@ -209,14 +241,20 @@ def test_max_iterations_stops_every_cli_at_that_many_turns(agent: str, agent_cli
     CLI's process group) is killed after the run."""
     _activated(monkeypatch, True)
     escaped = "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started"
-    server = model_server(_shell(agent, IMPORT_PROBE), _shell(agent, escaped), _shell(agent, "echo third"),
-                          *[_marker_turn(agent, tmp_path)] * 20)
-    result, workspace = _run_one(make_toy_task, write_run_config,
-                                 _agent_section(agent, server, api_key_env=None, max_iterations=3))
+    server = model_server(
+        _shell(agent, IMPORT_PROBE),
+        _shell(agent, escaped),
+        _shell(agent, "echo third"),
+        *[_marker_turn(agent, tmp_path)] * 20,
+    )
+    result, workspace = _run_one(
+        make_toy_task, write_run_config, _agent_section(agent, server, api_key_env=None, max_iterations=3)
+    )
     out = result.agent
     assert out is not None
-    assert (out.ok, out.exit_reason, out.limit, out.turns) == (True, "max_iterations", "turns", 3), \
+    assert (out.ok, out.exit_reason, out.limit, out.turns) == (True, "max_iterations", "turns", 3), (
         f"{out}\n{(workspace / 'agent.log').read_text()[-3000:]}"
+    )
     assert (result.failure_kind, result.status) == (FailureKind.NONE, TaskStatus.PASS), "a limit is no agent error"
     assert _probe_answer(server)[:2] == _device_variables()
     assert not (tmp_path / "turn_past_the_limit_ran").exists(), "a turn past the limit ran its tool"
@@ -226,19 +264,23 @@ def test_max_iterations_stops_every_cli_at_that_many_turns(agent: str, agent_cli
     assert processes_under(tmp_path) == [], "a CLI or tool process outlived the run"
 
 
-SLEEP = {"gemini": Reply.tool("run_shell_command", command="sleep 300"),
-         "opencode": Reply.tool("bash", command="sleep 300", description="wait")}
+SLEEP = {
+    "gemini": Reply.tool("run_shell_command", command="sleep 300"),
+    "opencode": Reply.tool("bash", command="sleep 300", description="wait"),
+}
 
 
 @pytest.mark.parametrize("agent", ["gemini", "opencode"])
-def test_timeout_kills_the_cli_and_its_tools(agent: str, agent_clis: Path, model_server: ServerFactory,
-                                             make_toy_task, write_run_config, tmp_path: Path) -> None:
+def test_timeout_kills_the_cli_and_its_tools(
+    agent: str, agent_clis: Path, model_server: ServerFactory, make_toy_task, write_run_config, tmp_path: Path
+) -> None:
     """Every turn runs `sleep 300` through the CLI's shell tool; gemini's and opencode's shells start
     their own session, so only the run-marker sweep catches them (claude's and codex's stay in the
     CLI's process group; the turn-limit test has every CLI start a tool in a session of its own)."""
     server = model_server(*[SLEEP[agent]] * 5)
-    result, _ = _run_one(make_toy_task, write_run_config,
-                         _agent_section(agent, server, api_key_env=None, timeout_seconds=45))
+    result, _ = _run_one(
+        make_toy_task, write_run_config, _agent_section(agent, server, api_key_env=None, timeout_seconds=45)
+    )
     out = result.agent
     assert out is not None and (out.ok, out.exit_reason, out.limit) == (True, "timeout", "time"), out.message
     assert result.failure_kind is FailureKind.NONE, "a limit hit after the model answered is no agent error"
@@ -248,15 +290,18 @@ def test_timeout_kills_the_cli_and_its_tools(agent: str, agent_clis: Path, model
 
 
 @pytest.mark.parametrize("agent", ["claude_code", "codex"])
-def test_timeout_when_the_model_never_answers(agent: str, agent_clis: Path, model_server: ServerFactory,
-                                              make_toy_task, write_run_config, tmp_path: Path) -> None:
+def test_timeout_when_the_model_never_answers(
+    agent: str, agent_clis: Path, model_server: ServerFactory, make_toy_task, write_run_config, tmp_path: Path
+) -> None:
     server = model_server(hang=True)
-    result, _ = _run_one(make_toy_task, write_run_config,
-                         _agent_section(agent, server, api_key_env=None, timeout_seconds=20))
+    result, _ = _run_one(
+        make_toy_task, write_run_config, _agent_section(agent, server, api_key_env=None, timeout_seconds=20)
+    )
     out = result.agent
     assert out is not None and (out.ok, out.exit_reason, out.limit, out.turns) == (False, "timeout", "time", 0)
-    assert result.failure_kind is FailureKind.AGENT_TIMEOUT and result.status is TaskStatus.FAIL, \
+    assert result.failure_kind is FailureKind.AGENT_TIMEOUT and result.status is TaskStatus.FAIL, (
         "an agent that never ran hands over no candidate"
+    )
     # 20 s: the CLI's first request took over 5 s on a loaded two-core machine
     assert out.message == "killed after 20 s (timeout_seconds)" and server.requests
     assert processes_under(tmp_path) == [], "a CLI process outlived the timeout"
@@ -284,24 +329,63 @@ STAND_IN = textwrap.dedent("""\
 """)
 SESSION = "00000000-0000-4000-8000-000000000001"
 CURSOR_TRANSCRIPT = [  # shapes as printed by cursor-agent 2026.08.11-e8db854 (see docs/agents.md)
-    {"type": "system", "subtype": "init", "apiKeySource": "env", "cwd": "/w", "session_id": SESSION,
-     "model": "Auto", "permissionMode": "default"},
-    {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "Read AKA_PROMPT.md"}]},
-     "session_id": SESSION},
-    {"type": "tool_call", "subtype": "started", "call_id": "call-read-0",
-     "tool_call": {"readToolCall": {"args": {"path": "AKA_PROMPT.md"}}}, "session_id": SESSION},
-    {"type": "tool_call", "subtype": "completed", "call_id": "call-read-0",
-     "tool_call": {"readToolCall": {"args": {"path": "AKA_PROMPT.md"}, "result": {"success": {}}}},
-     "session_id": SESSION},
-    {"type": "tool_call", "subtype": "started", "call_id": "call-edit-1",
-     "tool_call": {"editToolCall": {"args": {"path": "kernel.py"}}}, "session_id": SESSION},
-    {"type": "tool_call", "subtype": "completed", "call_id": "call-edit-1",
-     "tool_call": {"editToolCall": {"args": {"path": "kernel.py"}, "result": {"success": {"linesAdded": 1}}}},
-     "session_id": SESSION},
-    {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "Halved it."}]},
-     "session_id": SESSION},
-    {"type": "result", "subtype": "success", "duration_ms": 4889, "is_error": False, "result": "Halved it.",
-     "session_id": SESSION, "request_id": "00000001", "usage": {"inputTokens": 14948, "outputTokens": 103}},
+    {
+        "type": "system",
+        "subtype": "init",
+        "apiKeySource": "env",
+        "cwd": "/w",
+        "session_id": SESSION,
+        "model": "Auto",
+        "permissionMode": "default",
+    },
+    {
+        "type": "user",
+        "message": {"role": "user", "content": [{"type": "text", "text": "Read AKA_PROMPT.md"}]},
+        "session_id": SESSION,
+    },
+    {
+        "type": "tool_call",
+        "subtype": "started",
+        "call_id": "call-read-0",
+        "tool_call": {"readToolCall": {"args": {"path": "AKA_PROMPT.md"}}},
+        "session_id": SESSION,
+    },
+    {
+        "type": "tool_call",
+        "subtype": "completed",
+        "call_id": "call-read-0",
+        "tool_call": {"readToolCall": {"args": {"path": "AKA_PROMPT.md"}, "result": {"success": {}}}},
+        "session_id": SESSION,
+    },
+    {
+        "type": "tool_call",
+        "subtype": "started",
+        "call_id": "call-edit-1",
+        "tool_call": {"editToolCall": {"args": {"path": "kernel.py"}}},
+        "session_id": SESSION,
+    },
+    {
+        "type": "tool_call",
+        "subtype": "completed",
+        "call_id": "call-edit-1",
+        "tool_call": {"editToolCall": {"args": {"path": "kernel.py"}, "result": {"success": {"linesAdded": 1}}}},
+        "session_id": SESSION,
+    },
+    {
+        "type": "assistant",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "Halved it."}]},
+        "session_id": SESSION,
+    },
+    {
+        "type": "result",
+        "subtype": "success",
+        "duration_ms": 4889,
+        "is_error": False,
+        "result": "Halved it.",
+        "session_id": SESSION,
+        "request_id": "00000001",
+        "usage": {"inputTokens": 14948, "outputTokens": 103},
+    },
 ]
 
 
@@ -320,21 +404,28 @@ def cursor_stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable
         record, replay = tmp_path / "cursor" / "record.json", tmp_path / "cursor.jsonl"
         record.parent.mkdir()
         replay.write_text("".join(json.dumps(event) + "\n" for event in events))
-        for name, value in {AGENT_CLI_DIR_ENV: str(tmp_path / "none"), "STAND_IN_RECORD": str(record),
-                            "STAND_IN_TRANSCRIPT": str(replay), "STAND_IN_PAUSE": str(pause),
-                            "STAND_IN_PROBE": probe, "MY_CURSOR_KEY": KEY}.items():
+        for name, value in {
+            AGENT_CLI_DIR_ENV: str(tmp_path / "none"),
+            "STAND_IN_RECORD": str(record),
+            "STAND_IN_TRANSCRIPT": str(replay),
+            "STAND_IN_PAUSE": str(pause),
+            "STAND_IN_PROBE": probe,
+            "MY_CURSOR_KEY": KEY,
+        }.items():
             monkeypatch.setenv(name, value)
         return record
 
     return prepare
 
 
-def test_cursor_launcher_with_a_stand_in(cursor_stand_in: Callable[..., Path], make_toy_task, write_run_config,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cursor_launcher_with_a_stand_in(
+    cursor_stand_in: Callable[..., Path], make_toy_task, write_run_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _activated(monkeypatch, False)
     record = cursor_stand_in(CURSOR_TRANSCRIPT, probe=IMPORT_PROBE)
-    result, workspace = _run_one(make_toy_task, write_run_config,
-                                 {"template": "cursor", "model": "auto", "api_key_env": "MY_CURSOR_KEY"})
+    result, workspace = _run_one(
+        make_toy_task, write_run_config, {"template": "cursor", "model": "auto", "api_key_env": "MY_CURSOR_KEY"}
+    )
     out = result.agent
     assert out is not None and (out.ok, out.exit_reason) == (True, "finished"), out.message
     assert result.status is TaskStatus.PASS and result.speedup_ratio == pytest.approx(2.0)
@@ -351,19 +442,32 @@ def test_cursor_launcher_with_a_stand_in(cursor_stand_in: Callable[..., Path], m
 
 
 def _cursor_tool_turn(index: int) -> list[dict[str, object]]:
-    call = {"type": "tool_call", "call_id": f"call-{index}", "session_id": SESSION,
-            "tool_call": {"shellToolCall": {"args": {"command": "true"}}}}
-    return [{"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "Next."}]},
-             "session_id": SESSION}, {**call, "subtype": "started"}, {**call, "subtype": "completed"}]
+    call = {
+        "type": "tool_call",
+        "call_id": f"call-{index}",
+        "session_id": SESSION,
+        "tool_call": {"shellToolCall": {"args": {"command": "true"}}},
+    }
+    return [
+        {
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "Next."}]},
+            "session_id": SESSION,
+        },
+        {**call, "subtype": "started"},
+        {**call, "subtype": "completed"},
+    ]
 
 
-def test_cursor_is_ended_by_the_platform_at_max_iterations(cursor_stand_in: Callable[..., Path], make_toy_task,
-                                                            write_run_config, tmp_path: Path) -> None:
+def test_cursor_is_ended_by_the_platform_at_max_iterations(
+    cursor_stand_in: Callable[..., Path], make_toy_task, write_run_config, tmp_path: Path
+) -> None:
     """cursor-agent has no turn limit: the platform counts its turns and ends it after the third
     turn's tool call returned, before the fourth starts."""
     record = cursor_stand_in([event for index in range(10) for event in _cursor_tool_turn(index)], pause=0.3)
-    result, workspace = _run_one(make_toy_task, write_run_config,
-                                 {"template": "cursor", "max_iterations": 3, "timeout_seconds": 60})
+    result, workspace = _run_one(
+        make_toy_task, write_run_config, {"template": "cursor", "max_iterations": 3, "timeout_seconds": 60}
+    )
     out = result.agent
     assert out is not None
     assert (out.ok, out.exit_reason, out.limit, out.turns, out.tool_calls) == (True, "max_iterations", "turns", 3, 3)
@@ -373,8 +477,9 @@ def test_cursor_is_ended_by_the_platform_at_max_iterations(cursor_stand_in: Call
     assert processes_under(tmp_path) == []
 
 
-def test_missing_cli_is_not_installed(make_toy_task, write_run_config, tmp_path: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_cli_is_not_installed(
+    make_toy_task, write_run_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     binaries = [spec.package.binary for spec in cli_agents().values()]
     path = [d for d in os.environ["PATH"].split(os.pathsep) if not any((Path(d) / b).exists() for b in binaries)]
     monkeypatch.setenv("PATH", os.pathsep.join(path))
@@ -389,8 +494,9 @@ def test_missing_cli_is_not_installed(make_toy_task, write_run_config, tmp_path:
     assert CliRunner().invoke(app, ["check-agents", "--agents", "claude_code"]).exit_code == 1
 
 
-def test_check_agents_with_the_clis(agent_clis: Path, model_server: ServerFactory, write_run_config,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_agents_with_the_clis(
+    agent_clis: Path, model_server: ServerFactory, write_run_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server = model_server(side_text="READY", final_text="READY")
     for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CODEX_API_KEY", "GEMINI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
@@ -399,8 +505,10 @@ def test_check_agents_with_the_clis(agent_clis: Path, model_server: ServerFactor
     for name in CLI_AGENTS:
         assert offline[name].version == pinned[name] and Path(offline[name].binary).is_file()
         assert not offline[name].ready and offline[name].credentials == "none found"
-    assert offline["codex"].needs == "a key ($CODEX_API_KEY, $OPENAI_API_KEY) or an endpoint (agent option " \
-                                     "`base_url` or $OPENAI_BASE_URL)"
+    assert (
+        offline["codex"].needs == "a key ($CODEX_API_KEY, $OPENAI_API_KEY) or an endpoint (agent option "
+        "`base_url` or $OPENAI_BASE_URL)"
+    )
     assert offline["noop"].ready and not offline["replay"].ready and not offline["llm"].ready
 
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
@@ -410,8 +518,9 @@ def test_check_agents_with_the_clis(agent_clis: Path, model_server: ServerFactor
     live = {c.name: c for c in run_checks("claude_code,gemini,noop", True, None)}
     assert all(c.ready for c in live.values()), live
     assert live["claude_code"].live.startswith("ok") and "ANTHROPIC_BASE_URL" in live["claude_code"].credentials
-    config = write_run_config(agent={"template": "opencode", "base_url": server.base_url + "/v1",
-                                     "model": "scripted-model"})
+    config = write_run_config(
+        agent={"template": "opencode", "base_url": server.base_url + "/v1", "model": "scripted-model"}
+    )
     (from_config,) = run_checks("all", True, config)
     assert from_config.name == "opencode" and from_config.ready and from_config.live.startswith("ok"), from_config
     assert CliRunner().invoke(app, ["check-agents", "--agents", "noop,autotune"]).exit_code == 0
@@ -449,26 +558,36 @@ def test_scripted_server_speaks_each_protocol(model_server: ServerFactory) -> No
     assert '"tool_calls": [{"index": 0' in chunks and chunks.rstrip().endswith("data: [DONE]")
     responses = _post(f"{url}/v1/responses", {"model": "m", "stream": True, "tools": tools, "input": []})
     assert "response.output_item.done" in responses and '"type": "function_call"' in responses
-    gemini = _post(f"{url}/v1beta/models/g:streamGenerateContent?alt=sse",
-                   {"contents": [], "tools": [{"functionDeclarations": [{"name": "write"}]}]})
+    gemini = _post(
+        f"{url}/v1beta/models/g:streamGenerateContent?alt=sse",
+        {"contents": [], "tools": [{"functionDeclarations": [{"name": "write"}]}]},
+    )
     assert gemini.startswith("data: ") and "Done." not in gemini and "done" in gemini
     title = json.loads(_post(f"{url}/v1/chat/completions", {"model": "m", "messages": []}))
     assert title["choices"][0]["message"]["content"] == "OK"
     schema = {"type": "OBJECT", "properties": {"score": {"type": "INTEGER"}, "why": {"type": "STRING"}}}
-    routed = json.loads(_post(f"{url}/v1beta/models/g:generateContent",
-                              {"generationConfig": {"responseJsonSchema": schema}}))
+    routed = json.loads(
+        _post(f"{url}/v1beta/models/g:generateContent", {"generationConfig": {"responseJsonSchema": schema}})
+    )
     assert json.loads(routed["candidates"][0]["content"]["parts"][0]["text"]) == {"score": 1, "why": "ok"}
-    assert [r.protocol for r in server.agent_requests] == ["anthropic", "anthropic", "chat", "chat", "responses",
-                                                           "gemini"]
+    assert [r.protocol for r in server.agent_requests] == [
+        "anthropic",
+        "anthropic",
+        "chat",
+        "chat",
+        "responses",
+        "gemini",
+    ]
     assert len(server.requests) == 8 and server.requests[-1].model == "g"
 
 
 def test_a_hung_agent_whose_children_ignore_sigterm_is_gone_at_its_timeout(
-        cursor_stand_in: Callable[..., Path], make_toy_task, write_run_config, tmp_path: Path) -> None:
+    cursor_stand_in: Callable[..., Path], make_toy_task, write_run_config, tmp_path: Path
+) -> None:
     """The stand-in's shell starts children that ignore SIGTERM, one of them in a session of its
     own, and then waits on them forever: at the timeout every one of them is gone."""
     stubborn = "trap '' TERM; exec sleep 300"
-    cursor_stand_in(CURSOR_TRANSCRIPT, probe=f"(bash -c \"{stubborn}\") & setsid bash -c \"{stubborn}\" & wait")
+    cursor_stand_in(CURSOR_TRANSCRIPT, probe=f'(bash -c "{stubborn}") & setsid bash -c "{stubborn}" & wait')
     result, _ = _run_one(make_toy_task, write_run_config, {"template": "cursor", "timeout_seconds": 8})
     out = result.agent
     assert out is not None and (out.exit_reason, out.limit, out.turns) == ("timeout", "time", 0), out.message

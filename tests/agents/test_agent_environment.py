@@ -19,11 +19,13 @@ from aka.run.task_pipeline import copy_for_agent
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_a_real_tasks_correctness_command_runs_in_the_agents_shell(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_real_tasks_correctness_command_runs_in_the_agents_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     venv_bin = Path(sys.executable).parent.resolve()
-    monkeypatch.setenv("PATH", os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
-                                               if d and Path(d).resolve() != venv_bin))
+    monkeypatch.setenv(
+        "PATH", os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if d and Path(d).resolve() != venv_bin)
+    )
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     monkeypatch.setenv("AKA_STALE_SETTING", "x")
     monkeypatch.setenv("AKA_TEST_KEY", "k")
@@ -34,12 +36,22 @@ def test_a_real_tasks_correctness_command_runs_in_the_agents_shell(tmp_path: Pat
     env = agent_environment(task, device, work, keep=["AKA_TEST_KEY"])
     assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
     assert (env[ENV_DEVICE], env[ENV_BASELINE_DIR], env.get("TRITON_INTERPRET")) == (
-        device.kind, str(work / ".aka_baseline"), None if device.is_gpu else "1")
+        device.kind,
+        str(work / ".aka_baseline"),
+        None if device.is_gpu else "1",
+    )
     assert ENV_STEP not in env and "AKA_STALE_SETTING" not in env and env["AKA_TEST_KEY"] == "k"
 
     def correctness() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["/bin/bash", "-c", "python3 harness.py correctness"], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=600, check=False)
+        return subprocess.run(
+            ["/bin/bash", "-c", "python3 harness.py correctness"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
 
     passed = correctness()
     assert passed.returncode == 0, passed.stderr[-3000:]

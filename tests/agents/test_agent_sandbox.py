@@ -14,8 +14,10 @@ import pytest
 from aka.agents.cli_runner import AGENT_CLI_DIR_ENV
 from aka.run.runner import run_experiment
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
-                                reason="bubblewrap is not installed (CI installs it)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None and os.environ.get("CI") != "true",
+    reason="bubblewrap is not installed (CI installs it)",
+)
 
 PROBE = textwrap.dedent("""\
     #!{python}
@@ -40,8 +42,9 @@ PROBE = textwrap.dedent("""\
 """)
 
 
-def test_sandboxed_cli_sees_only_its_workspace(make_toy_task, write_run_config, tasks_root: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sandboxed_cli_sees_only_its_workspace(
+    make_toy_task, write_run_config, tasks_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_toy_task("triton2triton/toy/a")
     make_toy_task("triton2triton/toy/b")
     other_run = tmp_path / "workspace_cpu_cursor" / "run_20200101_000000"
@@ -52,10 +55,15 @@ def test_sandboxed_cli_sees_only_its_workspace(make_toy_task, write_run_config, 
     (bin_dir / "cursor-agent").write_text(PROBE.format(python=sys.executable))
     (bin_dir / "cursor-agent").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    for name, value in {AGENT_CLI_DIR_ENV: str(tmp_path / "none"), "PROBE_TASKS_ROOT": str(tasks_root),
-                        "PROBE_EXPERIMENTS": str(tmp_path / "workspace_cpu_cursor"), "PROBE_OTHER_RUN": str(other_run),
-                        "PROBE_OUTSIDE": str(tmp_path / "outside.txt"), "CURSOR_API_KEY": "k",
-                        "PROBE_READ_ONLY": str(Path(sys.executable).parent / "aka_probe_escape")}.items():
+    for name, value in {
+        AGENT_CLI_DIR_ENV: str(tmp_path / "none"),
+        "PROBE_TASKS_ROOT": str(tasks_root),
+        "PROBE_EXPERIMENTS": str(tmp_path / "workspace_cpu_cursor"),
+        "PROBE_OTHER_RUN": str(other_run),
+        "PROBE_OUTSIDE": str(tmp_path / "outside.txt"),
+        "CURSOR_API_KEY": "k",
+        "PROBE_READ_ONLY": str(Path(sys.executable).parent / "aka_probe_escape"),
+    }.items():
         monkeypatch.setenv(name, value)
     config = write_run_config(agent={"template": "cursor", "sandbox": "bwrap"}, tasks=["triton2triton/toy/b"])
     outcome = run_experiment(config)

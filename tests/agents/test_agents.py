@@ -16,10 +16,18 @@ from aka.results.task_result import AgentOutcome
 
 def _context(name: str, options: BaseModel, toy: Task, task: str = "fam/suite/t") -> AgentContext:
     baseline = BaselineRecord(task_name=task, task_identity="x", device="cpu", source=BaselineSource.SOURCE)
-    return AgentContext(agent_name=name, settings=AgentSettings(None, None, None, None), options=options,
-                        task_name=task, prompt="p", editable_files=("kernel.py", "sub/helper.py"),
-                        log_path=Path("/dev/null"), task=toy, device=DeviceInfo("cpu", "cpu", "cpu", None, 0),
-                        baseline=baseline)
+    return AgentContext(
+        agent_name=name,
+        settings=AgentSettings(None, None, None, None),
+        options=options,
+        task_name=task,
+        prompt="p",
+        editable_files=("kernel.py", "sub/helper.py"),
+        log_path=Path("/dev/null"),
+        task=toy,
+        device=DeviceInfo("cpu", "cpu", "cpu", None, 0),
+        baseline=baseline,
+    )
 
 
 def test_builtins_are_registered_with_configs() -> None:

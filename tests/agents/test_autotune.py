@@ -75,17 +75,30 @@ class Tuned:
 def autotune(tmp_path: Path, tasks_root: Path):
     """Run the agent directly on a toy task's fresh workspace copy, as the pipeline would."""
 
-    def run(task_dir: Path, max_iterations: int | None = None, timeout: float | None = None, margin: float = 0.01,
-            seed: int = 0) -> Tuned:
+    def run(
+        task_dir: Path,
+        max_iterations: int | None = None,
+        timeout: float | None = None,
+        margin: float = 0.01,
+        seed: int = 0,
+    ) -> Tuned:
         task = load_task(tasks_root, task_dir)
         workspace = tmp_path / f"ws_{task.slug}"
         work = workspace / "work"
         shutil.copytree(task_dir, work)
         baseline = BaselineRecord(task_name=task.name, task_identity="x", device="cpu", source=BaselineSource.SOURCE)
-        context = AgentContext(agent_name="autotune", settings=AgentSettings(None, None, max_iterations, timeout),
-                               options=AutotuneOptions(margin=margin, seed=seed), task_name=task.name, prompt="",
-                               editable_files=tuple(task.config.source_file_path), log_path=workspace / "agent.log",
-                               task=task, device=DeviceInfo("cpu", "cpu", "cpu", None, 0), baseline=baseline)
+        context = AgentContext(
+            agent_name="autotune",
+            settings=AgentSettings(None, None, max_iterations, timeout),
+            options=AutotuneOptions(margin=margin, seed=seed),
+            task_name=task.name,
+            prompt="",
+            editable_files=tuple(task.config.source_file_path),
+            log_path=workspace / "agent.log",
+            task=task,
+            device=DeviceInfo("cpu", "cpu", "cpu", None, 0),
+            baseline=baseline,
+        )
         outcome = get_agent("autotune").launch(context, task_dir, work)
         log_file = workspace / LOG_NAME
         log = TuningLog.model_validate_json(log_file.read_text()) if log_file.is_file() else None
@@ -96,9 +109,11 @@ def autotune(tmp_path: Path, tasks_root: Path):
 
 # ---- knobs -------------------------------------------------------------------------------------
 
+
 def test_python_knob_rewrite_touches_only_the_module_level_value() -> None:
-    text = ('s = "BLOCK = 1"\n# BLOCK = 2\nBLOCK: int = (\n    128\n)  # keep\nλ = "é"; X = 1\n'
-            '\ndef f():\n    BLOCK = 3\n')
+    text = (
+        's = "BLOCK = 1"\n# BLOCK = 2\nBLOCK: int = (\n    128\n)  # keep\nλ = "é"; X = 1\n\ndef f():\n    BLOCK = 3\n'
+    )
     assert read_knob(text, "BLOCK", "kernel.py") == 128
     assert write_knob(text, "BLOCK", 512, "kernel.py") == text.replace("    128\n", "    512\n")
     assert write_knob(text, "X", 2.5, "kernel.py").endswith('λ = "é"; X = 2.5\n\ndef f():\n    BLOCK = 3\n')
@@ -126,13 +141,18 @@ def test_define_knob_rewrite_keeps_comments_and_other_macros() -> None:
     assert rewritten == DEFINE_SOURCE.replace("#define THREADS 128  //", "#define THREADS 256  //")
     assert write_knob("#  define FLAG 0\r\n", "FLAG", True, "a.cuh") == "#  define FLAG 1\r\n"
     assert write_knob("#define T float /* type */\n", "T", "half", "a.h") == "#define T half /* type */\n"
-    for text, problem in [("#define MAX(a) a\n", "no `#define MAX value`"), ("#define N 1\n#define N 2\n", "2 `#"),
-                          ("#define N \\\n 1\n", "continues over lines"), ("#define N // none\n", "no value")]:
+    for text, problem in [
+        ("#define MAX(a) a\n", "no `#define MAX value`"),
+        ("#define N 1\n#define N 2\n", "2 `#"),
+        ("#define N \\\n 1\n", "continues over lines"),
+        ("#define N // none\n", "no value"),
+    ]:
         with pytest.raises(KnobError, match=problem):
             read_knob(text, text.split()[1].split("(")[0], "k.cu")
 
 
 # ---- search ------------------------------------------------------------------------------------
+
 
 def test_exhaustive_search_covers_the_grid_once_starting_from_the_start() -> None:
     space = SearchSpace.of(("A", "B"), [[1, 2, 2], [True, 1]], start=(3, True))
@@ -166,6 +186,7 @@ def test_margin_rule_ignores_small_gains_and_failures() -> None:
 
 # ---- the agent on toy tasks --------------------------------------------------------------------
 
+
 def test_finds_the_optimum_and_rejects_the_faster_wrong_variant(make_toy_task, write_run_config) -> None:
     make_toy_task("triton2triton/toy/grid", kernel=GRID_KERNEL, tunables=GRID_TUNABLES)
     outcome = run_experiment(write_run_config(agent={"template": "autotune", "max_iterations": 20}))
@@ -176,7 +197,8 @@ def test_finds_the_optimum_and_rejects_the_faster_wrong_variant(make_toy_task, w
     assert "chose BLOCK=64, WARPS=4" in (result.agent.message or "")
     (workspace,) = [p for p in outcome.run_dir.iterdir() if (p / LOG_NAME).is_file()]
     assert (workspace / "work/kernel.py").read_text() == GRID_KERNEL.replace("BLOCK = 16", "BLOCK = 64").replace(
-        "WARPS: int = 1", "WARPS: int = 4")
+        "WARPS: int = 1", "WARPS: int = 4"
+    )
     log = TuningLog.model_validate_json((workspace / LOG_NAME).read_text())
     assert log.strategy == "exhaustive" and len(log.variants) == 20 and log.speedup_reference == "baseline"
     assert log.best is not None and log.best.values == {"BLOCK": 64, "WARPS": 4}
@@ -188,8 +210,9 @@ def test_finds_the_optimum_and_rejects_the_faster_wrong_variant(make_toy_task, w
 
 
 def test_respects_max_iterations(make_toy_task, autotune) -> None:
-    tuned = autotune(make_toy_task("triton2triton/toy/grid", kernel=GRID_KERNEL, tunables=GRID_TUNABLES),
-                     max_iterations=6)
+    tuned = autotune(
+        make_toy_task("triton2triton/toy/grid", kernel=GRID_KERNEL, tunables=GRID_TUNABLES), max_iterations=6
+    )
     assert tuned.outcome.ok and tuned.outcome.exit_reason == "max_iterations" and tuned.outcome.limit == "turns"
     assert tuned.outcome.turns == len(tuned.log.variants)
     assert tuned.log.strategy.startswith("random") and len(tuned.log.variants) == 6
@@ -214,8 +237,9 @@ def test_stops_at_the_timeout_and_keeps_the_best_so_far(make_toy_task, autotune)
 
 
 @pytest.mark.parametrize(("margin", "chosen"), [(0.01, 4.0), (0.001, 3.98)])
-def test_margin_decides_whether_a_small_gain_replaces_the_start(make_toy_task, autotune, margin: float,
-                                                               chosen: float) -> None:
+def test_margin_decides_whether_a_small_gain_replaces_the_start(
+    make_toy_task, autotune, margin: float, chosen: float
+) -> None:
     task = make_toy_task("triton2triton/toy/noise", tunables=[{"name": "TIME_MS", "values": [3.98]}])
     tuned = autotune(task, margin=margin)
     assert tuned.outcome.exit_reason == "exhausted" and len(tuned.log.variants) == 2
@@ -224,8 +248,12 @@ def test_margin_decides_whether_a_small_gain_replaces_the_start(make_toy_task, a
 
 
 def test_rewrites_a_define_in_a_cuda_like_file(make_toy_task, autotune) -> None:
-    task = make_toy_task("cuda2cuda/toy/define", kernel=DEFINE_KERNEL, source_file_path=["kernel.py", "launch.cu"],
-                         tunables=[{"name": "THREADS", "file": "launch.cu", "values": [256, 512, 2048]}])
+    task = make_toy_task(
+        "cuda2cuda/toy/define",
+        kernel=DEFINE_KERNEL,
+        source_file_path=["kernel.py", "launch.cu"],
+        tunables=[{"name": "THREADS", "file": "launch.cu", "values": [256, 512, 2048]}],
+    )
     (task / "launch.cu").write_text(DEFINE_SOURCE)
     tuned = autotune(task)
     assert tuned.outcome.files_changed == ["launch.cu"]

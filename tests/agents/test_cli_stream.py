@@ -35,21 +35,31 @@ def _claude(message: str, *blocks: JsonEvent) -> JsonEvent:
 def test_claude_turns_are_its_messages_not_its_num_turns() -> None:
     """One response printed block by block is one turn; `num_turns` (one more) is not used."""
     use = {"type": "tool_use", "id": "t1", "name": "Bash"}
-    events = [{"type": "system", "subtype": "init"}, _claude("m1", {"type": "text", "text": "Let me look."}),
-              _claude("m1", use), {"type": "user", "message": {"content": [{"type": "tool_result",
-                                                                            "tool_use_id": "t1"}]}},
-              _claude("m2", {"type": "text", "text": "Done."}), {"type": "result", "num_turns": 3}]
+    events = [
+        {"type": "system", "subtype": "init"},
+        _claude("m1", {"type": "text", "text": "Let me look."}),
+        _claude("m1", use),
+        {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1"}]}},
+        _claude("m2", {"type": "text", "text": "Done."}),
+        {"type": "result", "num_turns": 3},
+    ]
     assert _fed(claude_marks, events) == (2, [1])
 
 
 def test_gemini_turns_are_runs_of_model_output() -> None:
     events: list[JsonEvent] = [
-        {"type": "init"}, {"type": "message", "role": "user", "content": "task"},
+        {"type": "init"},
+        {"type": "message", "role": "user", "content": "task"},
         {"type": "message", "role": "assistant", "content": "Reading", "delta": True},
-        {"type": "tool_use", "tool_id": "a"}, {"type": "tool_use", "tool_id": "b"},
-        {"type": "tool_result", "tool_id": "a"}, {"type": "tool_result", "tool_id": "b"},
-        {"type": "tool_use", "tool_id": "c"}, {"type": "tool_result", "tool_id": "c"},
-        {"type": "message", "role": "assistant", "content": "Done", "delta": True}, {"type": "result"}]
+        {"type": "tool_use", "tool_id": "a"},
+        {"type": "tool_use", "tool_id": "b"},
+        {"type": "tool_result", "tool_id": "a"},
+        {"type": "tool_result", "tool_id": "b"},
+        {"type": "tool_use", "tool_id": "c"},
+        {"type": "tool_result", "tool_id": "c"},
+        {"type": "message", "role": "assistant", "content": "Done", "delta": True},
+        {"type": "result"},
+    ]
     assert _fed(gemini_marks, events) == (3, [1, 2])
 
 
@@ -60,26 +70,48 @@ def _item(kind: str, item_id: str, item_type: str = "command_execution") -> Json
 def test_codex_turns_are_tool_steps() -> None:
     """A command that outlived its yield (handed back to the model running) completes late: the
     next call is still a step of its own; reasoning belongs to the call after it."""
-    events = [{"type": "turn.started"}, _item("started", "0"), _item("started", "1"), _item("completed", "1"),
-              _item("completed", "r", "reasoning"), _item("started", "2"), _item("completed", "2"),
-              _item("completed", "0"), _item("completed", "3", "file_change"),
-              _item("completed", "m", "agent_message"), {"type": "turn.completed"}]
+    events = [
+        {"type": "turn.started"},
+        _item("started", "0"),
+        _item("started", "1"),
+        _item("completed", "1"),
+        _item("completed", "r", "reasoning"),
+        _item("started", "2"),
+        _item("completed", "2"),
+        _item("completed", "0"),
+        _item("completed", "3", "file_change"),
+        _item("completed", "m", "agent_message"),
+        {"type": "turn.completed"},
+    ]
     assert _fed(codex_marks, events) == (5, [2, 3, 4])
 
 
 def test_opencode_turns_are_its_steps() -> None:
     def step(reason: str) -> list[JsonEvent]:
-        return [{"type": "step_start", "part": {}}, {"type": "tool_use", "part": {}},
-                {"type": "step_finish", "part": {"reason": reason}}]
+        return [
+            {"type": "step_start", "part": {}},
+            {"type": "tool_use", "part": {}},
+            {"type": "step_finish", "part": {"reason": reason}},
+        ]
+
     assert _fed(opencode_marks, [*step("tool-calls"), *step("tool-calls"), *step("stop")]) == (3, [1, 2])
 
 
 def test_cursor_parallel_calls_are_one_turn() -> None:
     def call(subtype: str, call_id: str) -> JsonEvent:
         return {"type": "tool_call", "subtype": subtype, "call_id": call_id}
-    events = [{"type": "assistant"}, call("started", "a"), call("started", "b"), call("completed", "a"),
-              call("completed", "b"), call("started", "c"), call("completed", "c"), {"type": "assistant"},
-              {"type": "result"}]
+
+    events = [
+        {"type": "assistant"},
+        call("started", "a"),
+        call("started", "b"),
+        call("completed", "a"),
+        call("completed", "b"),
+        call("started", "c"),
+        call("completed", "c"),
+        {"type": "assistant"},
+        {"type": "result"},
+    ]
     assert _fed(cursor_marks, events) == (3, [1, 2])
 
 
@@ -98,8 +130,12 @@ STEPS = textwrap.dedent("""\
 def test_the_stream_ends_the_process_group_at_the_turn_limit(tmp_path: Path, limit: int | None) -> None:
     transcript = tmp_path / "transcript.jsonl"
     stream = EventStream(transcript, TurnCounter(opencode_marks), limit)
-    child = subprocess.Popen([sys.executable, "-c", STEPS, str(tmp_path)], stdout=stream.write_fd,
-                             start_new_session=True, pass_fds=(stream.write_fd,))
+    child = subprocess.Popen(
+        [sys.executable, "-c", STEPS, str(tmp_path)],
+        stdout=stream.write_fd,
+        start_new_session=True,
+        pass_fds=(stream.write_fd,),
+    )
     stream.watch(child.pid)
     child.wait(timeout=60)
     events = stream.close()

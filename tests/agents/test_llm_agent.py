@@ -50,8 +50,7 @@ def model_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerFactory]:
 
 def _agent(base_url: str, api: str = "chat_completions", **extra: object) -> dict[str, object]:
     url = base_url + ("/v1" if api == "chat_completions" else "")
-    return {"template": "llm", "api": api, "base_url": url, "model": "scripted-model", "api_key_env": KEY_ENV,
-            **extra}
+    return {"template": "llm", "api": api, "base_url": url, "model": "scripted-model", "api_key_env": KEY_ENV, **extra}
 
 
 def _run(make_toy_task, write_run_config, agent: dict[str, object]) -> tuple[TaskResult, AgentOutcome, Path]:
@@ -83,11 +82,15 @@ def _header(request: RecordedRequest, name: str) -> str | None:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_model_edits_evaluates_and_finishes(api: str, model_server: ServerFactory, make_toy_task, write_run_config,
-                                            tmp_path: Path) -> None:
-    server = model_server(Reply.tool("read_file", path="kernel.py"),
-                          Reply.tool("edit_file", path="kernel.py", old_string=OLD, new_string=NEW),
-                          Reply.tool("run_evaluation"), Reply.tool("finish", summary="Halved TIME_MS."))
+def test_model_edits_evaluates_and_finishes(
+    api: str, model_server: ServerFactory, make_toy_task, write_run_config, tmp_path: Path
+) -> None:
+    server = model_server(
+        Reply.tool("read_file", path="kernel.py"),
+        Reply.tool("edit_file", path="kernel.py", old_string=OLD, new_string=NEW),
+        Reply.tool("run_evaluation"),
+        Reply.tool("finish", summary="Halved TIME_MS."),
+    )
     result, agent, workspace = _run(make_toy_task, write_run_config, _agent(server.base_url, api))
 
     assert (result.status, result.failure_kind) == (TaskStatus.PASS, FailureKind.NONE)
@@ -98,8 +101,14 @@ def test_model_edits_evaluates_and_finishes(api: str, model_server: ServerFactor
 
     requests = server.agent_requests
     assert len(requests) == 4 and all(r.model == "scripted-model" for r in requests)
-    assert set(requests[0].tool_names) == {"list_files", "read_file", "write_file", "edit_file", "run_evaluation",
-                                           "finish"}
+    assert set(requests[0].tool_names) == {
+        "list_files",
+        "read_file",
+        "write_file",
+        "edit_file",
+        "run_evaluation",
+        "finish",
+    }
     assert "toy_kernel" in json.dumps(requests[0].body["messages"][-1])
     assert OLD in _tool_results(requests[1])[-1]
     assert _tool_results(requests[2])[-1] == "edited kernel.py"
@@ -124,12 +133,18 @@ def test_model_edits_evaluates_and_finishes(api: str, model_server: ServerFactor
     assert [m for body in sent for m in body["messages"]] == requests[-1].body["messages"]
     assert sent[0]["tools"] == requests[0].body["tools"] and "tools" not in sent[1]
     assert (workspace / "llm_evaluations" / "001" / "candidate" / "kernel.py").read_text().count(NEW) == 1
-    assert sorted(p.name for p in (workspace / "work").iterdir()) == [".aka_baseline", "config.yaml", "harness.py",
-                                                                      "kernel.py", "send.py"]
+    assert sorted(p.name for p in (workspace / "work").iterdir()) == [
+        ".aka_baseline",
+        "config.yaml",
+        "harness.py",
+        "kernel.py",
+        "send.py",
+    ]
 
 
-def test_file_tools_stay_in_the_workspace(model_server: ServerFactory, make_toy_task, write_run_config,
-                                          tmp_path: Path) -> None:
+def test_file_tools_stay_in_the_workspace(
+    model_server: ServerFactory, make_toy_task, write_run_config, tmp_path: Path
+) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("secret")
@@ -152,10 +167,13 @@ def test_file_tools_stay_in_the_workspace(model_server: ServerFactory, make_toy_
         Reply.tool("write_file", path="harness.py", content="raise SystemExit(0)\n"),
         Reply.tool("write_file", path="../x", content="x"),
         lambda r: Reply.tool("write_file", path=str(_work(tmp_path) / "kernel.py"), content="VALUE = 0\n"),
-        plant_symlinks, restore_kernel,
+        plant_symlinks,
+        restore_kernel,
         Reply.tool("edit_file", path="kernel.py", old_string="NOT THERE", new_string="x"),
-        Reply.tool("write_file", raw='{"path": "kernel.py", '), Reply.tool("bash", command="cat /etc/passwd"),
-        Reply.tool("finish", summary="tried to escape"))
+        Reply.tool("write_file", raw='{"path": "kernel.py", '),
+        Reply.tool("bash", command="cat /etc/passwd"),
+        Reply.tool("finish", summary="tried to escape"),
+    )
     result, agent, workspace = _run(make_toy_task, write_run_config, _agent(server.base_url))
 
     errors = _tool_results(server.agent_requests[-1])
@@ -177,8 +195,9 @@ def test_file_tools_stay_in_the_workspace(model_server: ServerFactory, make_toy_
 
 def test_max_iterations_stops_the_loop(model_server: ServerFactory, make_toy_task, write_run_config) -> None:
     """The same outcome as every CLI agent's under max_iterations 3 (tests/agents/test_agent_clis.py)."""
-    server = model_server(Reply.tool("read_file", path="kernel.py"), Reply.tool("list_files"),
-                          *[Reply.tool("run_evaluation")] * 5)
+    server = model_server(
+        Reply.tool("read_file", path="kernel.py"), Reply.tool("list_files"), *[Reply.tool("run_evaluation")] * 5
+    )
     result, agent, workspace = _run(make_toy_task, write_run_config, _agent(server.base_url, max_iterations=3))
     assert len(server.agent_requests) == 3
     assert (agent.ok, agent.exit_reason, agent.limit, agent.turns) == (True, "max_iterations", "turns", 3)
@@ -209,8 +228,10 @@ def test_timeout_when_the_model_never_answers(model_server: ServerFactory, make_
 
 
 def test_an_agent_that_edited_before_its_timeout_is_judged_on_its_edit(
-        model_server: ServerFactory, make_toy_task, write_run_config) -> None:
+    model_server: ServerFactory, make_toy_task, write_run_config
+) -> None:
     """A timeout after the model has worked is how the loop ends, not a failure: its edit is evaluated."""
+
     def never_in_time(request: RecordedRequest) -> Reply:
         time.sleep(30)
         return Reply.tool("finish", summary="late")
@@ -255,8 +276,9 @@ class _TricklingServer:
         self.httpd.server_close()
 
 
-def test_a_server_that_trickles_its_answer_is_cut_off_at_the_deadline(make_toy_task, write_run_config,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_server_that_trickles_its_answer_is_cut_off_at_the_deadline(
+    make_toy_task, write_run_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
     server = _TricklingServer()
     try:
@@ -271,8 +293,9 @@ def test_a_server_that_trickles_its_answer_is_cut_off_at_the_deadline(make_toy_t
 
 def test_request_timeout_is_an_api_error(model_server: ServerFactory, make_toy_task, write_run_config) -> None:
     server = model_server(hang=True)
-    result, agent, _ = _run(make_toy_task, write_run_config,
-                            _agent(server.base_url, timeout_seconds=60, request_timeout_seconds=1))
+    result, agent, _ = _run(
+        make_toy_task, write_run_config, _agent(server.base_url, timeout_seconds=60, request_timeout_seconds=1)
+    )
     assert (agent.ok, agent.exit_reason) == (False, "api_error")
     assert "request_timeout_seconds=1" in (agent.message or "")
     assert result.failure_kind is FailureKind.AGENT_ERROR
@@ -303,14 +326,18 @@ class _BrokenServer:
         self.httpd.server_close()
 
 
-@pytest.mark.parametrize(("api", "status", "body", "expected"), [
-    ("chat_completions", 500, b'{"error": {"message": "overloaded"}}', "HTTP 500.*overloaded"),
-    ("chat_completions", 200, b"this is not json{", "not JSON"),
-    ("chat_completions", 200, b'{"id": "x", "choices": []}', "no choices"),
-    ("anthropic", 200, b'{"type": "error", "error": {"type": "overloaded_error"}}', "overloaded_error"),
-])
-def test_broken_server_is_an_api_error(api: str, status: int, body: bytes, expected: str, make_toy_task,
-                                       write_run_config, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("api", "status", "body", "expected"),
+    [
+        ("chat_completions", 500, b'{"error": {"message": "overloaded"}}', "HTTP 500.*overloaded"),
+        ("chat_completions", 200, b"this is not json{", "not JSON"),
+        ("chat_completions", 200, b'{"id": "x", "choices": []}', "no choices"),
+        ("anthropic", 200, b'{"type": "error", "error": {"type": "overloaded_error"}}', "overloaded_error"),
+    ],
+)
+def test_broken_server_is_an_api_error(
+    api: str, status: int, body: bytes, expected: str, make_toy_task, write_run_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
     server = _BrokenServer(status, body)
     try:
@@ -332,19 +359,35 @@ def test_protocols_keep_what_the_server_needs_back() -> None:
     assert (body["max_tokens"], body["temperature"], body["reasoning_effort"]) == (100, 0.2, "high")
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     calls = [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{not json"}}]
-    turn = chat.parse({"choices": [{"message": {"role": "assistant", "content": None, "reasoning_content": "hmm",
-                                                "tool_calls": calls}, "finish_reason": "tool_calls"}],
-                       "usage": {"prompt_tokens": 7, "completion_tokens": 3}})
+    turn = chat.parse(
+        {
+            "choices": [
+                {
+                    "message": {"role": "assistant", "content": None, "reasoning_content": "hmm", "tool_calls": calls},
+                    "finish_reason": "tool_calls",
+                }
+            ],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+        }
+    )
     assert (turn.input_tokens, turn.output_tokens, turn.stop_reason) == (7, 3, "tool_calls")
     assert turn.calls[0].arguments is None and turn.calls[0].raw_arguments == "{not json"
     assert chat.messages[-1]["reasoning_content"] == "hmm" and chat.messages[-1]["tool_calls"][0]["id"] == "c1"
 
     anthropic = AnthropicMessages("https://api.anthropic.com/v1", settings, "sys", "task", TOOL_SPECS)
     assert anthropic.url == "https://api.anthropic.com/v1/messages" and "reasoning_effort" not in anthropic.body()
-    content = [{"type": "thinking", "thinking": "hmm", "signature": "sig"},
-               {"type": "tool_use", "id": "t1", "name": "list_files", "input": {}}]
-    turn = anthropic.parse({"type": "message", "content": content, "stop_reason": "tool_use",
-                            "usage": {"input_tokens": 5, "cache_read_input_tokens": 10, "output_tokens": 2}})
+    content = [
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+        {"type": "tool_use", "id": "t1", "name": "list_files", "input": {}},
+    ]
+    turn = anthropic.parse(
+        {
+            "type": "message",
+            "content": content,
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 5, "cache_read_input_tokens": 10, "output_tokens": 2},
+        }
+    )
     assert (turn.input_tokens, turn.output_tokens, turn.calls[0].arguments) == (15, 2, {})
     assert anthropic.messages[-1] == {"role": "assistant", "content": content}
 

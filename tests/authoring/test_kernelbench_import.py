@@ -82,8 +82,9 @@ class ModelNew(Model):
     def forward(self, *args):
         return torch.zeros_like(super().forward(*args))
 """
-NAN_SOLUTION = ZEROS_SOLUTION.replace("torch.zeros_like(super().forward(*args))",
-                                      "torch.full_like(super().forward(*args), float('nan'))")
+NAN_SOLUTION = ZEROS_SOLUTION.replace(
+    "torch.zeros_like(super().forward(*args))", "torch.full_like(super().forward(*args), float('nan'))"
+)
 PROBLEMS = {
     "19_ReLU.py": """
         import torch
@@ -204,8 +205,16 @@ PROBLEMS = {
             return []
         """,
 }
-VALID = {"19_relu", "linear_bias", "fused_mul_add", "13_symmetricmatmul", "15_triangularmatmul", "100_hingeloss",
-         "98_kldivloss", "12_scale_bias_relu"}
+VALID = {
+    "19_relu",
+    "linear_bias",
+    "fused_mul_add",
+    "13_symmetricmatmul",
+    "15_triangularmatmul",
+    "100_hingeloss",
+    "98_kldivloss",
+    "12_scale_bias_relu",
+}
 
 
 @pytest.fixture
@@ -257,8 +266,9 @@ def _judge(task_dir: Path, family: str, kernel: str | None = None) -> StepResult
     if kernel is not None:
         (task_dir / "kernel.py").write_text(kernel)
     harness = _harness(task_dir)
-    return judge_step(harness.TASK, StepContext.from_env("correctness", {"AKA_DEVICE": "cpu",
-                                                                         "AKA_TASK_FAMILY": family}))
+    return judge_step(
+        harness.TASK, StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": family})
+    )
 
 
 @pytest.fixture
@@ -269,8 +279,9 @@ def imported(problems: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.parametrize("name", sorted(VALID))
-def test_reference_passes_and_zeros_and_nan_fail(imported: dict[str, Path], name: str,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reference_passes_and_zeros_and_nan_fail(
+    imported: dict[str, Path], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The untouched ModelNew (the reference's forward) is correct; a zeros and a NaN kernel are not."""
     task_dir = imported[name]
     monkeypatch.chdir(task_dir)
@@ -288,8 +299,9 @@ def test_policy_rejects_the_untouched_model_new(imported: dict[str, Path], monke
     assert policy.status == "failed" and "policy" in str(policy.failure_kind) + (policy.message or "")
 
 
-def test_template_solution_with_weights_in_init_passes_the_policy(imported: dict[str, Path],
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_template_solution_with_weights_in_init_passes_the_policy(
+    imported: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A level-2 ModelNew builds its weights (randn, uniform_) in __init__: not the policed call."""
     task_dir = imported["12_scale_bias_relu"]
     monkeypatch.chdir(task_dir)
@@ -301,6 +313,7 @@ def test_template_solution_with_weights_in_init_passes_the_policy(imported: dict
 
 def test_inputs_are_the_problems_own_per_seed(imported: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """torch.manual_seed(seed) then get_inputs(): structure kept, a new draw per seed, the same per seed."""
+
     def inputs(name: str, seed: int) -> tuple[torch.Tensor, ...]:
         monkeypatch.chdir(imported[name])
         harness = _harness(imported[name])
@@ -325,8 +338,14 @@ def test_tolerance_override(problems: Path, tmp_path: Path) -> None:
     assert parse_tolerances(["float32=2e-4"])["float32"] == 2e-4 and parse_tolerances([])["float16"] == 1e-2
     with pytest.raises(AkaError, match="float64=1"):
         parse_tolerances(["float64=1"])
-    result = import_kernelbench(problems, "torch2triton", tmp_path / "tasks", level=1, probe=False,
-                                tolerances=parse_tolerances(["float32=2e-4"]))
+    result = import_kernelbench(
+        problems,
+        "torch2triton",
+        tmp_path / "tasks",
+        level=1,
+        probe=False,
+        tolerances=parse_tolerances(["float32=2e-4"]),
+    )
     harness = (result.created[0] / "harness.py").read_text()
     assert "torch.float32: Tolerance(0.0002, 0.0002)" in harness and "(set at import)" in harness
 
@@ -343,7 +362,8 @@ def test_import_report_records_bad_references(tmp_path: Path) -> None:
     folder = tmp_path / "kb"
     folder.mkdir()
     for name, expression in BAD_PROBLEMS.items():
-        (folder / name).write_text(textwrap.dedent(f"""
+        (folder / name).write_text(
+            textwrap.dedent(f"""
             import torch
             import torch.nn as nn
 
@@ -356,7 +376,8 @@ def test_import_report_records_bad_references(tmp_path: Path) -> None:
 
             def get_init_inputs():
                 return []
-            """))
+            """)
+        )
     result = import_kernelbench(folder, "torch2triton", tmp_path / "tasks")
     assert len(result.created) == 4 and result.report is not None
     report = yaml.safe_load(result.report.read_text())
@@ -368,8 +389,9 @@ def test_import_report_records_bad_references(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-def test_torch2cuda_compile_step_builds_kernel_cu(problems: Path, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_torch2cuda_compile_step_builds_kernel_cu(
+    problems: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     result = import_kernelbench(problems, "torch2cuda", tmp_path / "tasks", level=1, probe=False)
     task_dir = next(p for p in result.created if p.name == "19_relu")
     monkeypatch.chdir(task_dir)
@@ -388,13 +410,30 @@ def test_cli_import_with_a_tolerance_and_without_the_probe(problems: Path, tmp_p
     from aka.cli import app
 
     out = tmp_path / "tasks"
-    done = CliRunner().invoke(app, ["import", "kernelbench", str(problems), "--family", "torch2triton", "--level", "1",
-                                    "--out", str(out), "--tolerance", "float16=5e-3", "--no-probe"])
+    done = CliRunner().invoke(
+        app,
+        [
+            "import",
+            "kernelbench",
+            str(problems),
+            "--family",
+            "torch2triton",
+            "--level",
+            "1",
+            "--out",
+            str(out),
+            "--tolerance",
+            "float16=5e-3",
+            "--no-probe",
+        ],
+    )
     assert done.exit_code == 0, done.output
     assert f"{len(VALID)} tasks written, 1 files skipped" in done.output
     harness = (out / "torch2triton" / "kernelbench_level1" / "19_relu" / "harness.py").read_text()
     assert "torch.float16: Tolerance(0.005, 0.005)" in harness and "torch.float32: Tolerance(0.0001, 0.0001)" in harness
     assert not (out / "torch2triton" / "kernelbench_level1" / "import_report.yaml").exists()
-    bad = CliRunner().invoke(app, ["import", "kernelbench", str(problems), "--family", "torch2triton",
-                                   "--out", str(out), "--tolerance", "lots"])
+    bad = CliRunner().invoke(
+        app,
+        ["import", "kernelbench", str(problems), "--family", "torch2triton", "--out", str(out), "--tolerance", "lots"],
+    )
     assert bad.exit_code != 0 and "--tolerance lots: not a number" in bad.output

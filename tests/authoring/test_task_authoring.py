@@ -23,8 +23,13 @@ def test_triton_scaffold_passes_every_check(tmp_path: Path) -> None:
     config = load_task_config(task_dir)
     assert config.hidden_files == ["heldout.py"] and config.tunables[0].name == "BLOCK_SIZE"
     checks = check_task(tmp_path, task_dir, CPU)
-    assert [c.name for c in checks] == ["config", "target kernels defined", "baseline", "noop candidate",
-                                        "held-out cases (noop candidate)"]
+    assert [c.name for c in checks] == [
+        "config",
+        "target kernels defined",
+        "baseline",
+        "noop candidate",
+        "held-out cases (noop candidate)",
+    ]
     assert all(c.ok for c in checks), checks
 
 

@@ -45,8 +45,9 @@ def test_power_matches_the_noncentral_t_reference_and_inverts() -> None:
 
 
 def test_repeats_needed_is_the_first_sufficient_k_or_none() -> None:
-    parts = ab_stats.VarianceParts(diff_variance=0.03, within_a=0.02, within_b=0.02, within_diff=0.04,
-                                   between=0.001, repeats=2)
+    parts = ab_stats.VarianceParts(
+        diff_variance=0.03, within_a=0.02, within_b=0.02, within_diff=0.04, between=0.001, repeats=2
+    )
     k = ab_stats.repeats_needed(parts, 0.05, 30)
     assert k is not None and k > 1
     sd_k, sd_before = ab_stats.diff_sd_at(parts, k), ab_stats.diff_sd_at(parts, k - 1)
@@ -94,12 +95,14 @@ def test_repeats_are_clustered_on_their_task() -> None:
     for arm in (control, treatment):
         arm.attempts = arm.attempts + [a.__class__(**{**a.__dict__, "repeat": a.repeat + 2}) for a in arm.attempts]
     twice = compare_pair(control, treatment, options)
-    assert (twice.log_speedup.low, twice.log_speedup.high) == pytest.approx((once.log_speedup.low,
-                                                                             once.log_speedup.high))
+    assert (twice.log_speedup.low, twice.log_speedup.high) == pytest.approx(
+        (once.log_speedup.low, once.log_speedup.high)
+    )
 
 
-@pytest.mark.parametrize("scenario", [Scenario("A/A", tasks=30, repeats=2),
-                                      Scenario("A/B", tasks=30, repeats=2, effect=0.08)])
+@pytest.mark.parametrize(
+    "scenario", [Scenario("A/A", tasks=30, repeats=2), Scenario("A/B", tasks=30, repeats=2, effect=0.08)]
+)
 def test_intervals_cover_and_tests_hold_their_level_in_simulation(scenario: Scenario) -> None:
     """300 simulated experiments: a binomial SE of about 1.3 points on coverage, 1.3 on the A/A level."""
     calibration = calibrate(scenario, 300, seed=11, bootstrap_resamples=400)

@@ -19,14 +19,27 @@ from aka.run.layout import MANIFEST_NAME
 runner = CliRunner()
 
 
-def _result(task: str, speedup: float | None, arm: str | None = None, repeat: int | None = None,
-            ci: float = 0.01, status: TaskStatus | None = None) -> TaskResult:
+def _result(
+    task: str,
+    speedup: float | None,
+    arm: str | None = None,
+    repeat: int | None = None,
+    ci: float = 0.01,
+    status: TaskStatus | None = None,
+) -> TaskResult:
     correct = speedup is not None
     return TaskResult(
-        task_name=task, task_type=task.split("/")[0], pass_compilation=True, pass_correctness=correct,
-        speedup_ratio=speedup, speedup_ci_low=speedup * (1 - ci) if speedup else None,
-        speedup_ci_high=speedup * (1 + ci) if speedup else None, score=120 + 100 * speedup if speedup else 20.0,
-        status=status or (TaskStatus.PASS if correct else TaskStatus.PARTIAL), arm=arm, repeat=repeat,
+        task_name=task,
+        task_type=task.split("/")[0],
+        pass_compilation=True,
+        pass_correctness=correct,
+        speedup_ratio=speedup,
+        speedup_ci_low=speedup * (1 - ci) if speedup else None,
+        speedup_ci_high=speedup * (1 + ci) if speedup else None,
+        score=120 + 100 * speedup if speedup else 20.0,
+        status=status or (TaskStatus.PASS if correct else TaskStatus.PARTIAL),
+        arm=arm,
+        repeat=repeat,
         cases=[CaseTiming(id="c1", speedup=speedup)],
     )
 
@@ -47,8 +60,11 @@ TASKS = [f"triton2triton/s/t{i:02d}" if i % 2 else f"cuda2cuda/s/t{i:02d}" for i
 def test_two_single_arm_runs_compare_paired_on_the_task(tmp_path: Path) -> None:
     base = [1.0 + 0.1 * i for i in range(12)]
     a = _run(tmp_path, "run_20261202_000000_a", [_result(t, s) for t, s in zip(TASKS, base, strict=True)])
-    b = _run(tmp_path, "run_20261202_000001_b",
-             [_result(t, s * (1.2 if i != 3 else 1.0)) for i, (t, s) in enumerate(zip(TASKS, base, strict=True))])
+    b = _run(
+        tmp_path,
+        "run_20261202_000001_b",
+        [_result(t, s * (1.2 if i != 3 else 1.0)) for i, (t, s) in enumerate(zip(TASKS, base, strict=True))],
+    )
     comparison = compare_arms(load_arms([a, b]))
     pair = comparison.pairs[0]
     assert (pair.control, pair.treatment, pair.tasks) == ("run_20261202_000000_a", "run_20261202_000001_b", 12)
@@ -128,8 +144,10 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
         load_arms([a])
     with pytest.raises(CompareError, match="'run_a' is given twice"):
         load_arms([a, b], ["run_a", "run_a"])
-    multi = [_run(tmp_path / str(i), "run_m", [_result(TASKS[0], 1.0, arm=arm, repeat=1) for arm in ("x", "y")])
-             for i in (1, 2)]
+    multi = [
+        _run(tmp_path / str(i), "run_m", [_result(TASKS[0], 1.0, arm=arm, repeat=1) for arm in ("x", "y")])
+        for i in (1, 2)
+    ]
     with pytest.raises(CompareError, match="'x' names several arms"):
         load_arms(multi, ["x", "y"])
     assert [a.label for a in load_arms(multi, ["2/run_m:x", "1/run_m:x"])] == ["2/run_m:x", "1/run_m:x"]
@@ -140,8 +158,12 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
 
 def test_cli_writes_json_markdown_and_plots(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    a = _run(tmp_path, "run_a", [_result(t, 1.0 + 0.05 * i, arm="A", repeat=1) for i, t in enumerate(TASKS)]
-             + [_result(t, 1.3 + 0.05 * i, arm="B", repeat=1) for i, t in enumerate(TASKS)])
+    a = _run(
+        tmp_path,
+        "run_a",
+        [_result(t, 1.0 + 0.05 * i, arm="A", repeat=1) for i, t in enumerate(TASKS)]
+        + [_result(t, 1.3 + 0.05 * i, arm="B", repeat=1) for i, t in enumerate(TASKS)],
+    )
     out = tmp_path / "cmp"
     done = runner.invoke(app, ["compare", str(a), "--format", "json", "--out", str(out)])
     assert done.exit_code == 0, done.output
@@ -157,9 +179,13 @@ def test_cli_writes_json_markdown_and_plots(tmp_path: Path) -> None:
 
 def test_a_tie_is_a_difference_inside_the_recorded_timing_intervals(tmp_path: Path) -> None:
     """2% apart with +-2% intervals: a tie for one attempt each, a win once four repeats narrow the means."""
+
     def run(name: str, speedup: float, repeats: int) -> Path:
-        return _run(tmp_path / str(repeats), name, [_result(t, speedup, ci=0.02, arm="x", repeat=k)
-                                                    for t in TASKS[:3] for k in range(1, repeats + 1)])
+        return _run(
+            tmp_path / str(repeats),
+            name,
+            [_result(t, speedup, ci=0.02, arm="x", repeat=k) for t in TASKS[:3] for k in range(1, repeats + 1)],
+        )
 
     for repeats, outcome in ((1, "tie"), (4, "win")):
         pair = compare_arms(load_arms([run("a", 1.0, repeats), run("b", 1.02, repeats)])).pairs[0]

@@ -22,8 +22,15 @@ pytestmark = pytest.mark.slow
 
 def _aka(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "aka.cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "aka.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_a_folder_of_original_tasks_runs_unchanged(tmp_path: Path) -> None:
@@ -33,10 +40,18 @@ def test_a_folder_of_original_tasks_runs_unchanged(tmp_path: Path) -> None:
     broken = vllm_task(root, "triton2triton/vllm/broken")
     (broken / "source/toy_scale.py").unlink()  # its config names a file that is not there
     vllm_task(root, "triton2triton/vllm/amd_only", platform_support={"required_arch": ["gfx942", "gfx950"]})
-    rocmbench_task(root, "triton2triton/rocmbench/easy/test_blocks", target_kernel_functions=["add_kernel"],
-                   triton_versions="<1.0")
-    config = {"agent": {"template": "noop"}, "tasks": ["all"], "target_gpu_model": "auto", "tasks_root": str(root),
-              "log_directory": "logs", "workspace_directory_prefix": "workspace", "report_format": "original"}
+    rocmbench_task(
+        root, "triton2triton/rocmbench/easy/test_blocks", target_kernel_functions=["add_kernel"], triton_versions="<1.0"
+    )
+    config = {
+        "agent": {"template": "noop"},
+        "tasks": ["all"],
+        "target_gpu_model": "auto",
+        "tasks_root": str(root),
+        "log_directory": "logs",
+        "workspace_directory_prefix": "workspace",
+        "report_format": "original",
+    }
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
 
     done = _aka("run", "run.yaml", cwd=tmp_path)
@@ -52,7 +67,8 @@ def test_a_folder_of_original_tasks_runs_unchanged(tmp_path: Path) -> None:
     assert "the task cannot be loaded" in str(infra.failure_message) and "does not exist" in str(infra.failure_message)
     manifest = json.loads((run_dir / "run_manifest.json").read_text())
     assert manifest["dropped_tasks"]["triton2triton/vllm/amd_only"].startswith(
-        "requires gfx942 or gfx950 (an AMD GPU architecture)")
+        "requires gfx942 or gfx950 (an AMD GPU architecture)"
+    )
     assert manifest["dropped_tasks"]["triton2triton/rocmbench/easy/test_blocks"].startswith("needs Triton <1.0")
     work = next(run_dir.glob("instruction2triton_rocmbench_test_toy_add_*/work"))
     assert "aka.compat.pytest_bench" in (work / "performance_utils_pytest.py").read_text()  # the agent's runs work
@@ -63,7 +79,8 @@ def test_a_folder_of_original_tasks_runs_unchanged(tmp_path: Path) -> None:
     breakdown = json.loads((reports / "task_type_breakdown.json").read_text())
     assert breakdown["agent"] == "noop" and breakdown["target_gpu"] == "cpu"
     assert breakdown["overall"]["total_tasks"] == 3 and breakdown["overall"]["correctness_pass_rate"] == pytest.approx(
-        200 / 3)
+        200 / 3
+    )
     text = (reports / "overall_report.txt").read_text()
     assert text.startswith("=" * 80 + "\nAgentKernelArena Task Results Report\n")
     assert "         Error: infra_error: the task cannot be loaded" in text

@@ -38,8 +38,14 @@ def test_helpers_are_materialized_where_the_task_expects_them(tmp_path: Path) ->
     assert sorted(materialize_helpers(task, {"source/toy_scale.py"})) == sorted(files)
     assert helper_files(task, {"scripts/task_runner.py"}).get("scripts/task_runner.py") is None  # editable: untouched
     probe = "import performance_utils_pytest as p; print(p.do_bench_config(1, 2))"
-    done = subprocess.run([sys.executable, "-c", probe], cwd=task, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin"}, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=task,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        check=False,
+    )
     assert done.stdout.strip() == "BenchConfig(warm_up=1, repetition=2)", done.stderr  # imports aka by itself
     (task / "scripts/task_runner.py").write_text("# >>> AKA-GENERATED: x >>>\nstub\n")
     with pytest.raises(HelperError, match="task_runner.py: invalid AKA-GENERATED helper markers"):
@@ -60,8 +66,10 @@ def _load(path: Path, name: str) -> ModuleType:
 @pytest.fixture
 def eval_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An evaluation directory: the candidate's `source/op.py`, the pristine one in `.aka_baseline/`."""
-    for rel, text in (("source/op.py", PRISTINE.replace("'pristine'", "'candidate'")),
-                      (".aka_baseline/source/op.py", PRISTINE)):
+    for rel, text in (
+        ("source/op.py", PRISTINE.replace("'pristine'", "'candidate'")),
+        (".aka_baseline/source/op.py", PRISTINE),
+    ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     monkeypatch.setenv(ENV_PAIRING, "1")
@@ -86,8 +94,10 @@ def test_twin_of_a_closure_over_the_editable_module(eval_dir: Path) -> None:
 
 def test_twin_of_a_lambda_in_an_editable_test_file(eval_dir: Path) -> None:
     """rocmbench: the lambda calls the kernel through the globals of its own (editable) file."""
-    test_file = "def add_kernel(out):\n    out.append(KIND)\n\n\nKIND = 'KIND_VALUE'\n\n\n" \
-                "def make(out):\n    return lambda: add_kernel(out)\n"
+    test_file = (
+        "def add_kernel(out):\n    out.append(KIND)\n\n\nKIND = 'KIND_VALUE'\n\n\n"
+        "def make(out):\n    return lambda: add_kernel(out)\n"
+    )
     (eval_dir / "test_add.py").write_text(test_file.replace("KIND_VALUE", "candidate"))
     (eval_dir / ".aka_baseline/test_add.py").write_text(test_file.replace("KIND_VALUE", "pristine"))
     out: list[str] = []
@@ -123,20 +133,26 @@ def test_symbol_scopes(tmp_path: Path) -> None:
         candidate.write_text(text)
         return scope_violations(scope, pristine, candidate)
 
-    faster = ADD_TEST_FILE.replace("    for i in range(len(x)):\n        out[i] = sum((x[i], y[i]))",
-                                   "    out[:] = [a + b for a, b in zip(x, y)]  # reformatted, commented")
+    faster = ADD_TEST_FILE.replace(
+        "    for i in range(len(x)):\n        out[i] = sum((x[i], y[i]))",
+        "    out[:] = [a + b for a, b in zip(x, y)]  # reformatted, commented",
+    )
     assert faster != ADD_TEST_FILE
     assert violations(faster + "\n\ndef _helper():\n    return 1\n\nimport math\n") == []
     assert violations(ADD_TEST_FILE.replace("assert out == [a + b", "assert True or out == [a + b")) == [
-        "test_add changed"]
+        "test_add changed"
+    ]
     assert violations(ADD_TEST_FILE.replace("def sub_kernel(", "def renamed_kernel(")) == [
-        "sub_kernel removed (a declared editable symbol must stay)"]
+        "sub_kernel removed (a declared editable symbol must stay)"
+    ]
     assert violations(ADD_TEST_FILE.replace("import pytest\n", "")) == [
-        "module-level statements outside the editable symbols changed"]
+        "module-level statements outside the editable symbols changed"
+    ]
     assert violations(ADD_TEST_FILE + "\nresult_gold = {'forged': 1}\n") == ["result_gold changed"]
     strict = EditScope("test_toy_add.py", ("add_kernel", "sub_kernel"))
     assert violations(ADD_TEST_FILE + "\ndef _helper():\n    return 1\n", strict) == [
-        "_helper added (new helpers are not allowed)"]
+        "_helper added (new helpers are not allowed)"
+    ]
     assert violations("def add_kernel(:\n") == []  # the compile step reports what does not parse
     (tmp_path / "eval").mkdir()
     edited = ADD_TEST_FILE.replace("def test_sub(SIZE):", "def test_sub(SIZE=1):")
@@ -144,7 +160,8 @@ def test_symbol_scopes(tmp_path: Path) -> None:
     (tmp_path / "pristine_dir").mkdir()
     (tmp_path / "pristine_dir/test_toy_add.py").write_text(ADD_TEST_FILE)
     assert scope_problem([scope], tmp_path / "pristine_dir", tmp_path / "eval") == (
-        "test_toy_add.py (editable: add_kernel, sub_kernel): test_sub changed")
+        "test_toy_add.py (editable: add_kernel, sub_kernel): test_sub changed"
+    )
 
 
 def _result(name: str, status: TaskStatus, **fields: object) -> TaskResult:
@@ -152,12 +169,30 @@ def _result(name: str, status: TaskStatus, **fields: object) -> TaskResult:
 
 
 RESULTS = [
-    _result("triton2triton/vllm/a", TaskStatus.PASS, pass_compilation=True, pass_correctness=True, speedup_ratio=1.5,
-            score=270.0, optimization_summary=" summary "),
-    _result("triton2triton/vllm/b", TaskStatus.PARTIAL, pass_compilation=True, score=20.0,
-            failure_kind=FailureKind.INCORRECT, failure_message="Shape 1: mismatch"),
-    _result("instruction2triton/rocmbench/c", TaskStatus.INFRA, failure_kind=FailureKind.INFRA_ERROR,
-            failure_message="the task cannot be loaded", score=0.0),
+    _result(
+        "triton2triton/vllm/a",
+        TaskStatus.PASS,
+        pass_compilation=True,
+        pass_correctness=True,
+        speedup_ratio=1.5,
+        score=270.0,
+        optimization_summary=" summary ",
+    ),
+    _result(
+        "triton2triton/vllm/b",
+        TaskStatus.PARTIAL,
+        pass_compilation=True,
+        score=20.0,
+        failure_kind=FailureKind.INCORRECT,
+        failure_message="Shape 1: mismatch",
+    ),
+    _result(
+        "instruction2triton/rocmbench/c",
+        TaskStatus.INFRA,
+        failure_kind=FailureKind.INFRA_ERROR,
+        failure_message="the task cannot be loaded",
+        score=0.0,
+    ),
     _result("triton2triton/vllm/skipped", TaskStatus.SKIP, failure_kind=FailureKind.SKIPPED),
 ]
 
@@ -174,8 +209,15 @@ def test_the_original_report_format() -> None:
     assert breakdown["task_types"]["triton2triton"]["count"] == 2
     assert breakdown["task_types"]["instruction2triton"]["compilation_pass_rate"] == 0.0
     text = files["overall_report.txt"].splitlines()
-    assert text[:7] == ["=" * 80, "AgentKernelArena Task Results Report", "=" * 80, "Run: 20261202_101010",
-                        "Agent: noop", "Target GPU: H200", "=" * 80]
+    assert text[:7] == [
+        "=" * 80,
+        "AgentKernelArena Task Results Report",
+        "=" * 80,
+        "Run: 20261202_101010",
+        "Agent: noop",
+        "Target GPU: H200",
+        "=" * 80,
+    ]
     assert "  Pass Count:            2/3" in text and "  Pass Rate:             66.7%" in text
     assert "  Best Speedup:            1.50x (task: triton2triton/vllm/a)" in text
     assert f"{'PASS':<8} {'triton2triton/vllm/a':<40} Score: {270.0:>6.1f}  Speedup: 1.50x" in text
@@ -192,8 +234,9 @@ def test_v2_adapter_fixture_speaks_the_protocol(tmp_path: Path) -> None:
     """The fixture's own adapter, run by hand on its pristine task (as an author would check it)."""
     task = v2_task(tmp_path)
     materialize_helpers(task, {"source/toy_scale.py"})
-    done = subprocess.run([sys.executable, "_arena_eval.py", "validate-task"], cwd=task, capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "_arena_eval.py", "validate-task"], cwd=task, capture_output=True, text=True, check=False
+    )
     line = next(line for line in done.stdout.splitlines() if line.startswith("ARENA_EVAL_RESULT="))
     assert done.returncode == 0 and json.loads(line.split("=", 1)[1])["metadata"] == {"candidate_state": "implemented"}
     assert textwrap.dedent(line)  # one line

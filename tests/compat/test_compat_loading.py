@@ -59,7 +59,8 @@ def test_empty_source_file_path_means_the_file_defining_the_kernel(tasks_root: P
     with pytest.raises(ConfigError) as info:
         load_task(tasks_root, task_dir)
     assert "config.yaml: field 'source_file_path' is empty and no Python file of the task defines 'add_kernel'" in (
-        str(info.value))
+        str(info.value)
+    )
 
 
 def test_our_own_tasks_keep_strict_validation(make_toy_task, tasks_root: Path) -> None:
@@ -79,7 +80,8 @@ def test_a_broken_task_among_many_is_that_tasks_problem(make_toy_task, tasks_roo
     tasks = {t.name: t for t in select_tasks(tasks_root, ["all"])}
     assert tasks["triton2triton/toy/good"].problem is None
     assert "broken/config.yaml: field 'source_file_path': 'missing.py' does not exist" in str(
-        tasks["triton2triton/toy/broken"].problem)
+        tasks["triton2triton/toy/broken"].problem
+    )
     assert "not valid YAML" in str(tasks["triton2triton/toy/bad_yaml"].problem)
     runnable, _ = gate_tasks(list(tasks.values()), None)
     assert len(runnable) == 3  # problems run as their own infrastructure failures
@@ -88,29 +90,38 @@ def test_a_broken_task_among_many_is_that_tasks_problem(make_toy_task, tasks_roo
     assert broken.is_dir()
 
 
-@pytest.mark.parametrize(("support", "arch", "reason"), [
-    ({"status": "skip", "skip_reason": "parked upstream"}, "sm_90", "parked upstream"),
-    ({"required_arch": "gfx942"}, "sm_90", "requires gfx942 (an AMD GPU architecture); this device is sm_90"),
-    ({"required_arch": ["sm_90", "gfx950"]}, "sm_90", None),
-    ({"required_arch": ["gfx942", "gfx950"]}, None, "requires gfx942 or gfx950 (an AMD GPU architecture); this "
-                                                    "machine has no GPU"),
-    ({"required_arch": "sm_100"}, "sm_90", "requires sm_100; this device is sm_90"),
-    ({"required_arch": 7}, "sm_90", None),
-    ({"status": "parked"}, "sm_90", None),
-])
+@pytest.mark.parametrize(
+    ("support", "arch", "reason"),
+    [
+        ({"status": "skip", "skip_reason": "parked upstream"}, "sm_90", "parked upstream"),
+        ({"required_arch": "gfx942"}, "sm_90", "requires gfx942 (an AMD GPU architecture); this device is sm_90"),
+        ({"required_arch": ["sm_90", "gfx950"]}, "sm_90", None),
+        (
+            {"required_arch": ["gfx942", "gfx950"]},
+            None,
+            "requires gfx942 or gfx950 (an AMD GPU architecture); this machine has no GPU",
+        ),
+        ({"required_arch": "sm_100"}, "sm_90", "requires sm_100; this device is sm_90"),
+        ({"required_arch": 7}, "sm_90", None),
+        ({"status": "parked"}, "sm_90", None),
+    ],
+)
 def test_platform_support_variants(support: dict[str, object], arch: str | None, reason: str | None) -> None:
     platform, _ = read_platform(support, "config.yaml")
     assert platform_skip_reason(platform, arch) == reason
 
 
 def test_platform_oddities_are_warnings() -> None:
-    assert read_platform("yes", "c.yaml") == (OriginalPlatform(), [
-        "c.yaml: field 'platform_support' is not a mapping; ignored (the task runs)"])
+    assert read_platform("yes", "c.yaml") == (
+        OriginalPlatform(),
+        ["c.yaml: field 'platform_support' is not a mapping; ignored (the task runs)"],
+    )
     _, warnings = read_platform({"required_arch": 7, "status": "parked", "runnable_on_gfx942": True}, "c.yaml")
     assert [w.split(": ", 1)[1] for w in warnings] == [
         "field 'platform_support.runnable_on_gfx942' is not used by aka; ignored",
         "field 'platform_support.status': 'parked' is neither active nor skip; the task runs",
-        "field 'platform_support.required_arch' is neither a string nor a list of strings; ignored (the task runs)"]
+        "field 'platform_support.required_arch' is neither a string nor a list of strings; ignored (the task runs)",
+    ]
 
 
 def test_gating_amd_languages_images_and_arches(tasks_root: Path) -> None:
@@ -129,11 +140,15 @@ def test_gating_amd_languages_images_and_arches(tasks_root: Path) -> None:
 def test_triton_needs(tasks_root: Path) -> None:
     need = TritonNeed("<3.9", "uses tl.make_block_ptr, which Triton 3.9 removed")
     assert mismatch(need, "3.8.0") is None and mismatch(need, "3.6.0+git42270451") is None
-    assert mismatch(need, "3.9.0") == ("needs Triton <3.9 (uses tl.make_block_ptr, which Triton 3.9 removed); "
-                                       "Triton 3.9.0 is installed")
+    assert mismatch(need, "3.9.0") == (
+        "needs Triton <3.9 (uses tl.make_block_ptr, which Triton 3.9 removed); Triton 3.9.0 is installed"
+    )
     assert mismatch(need, None) is not None and mismatch(None, "3.9.0") is None
-    block = rocmbench_task(tasks_root, "triton2triton/rocmbench/easy/test_blocks",
-                           ADD_TEST_FILE + "\n\ndef blocks(tl, x):\n    return tl.make_block_ptr(x)\n")
+    block = rocmbench_task(
+        tasks_root,
+        "triton2triton/rocmbench/easy/test_blocks",
+        ADD_TEST_FILE + "\n\ndef blocks(tl, x):\n    return tl.make_block_ptr(x)\n",
+    )
     vllm_task(tasks_root, "triton2triton/vllm/old_triton", triton_versions="<1.0")
     vllm_task(tasks_root, "triton2triton/vllm/any_triton")
     _, dropped = gate_tasks(select_tasks(tasks_root, ["all"]), None)
@@ -141,6 +156,7 @@ def test_triton_needs(tasks_root: Path) -> None:
     assert reasons["triton2triton/vllm/old_triton"].startswith("needs Triton <1.0 (declared by the task")
     assert "triton2triton/vllm/any_triton" not in reasons
     from aka.compat.triton_versions import installed_triton
+
     installed = installed_triton()
     assert ("triton2triton/rocmbench/easy/test_blocks" in reasons) == (mismatch(need, installed) is not None)
     assert block.is_dir()
@@ -167,19 +183,29 @@ def test_v2_fields_map(tasks_root: Path) -> None:
     assert [c.test_case_id for c in spec.arena.manifest.cases] == ["perf1", "perf2"]
     assert spec.arena.commands.argvs("task", "validate-task") == [("python3", "_arena_eval.py", "validate-task")]
     assert spec.arena.commands.argvs("baseline", "compile") == [("python3", "_arena_eval.py", "baseline", "compile")]
-    assert spec.pairing and task.config.triton_versions == ">=3.6" and "Optimize toy_scale" in str(
-        task.config.prompt.instructions)
+    assert (
+        spec.pairing
+        and task.config.triton_versions == ">=3.6"
+        and "Optimize toy_scale" in str(task.config.prompt.instructions)
+    )
 
 
-@pytest.mark.parametrize(("change", "expected"), [
-    ({"candidate": {"language": "triton", "editable": [{"path": "a.py", "scope": "symbols"}]}},
-     "field 'candidate.editable.0': Value error, scope symbols needs a nonempty list"),
-    ({"candidate": {"language": "triton", "editable": ["workloads.json"]}},
-     "field 'candidate.editable': 'workloads.json' is protected"),
-    ({"candidate": {"language": "triton", "editable": ["../escape.py"]}}, "is not a normalized path"),
-    ({"evaluation": {"workloads": "workloads.json"}}, "field 'evaluation.runner' is missing"),
-    ({"baseline": {"correctness_policy": "diagnostic"}}, "diagnostic_reason is required"),
-])
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"candidate": {"language": "triton", "editable": [{"path": "a.py", "scope": "symbols"}]}},
+            "field 'candidate.editable.0': Value error, scope symbols needs a nonempty list",
+        ),
+        (
+            {"candidate": {"language": "triton", "editable": ["workloads.json"]}},
+            "field 'candidate.editable': 'workloads.json' is protected",
+        ),
+        ({"candidate": {"language": "triton", "editable": ["../escape.py"]}}, "is not a normalized path"),
+        ({"evaluation": {"workloads": "workloads.json"}}, "field 'evaluation.runner' is missing"),
+        ({"baseline": {"correctness_policy": "diagnostic"}}, "diagnostic_reason is required"),
+    ],
+)
 def test_bad_v2_configs_name_the_field(tasks_root: Path, change: dict[str, object], expected: str) -> None:
     task_dir = v2_task(tasks_root)
     _edit(task_dir, **change)
@@ -189,8 +215,12 @@ def test_bad_v2_configs_name_the_field(tasks_root: Path, change: dict[str, objec
 
 
 def test_v2_warnings_skips_and_manifest_problems(tasks_root: Path) -> None:
-    task_dir = v2_task(tasks_root, evaluation_tools={"triton": "3.6"}, surprise=True,
-                       platform_support={"required_arch": ["gfx942", "gfx950"], "status": "active"})
+    task_dir = v2_task(
+        tasks_root,
+        evaluation_tools={"triton": "3.6"},
+        surprise=True,
+        platform_support={"required_arch": ["gfx942", "gfx950"], "status": "active"},
+    )
     task = load_task(tasks_root, task_dir)
     assert task.original is not None and any("field 'surprise' is unknown" in w for w in task.original.warnings)
     assert platform_skip_reason(task.original.platform, "sm_90") is not None

@@ -46,8 +46,10 @@ def frozen(tmp_path_factory: pytest.TempPathFactory) -> Frozen:
     rocmbench_task(root)
     tasks = {t.name: t for t in select_tasks(root, ["all"])}
     scratch = tmp_path_factory.mktemp("work")
-    baselines = {name: measure_baseline(scratch / "run", task, task_identity(task), CPU, scratch / task.slug)
-                 for name, task in tasks.items()}
+    baselines = {
+        name: measure_baseline(scratch / "run", task, task_identity(task), CPU, scratch / task.slug)
+        for name, task in tasks.items()
+    }
     return Frozen(tasks, baselines, scratch)
 
 
@@ -60,8 +62,9 @@ def judge(frozen: Frozen, name: str, files: dict[str, str], label: str) -> TaskR
         (candidate / rel).parent.mkdir(parents=True, exist_ok=True)
         (candidate / rel).write_text(text)
     outcomes = evaluate_candidate(task, candidate, frozen.scratch / label, CPU)
-    return judge_outcomes(task, frozen.baselines[name], CPU, default_score, "default", AgentOutcome(agent="replay"),
-                          outcomes, [])
+    return judge_outcomes(
+        task, frozen.baselines[name], CPU, default_score, "default", AgentOutcome(agent="replay"), outcomes, []
+    )
 
 
 def test_baselines_come_from_the_pristine_folders_result_files(frozen: Frozen) -> None:
@@ -70,7 +73,9 @@ def test_baselines_come_from_the_pristine_folders_result_files(frozen: Frozen) -
     assert all(c.time_ms and c.time_ms > 1e-3 and c.timing_method == "cpu_timer_fallback" for c in vllm.cases)
     assert vllm.cases[0].params == {"n": 2000}  # not the committed leftover performance_report.json (1e-6 ms)
     assert [c.id for c in frozen.baselines[ROCMBENCH].cases] == [
-        "add_kernel_perf[SIZE=2000, dtype_str=float32]", "add_kernel_perf[SIZE=4000, dtype_str=float16]"]
+        "add_kernel_perf[SIZE=2000, dtype_str=float32]",
+        "add_kernel_perf[SIZE=4000, dtype_str=float16]",
+    ]
 
 
 def test_a_faster_candidate_is_timed_interleaved_with_the_pristine_twin(frozen: Frozen) -> None:
@@ -96,8 +101,10 @@ def test_a_failed_case_gets_no_speedup(frozen: Frozen) -> None:
 def test_stale_result_files_are_never_read(frozen: Frozen) -> None:
     """The candidate breaks its own module when timed; the runner then writes `[]`, and the task's
     committed performance_report.json (1e-6 ms) would be next in the original's search order."""
-    breaks = SCALE_FAST.replace('FACTOR = 2.0', 'import os\nif os.environ.get("AKA_STEP") == "performance":\n'
-                                '    raise ImportError("gone")\nFACTOR = 2.0')
+    breaks = SCALE_FAST.replace(
+        "FACTOR = 2.0",
+        'import os\nif os.environ.get("AKA_STEP") == "performance":\n    raise ImportError("gone")\nFACTOR = 2.0',
+    )
     result = judge(frozen, VLLM, {"source/toy_scale.py": breaks}, "stale")
     assert result.failure_kind is FailureKind.PERFORMANCE_ERROR and result.speedup_ratio is None
     assert "wrote no result file with cases" in str(result.failure_message)
@@ -115,8 +122,9 @@ def test_an_edit_outside_the_editable_symbols_is_a_policy_violation(frozen: Froz
     result = judge(frozen, ROCMBENCH, {"test_toy_add.py": cheat}, "cheat")
     assert result.failure_kind is FailureKind.POLICY_VIOLATION and result.score == 0.0
     assert "test_toy_add.py (editable: add_kernel, sub_kernel): test_add changed" in str(result.failure_message)
-    faster = ADD_TEST_FILE.replace("    for i in range(len(x)):\n        out[i] = sum((x[i], y[i]))",
-                                   "    out[:] = [a + b for a, b in zip(x, y)]")
+    faster = ADD_TEST_FILE.replace(
+        "    for i in range(len(x)):\n        out[i] = sum((x[i], y[i]))", "    out[:] = [a + b for a, b in zip(x, y)]"
+    )
     assert faster != ADD_TEST_FILE
     result = judge(frozen, ROCMBENCH, {"test_toy_add.py": faster}, "faster_add")
     assert result.status is TaskStatus.PASS and result.trust == "task-process-paired"

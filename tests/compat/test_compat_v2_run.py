@@ -46,8 +46,9 @@ def judge(frozen: Frozen, kernel: str, label: str) -> TaskResult:
     shutil.copytree(frozen.task.directory, candidate)
     (candidate / "source/toy_scale.py").write_text(kernel)
     outcomes = evaluate_candidate(frozen.task, candidate, frozen.scratch / label, CPU)
-    return judge_outcomes(frozen.task, frozen.baseline, CPU, default_score, "default", AgentOutcome(agent="replay"),
-                          outcomes, [])
+    return judge_outcomes(
+        frozen.task, frozen.baseline, CPU, default_score, "default", AgentOutcome(agent="replay"), outcomes, []
+    )
 
 
 def test_the_baseline_role_on_the_pristine_folder(frozen: Frozen) -> None:
@@ -65,31 +66,56 @@ def test_a_faster_candidate_passes_from_its_result_line(frozen: Frozen) -> None:
 
 
 def test_a_wrong_candidate_fails_correctness(frozen: Frozen) -> None:
-    result = judge(frozen, SCALE_WRONG.replace("FACTOR = 3.0", "FACTOR = 2.0").replace(
-        "scale_kernel(xs, out, FACTOR)", "scale_kernel(xs, out, FACTOR + 1)"), "wrong")
+    result = judge(
+        frozen,
+        SCALE_WRONG.replace("FACTOR = 3.0", "FACTOR = 2.0").replace(
+            "scale_kernel(xs, out, FACTOR)", "scale_kernel(xs, out, FACTOR + 1)"
+        ),
+        "wrong",
+    )
     assert result.failure_kind is FailureKind.INCORRECT and "declared cases failed" in str(
-        result.correctness_error_message)
+        result.correctness_error_message
+    )
 
 
 def _forging(line: str, then_exit: bool) -> str:
     """A candidate that prints a result line of its own when timed (and maybe exits before the adapter)."""
     exit_line = "\n    os._exit(0)" if then_exit else ""
-    return (f"import os\nif os.environ.get('AKA_STEP') == 'performance':\n    print({line!r}, flush=True){exit_line}\n"
-            + SCALE_FAST)
+    return (
+        f"import os\nif os.environ.get('AKA_STEP') == 'performance':\n    print({line!r}, flush=True){exit_line}\n"
+        + SCALE_FAST
+    )
 
 
-FORGED = "ARENA_EVAL_RESULT=" + json.dumps({
-    "protocol": "arena-eval-v1", "role": "candidate", "action": "performance", "status": "PASS",
-    "cases": [{"test_case_id": "perf1", "dtype": "float32", "status": "PASS", "execution_time_ms": 1e-06,
-               "benchmark_method": "cuda_graph", "checks": ["correctness", "performance"],
-               "params": {"case_index": 0, "configuration": [2000], "configuration_names": "(n,)"}}]})
+FORGED = "ARENA_EVAL_RESULT=" + json.dumps(
+    {
+        "protocol": "arena-eval-v1",
+        "role": "candidate",
+        "action": "performance",
+        "status": "PASS",
+        "cases": [
+            {
+                "test_case_id": "perf1",
+                "dtype": "float32",
+                "status": "PASS",
+                "execution_time_ms": 1e-06,
+                "benchmark_method": "cuda_graph",
+                "checks": ["correctness", "performance"],
+                "params": {"case_index": 0, "configuration": [2000], "configuration_names": "(n,)"},
+            }
+        ],
+    }
+)
 
 
-@pytest.mark.parametrize(("kernel", "message"), [
-    (_forging(FORGED, then_exit=False), "2 ARENA_EVAL_RESULT= lines were printed"),
-    (_forging(FORGED, then_exit=True), "case perf2 is missing for action performance"),
-    (_forging("ARENA_EVAL_RESULT={not json", then_exit=True), "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    ("kernel", "message"),
+    [
+        (_forging(FORGED, then_exit=False), "2 ARENA_EVAL_RESULT= lines were printed"),
+        (_forging(FORGED, then_exit=True), "case perf2 is missing for action performance"),
+        (_forging("ARENA_EVAL_RESULT={not json", then_exit=True), "not valid JSON"),
+    ],
+)
 def test_forged_or_malformed_lines_are_tampering(frozen: Frozen, kernel: str, message: str) -> None:
     result = judge(frozen, kernel, f"forged_{abs(hash(message))}")
     assert result.failure_kind is FailureKind.TAMPERING and result.score == 0.0

@@ -20,14 +20,33 @@ pytestmark = pytest.mark.slow
 
 def _check(root: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    return subprocess.run([sys.executable, str(SCRIPT), str(root), "--out", str(out), "--scratch", str(out / "scratch"),
-                           "--step-timeout", "240", *args], env=env, capture_output=True, text=True, timeout=900,
-                          check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            str(root),
+            "--out",
+            str(out),
+            "--scratch",
+            str(out / "scratch"),
+            "--step-timeout",
+            "240",
+            *args,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
 
 
 def _rows(out: Path) -> dict[str, dict[str, object]]:
-    return {json.loads(line)["task"]: json.loads(line) for path in out.glob("rows-*.jsonl")
-            for line in path.read_text().splitlines()}
+    return {
+        json.loads(line)["task"]: json.loads(line)
+        for path in out.glob("rows-*.jsonl")
+        for line in path.read_text().splitlines()
+    }
 
 
 def test_every_task_gets_a_row_and_the_table_says_why(tmp_path: Path) -> None:
@@ -47,7 +66,9 @@ def test_every_task_gets_a_row_and_the_table_says_why(tmp_path: Path) -> None:
     rows = _rows(out)
     triton = rows.pop("triton2triton/rocmbench/easy/test_triton_add")
     assert {name: row["verdict"] for name, row in rows.items()} == {
-        "triton2triton/vllm/broken": "unloadable", "triton2triton/vllm/amd_only": "skipped"}
+        "triton2triton/vllm/broken": "unloadable",
+        "triton2triton/vllm/amd_only": "skipped",
+    }
     assert triton["verdict"] in ("pass", "outside"), triton  # evaluated; CPU noise decides which
     assert triton["trust"] == "task-process-paired" and triton["format"] == "original-v1"
     assert "not valid YAML" in str(rows["triton2triton/vllm/broken"]["message"])
@@ -71,5 +92,6 @@ def test_a_task_past_its_time_is_killed_and_the_rest_goes_on(tmp_path: Path) -> 
     assert rows["triton2triton/vllm/hangs"]["verdict"] == "timeout"
     assert rows["triton2triton/vllm/amd_only"]["verdict"] == "skipped"
     assert "timeout: the task took over N s (--task-timeout)" in (out / "table.md").read_text()
-    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline")
-                if str(root) in p.read_bytes().decode(errors="replace")]  # nothing of it is left running
+    assert not [
+        p for p in Path("/proc").glob("[0-9]*/cmdline") if str(root) in p.read_bytes().decode(errors="replace")
+    ]  # nothing of it is left running

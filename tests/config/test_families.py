@@ -22,7 +22,10 @@ def test_the_registry_keeps_the_rules_the_modules_had() -> None:
     exempt = {name for name, f in FAMILIES.items() if not f.torch_policy}
     assert exempt == {"e2e", "repository", "image_kernel"}
     assert (TRITON_FAMILIES, CUDA_FAMILIES, SKELETON_FAMILIES) == (
-        ("triton2triton", "instruction2triton", "torch2triton"), ("cuda2cuda", "torch2cuda"), ("instruction2triton",))
+        ("triton2triton", "instruction2triton", "torch2triton"),
+        ("cuda2cuda", "torch2cuda"),
+        ("instruction2triton",),
+    )
     assert IMPORTABLE == ("torch2triton", "torch2cuda")
     assert policy_applies("cuda2hip") and not policy_applies("e2e")
     assert policy_applies("numba2triton") and not policy_applies("notebook")  # unregistered: by its language
@@ -31,9 +34,17 @@ def test_the_registry_keeps_the_rules_the_modules_had() -> None:
 def _config(directory: Path, family: str) -> Path:
     directory.mkdir(parents=True)
     (directory / "kernel.py").write_text("def k():\n    return 1\n")
-    (directory / "config.yaml").write_text(yaml.safe_dump({
-        "task_type": family, "source_file_path": ["kernel.py"], "target_kernel_functions": ["k"],
-        "compile_command": ["true"], "correctness_command": ["true"]}))
+    (directory / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "task_type": family,
+                "source_file_path": ["kernel.py"],
+                "target_kernel_functions": ["k"],
+                "compile_command": ["true"],
+                "correctness_command": ["true"],
+            }
+        )
+    )
     return directory
 
 

@@ -112,11 +112,13 @@ def test_identity_changes_with_any_task_file(tasks_root: Path, make_toy_task) ->
     assert task_identity(task) != before
 
 
-def test_identity_changes_with_the_platform_that_judges(tasks_root: Path, make_toy_task,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_identity_changes_with_the_platform_that_judges(
+    tasks_root: Path, make_toy_task, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A frozen baseline or a result judged by another aka version is not reused on resume."""
     import aka
     from aka.config import tasks as tasks_module
+
     make_toy_task()
     task = select_tasks(tasks_root, ["all"])[0]
     before = task_identity(task)

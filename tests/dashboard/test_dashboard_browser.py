@@ -33,8 +33,12 @@ pytestmark = pytest.mark.browser
 
 
 def _chromium() -> str | None:
-    for candidate in (os.environ.get("CHROMIUM"), "/usr/lib/chromium/chromium",
-                      "/usr/lib/chromium/chromium-headless-shell", shutil.which("chromium")):
+    for candidate in (
+        os.environ.get("CHROMIUM"),
+        "/usr/lib/chromium/chromium",
+        "/usr/lib/chromium/chromium-headless-shell",
+        shutil.which("chromium"),
+    ):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -124,6 +128,7 @@ def test_the_page_loads_clean_and_its_numbers_are_the_results(loaded: Any, page:
 
         def cell(field: str, row: Any = row) -> str:
             return str(row.locator(f'td[data-field="{field}"] .value').text_content())
+
         assert cell("tasks") == str(len(mine))
         assert cell("correct") == str(len(correct))
         assert cell("geomean") == f"{statistics.geometric_mean([r.speedup_ratio for r in correct]):.3f}x"
@@ -188,8 +193,11 @@ def test_the_ab_view_shows_aka_compare_s_numbers(page: Any, toy_ab_run: Path) ->
     page.click('header nav a[data-route="ab"]')
     page.wait_for_selector("#fig-forest-0-0 .main-svg")
     cells = page.locator(".pair-summary tbody td").all_text_contents()
-    assert cells[:3] == [str(pair["tasks"]), f"{pair['speedup_ratio']:.3f}x",
-                         f"{pair['speedup_ratio_low']:.3f} - {pair['speedup_ratio_high']:.3f}"]
+    assert cells[:3] == [
+        str(pair["tasks"]),
+        f"{pair['speedup_ratio']:.3f}x",
+        f"{pair['speedup_ratio_low']:.3f} - {pair['speedup_ratio_high']:.3f}",
+    ]
     assert cells[5] == f"{pair['wins']} / {pair['losses']} / {pair['ties']}"
     _screenshot(page, "dashboard-ab.png")
 
@@ -200,9 +208,16 @@ def test_the_held_out_and_validation_views(page: Any, toy_ab_run: Path) -> None:
     assert page.locator("table.heldout-tasks tbody tr").count() == len(with_heldout) == 2
     page.click('header nav a[data-route="validation"]')
     assert page.text_content("#validation h3 .badge") == "WARN"
-    statuses = {page.locator("table.validation-reports tbody tr").nth(i).get_attribute("data-subject"):
-                page.locator("table.validation-reports tbody tr").nth(i).locator("td").nth(1).text_content()
-                for i in range(2)}
+    statuses = {
+        page.locator("table.validation-reports tbody tr").nth(i).get_attribute("data-subject"): page.locator(
+            "table.validation-reports tbody tr"
+        )
+        .nth(i)
+        .locator("td")
+        .nth(1)
+        .text_content()
+        for i in range(2)
+    }
     assert statuses == {"triton2triton/toy/fast": "PASS", "triton2triton/toy/slow": "WARN"}
     page.click('header nav a[data-route="distributions"]')
     page.wait_for_selector("#fig-distributions .main-svg")
@@ -212,8 +227,10 @@ def test_the_held_out_and_validation_views(page: Any, toy_ab_run: Path) -> None:
 def test_the_watchers_see_console_errors_and_network_requests(browser: Any, tmp_path: Path) -> None:
     """The listeners that guard the tests above do report what they watch for."""
     bad = tmp_path / "bad.html"
-    bad.write_text("<script>console.error('boom'); console.warn('careful')</script>"
-                   "<script src='https://cdn.example.invalid/x.js'></script><script>undefinedFunction()</script>")
+    bad.write_text(
+        "<script>console.error('boom'); console.warn('careful')</script>"
+        "<script src='https://cdn.example.invalid/x.js'></script><script>undefinedFunction()</script>"
+    )
     page = browser.new_page()
     problems: list[str] = []
     _watch(page, problems)

@@ -47,20 +47,25 @@ def test_site_data_matches_the_run_s_own_files(toy_ab_run: Path, tmp_path: Path)
         mine = [r for (arm, _), r in results.items() if arm == column.arm]
         correct = [r for r in mine if r.pass_correctness]
         assert (column.stats.tasks, column.stats.correct) == (3, len(correct))
-        assert column.stats.geomean_speedup == pytest.approx(statistics.geometric_mean(
-            [r.speedup_ratio for r in correct]))
+        assert column.stats.geomean_speedup == pytest.approx(
+            statistics.geometric_mean([r.speedup_ratio for r in correct])
+        )
         assert column.stats.total_score == pytest.approx(sum(r.score for r in mine))
         assert column.smoke_test, "a CPU run is a smoke test"
     words = {(t.column.split(":")[1], t.task): t.verdict for t in data.trials}
     assert words == {
         ("noop", "triton2triton/toy/fast"): "correct-unchanged",
         ("noop", "triton2triton/toy/slow"): "correct-unchanged",
-        ("noop", "torch2triton/toy/wrong"): "incorrect", ("sol", "triton2triton/toy/fast"): "correct-and-faster",
-        ("sol", "triton2triton/toy/slow"): "correct-but-slower", ("sol", "torch2triton/toy/wrong"): "no candidate"}
+        ("noop", "torch2triton/toy/wrong"): "incorrect",
+        ("sol", "triton2triton/toy/fast"): "correct-and-faster",
+        ("sol", "triton2triton/toy/slow"): "correct-but-slower",
+        ("sol", "torch2triton/toy/wrong"): "no candidate",
+    }
     fast = next(t for t in data.trials if t.column.endswith(":sol") and t.task.endswith("fast"))
     recorded = results[("sol", "triton2triton/toy/fast")]
     assert [(c.id, c.speedup, c.ci_low, c.ci_high) for c in fast.cases] == [
-        (c.id, c.speedup, c.speedup_ci_low, c.speedup_ci_high) for c in recorded.cases]
+        (c.id, c.speedup, c.speedup_ci_low, c.speedup_ci_high) for c in recorded.cases
+    ]
     assert fast.heldout is not None and fast.heldout.outcome == "both_pass"
     labels = {link.label for link in fast.links}
     assert {"result", "prompt", "evaluation log", "held-out log"} <= labels
@@ -76,7 +81,9 @@ def test_site_data_matches_the_run_s_own_files(toy_ab_run: Path, tmp_path: Path)
     assert validation.summary.details["passed"] == "1"
     slow = next(r for r in validation.reports if r.subject.endswith("slow"))
     assert [(c.name, c.status, c.message) for c in slow.checks] == [
-        ("baseline runs", "PASS", ""), ("timing noise", "WARN", "A/A spread 3%")]
+        ("baseline runs", "PASS", ""),
+        ("timing noise", "WARN", "A/A spread 3%"),
+    ]
 
 
 def test_the_site_is_self_contained_and_its_data_is_the_page_s(toy_ab_run: Path, tmp_path: Path) -> None:
@@ -100,7 +107,8 @@ def test_the_site_is_self_contained_and_its_data_is_the_page_s(toy_ab_run: Path,
     heat = figures["fig-heatmap"]["data"][0]
     sol = [c for c in json.loads(embedded)["columns"] if c["arm"] == "sol"][0]
     assert heat["z"][heat["y"].index("triton2triton")][1] == pytest.approx(
-        math.log2(sol["families"]["triton2triton"]["geomean_speedup"]))
+        math.log2(sol["families"]["triton2triton"]["geomean_speedup"])
+    )
 
 
 def test_embedded_json_cannot_end_its_script_element() -> None:
@@ -171,8 +179,15 @@ def test_the_server_serves_the_site_and_the_run_s_files_only(toy_ab_run: Path, t
             assert link.endswith("task_result.yaml") and response.headers["Content-Type"].startswith("text/plain")
         base = url.split("/", 3)
         root = f"{base[0]}//{base[2]}/"
-        assert _get(root + (tmp_path / "secret.txt").relative_to(
-            Path(os.path.commonpath([tmp_path / "site", toy_ab_run]))).as_posix()) == 404
+        assert (
+            _get(
+                root
+                + (tmp_path / "secret.txt")
+                .relative_to(Path(os.path.commonpath([tmp_path / "site", toy_ab_run])))
+                .as_posix()
+            )
+            == 404
+        )
         assert _get(url.rsplit("/", 1)[0] + "/../../../../../../etc/passwd") == 404
         assert _get(url.rsplit("/", 1)[0] + "/assets/") == 404, "no folder listings"
         assert _get(root) == 200 and _get(url.rsplit("/", 1)[0] + "/") == 200, "/ and the site's folder: the page"
@@ -191,9 +206,14 @@ def test_cli_builds_serves_and_refuses_bad_calls(toy_ab_run: Path, tmp_path: Pat
     built = runner.invoke(app, ["dashboard", str(toy_ab_run), "--out", str(tmp_path / "site")])
     assert built.exit_code == 0 and built.output.strip() == str(tmp_path / "site" / "index.html"), built.output
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    served = subprocess.Popen([sys.executable, "-m", "aka.cli", "dashboard", "--serve", "--port", "0", "--out",
-                               str(tmp_path / "site")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env, cwd=tmp_path)
+    served = subprocess.Popen(
+        [sys.executable, "-m", "aka.cli", "dashboard", "--serve", "--port", "0", "--out", str(tmp_path / "site")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     try:
         assert served.stdout is not None
         line = served.stdout.readline()

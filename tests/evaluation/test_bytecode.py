@@ -10,8 +10,9 @@ import pytest
 from aka.evaluation.bytecode import warm_bytecode
 
 
-def test_warm_up_writes_bytecode_even_when_the_environment_forbids_it(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_warm_up_writes_bytecode_even_when_the_environment_forbids_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     package = tmp_path / "warm_pkg"
     package.mkdir()
     (package / "__init__.py").write_text("from warm_pkg import part\n")

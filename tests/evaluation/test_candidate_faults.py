@@ -22,30 +22,43 @@ pytestmark = pytest.mark.slow
 
 FAULTS = {
     # the worker dies of SIGSEGV in the middle of a call
-    "segfaults": ('''
+    "segfaults": (
+        """
 import ctypes
 
 
 def gelu(x):
     ctypes.string_at(0)
-''', {FailureKind.CRASH}, "signal 11"),
+""",
+        {FailureKind.CRASH},
+        "signal 11",
+    ),
     # more memory than the step may have (its address-space limit): the allocation fails in the call
-    "allocates_30_gb": ('''
+    "allocates_30_gb": (
+        """
 def gelu(x):
     hoard = torch.ones(30 * 2**30, dtype=torch.uint8)
     return honest(x) + hoard[0]
-''', {FailureKind.INCORRECT, FailureKind.CRASH}, None),
+""",
+        {FailureKind.INCORRECT, FailureKind.CRASH},
+        None,
+    ),
     # leaves the worker at import: its judge sees the link close
-    "exits_at_import": ('''
+    "exits_at_import": (
+        """
 os._exit(0)
 
 
 def gelu(x):
     return honest(x)
-''', {FailureKind.CRASH, FailureKind.COMPILE_ERROR}, None),
+""",
+        {FailureKind.CRASH, FailureKind.COMPILE_ERROR},
+        None,
+    ),
     # prints 2 GB in its call: its worker may write 256 MiB to a file (its output too: Python then
     # raises in the call, which fails the case), its step 64 MiB
-    "floods_its_output": ('''
+    "floods_its_output": (
+        """
 import sys
 
 
@@ -54,9 +67,13 @@ def gelu(x):
     for _ in range(2048):
         sys.stdout.write(line)
     return honest(x)
-''', {FailureKind.INCORRECT, FailureKind.CRASH}, "File too large"),
+""",
+        {FailureKind.INCORRECT, FailureKind.CRASH},
+        "File too large",
+    ),
     # a thousand threads that never end: the verdict is its kernel's, and nothing is left behind
-    "starts_1000_threads": ('''
+    "starts_1000_threads": (
+        """
 import threading
 for _ in range(1000):
     threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
@@ -64,7 +81,10 @@ for _ in range(1000):
 
 def gelu(x):
     return honest(x)
-''', {FailureKind.NONE}, None),
+""",
+        {FailureKind.NONE},
+        None,
+    ),
 }
 
 
@@ -73,11 +93,10 @@ def gelu_task(tmp_path_factory: pytest.TempPathFactory):
     return copy_gelu_task(tmp_path_factory.mktemp("tasks"))
 
 
-
-
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_a_candidate_that_breaks_its_own_process_gets_a_named_kind_and_leaves_nothing(
-        gelu_task, tmp_path: Path, name: str) -> None:
+    gelu_task, tmp_path: Path, name: str
+) -> None:
     body, kinds, says = FAULTS[name]
     candidate = tmp_path / "candidate"
     shutil.copytree(gelu_task.directory, candidate)

@@ -33,8 +33,10 @@ with lock.hold(exclusive=sys.argv[2] == "x"):
 
 
 def _holder(tmp_path: Path, mode: str, name: str, seconds: float) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path), mode, str(tmp_path / "log"), name,
-                             str(seconds)], env={**os.environ, "PYTHONPATH": str(SRC)})
+    return subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path), mode, str(tmp_path / "log"), name, str(seconds)],
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
 
 
 def _intervals(tmp_path: Path) -> dict[str, tuple[float, float]]:
@@ -69,8 +71,12 @@ def test_shared_holders_overlap(tmp_path: Path) -> None:
 
 
 def test_an_exclusive_holder_runs_alone(tmp_path: Path) -> None:
-    holders = [_holder(tmp_path, "s", "s1", 0.6), _holder(tmp_path, "x", "x1", 0.6), _holder(tmp_path, "s", "s2", 0.6),
-               _holder(tmp_path, "x", "x2", 0.3)]
+    holders = [
+        _holder(tmp_path, "s", "s1", 0.6),
+        _holder(tmp_path, "x", "x1", 0.6),
+        _holder(tmp_path, "s", "s2", 0.6),
+        _holder(tmp_path, "x", "x2", 0.3),
+    ]
     for process in holders:
         assert process.wait(timeout=30) == 0
     spans = _intervals(tmp_path)
@@ -100,8 +106,9 @@ def test_a_killed_holder_releases_the_device(tmp_path: Path) -> None:
         assert waited < 5 and time.monotonic() - started < 5
 
 
-def test_the_key_is_the_physical_device_and_the_folder_is_shared(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_key_is_the_physical_device_and_the_folder_is_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert device_key(H200) == "GPU-1234_abcd"
     assert device_key(DeviceInfo("cuda", "H200", "NVIDIA H200", "sm_90", 1)) == "NVIDIA_H200"
     monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path / "locks"))

@@ -18,8 +18,9 @@ from aka.evaluation.steps import run_step
 from aka.results.task_result import FailureKind
 
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
-GOOD_REPORT = json.dumps({"format": "aka-step-report/1", "step": "correctness", "status": "ok",
-                          "cases": [{"id": "c1", "correct": True}]})
+GOOD_REPORT = json.dumps(
+    {"format": "aka-step-report/1", "step": "correctness", "status": "ok", "cases": [{"id": "c1", "correct": True}]}
+)
 
 
 def _task(tasks_root: Path, make_toy_task, **overrides: object):
@@ -45,8 +46,9 @@ def test_nonzero_exit_fails_even_with_an_ok_report(tasks_root, make_toy_task, tm
 
 
 def test_exit_zero_without_report_fails(tasks_root, make_toy_task, tmp_path: Path) -> None:
-    outcome = _run(_task(tasks_root, make_toy_task, correctness_command=["echo 'all 5 cases correct, 0.01 ms'"]),
-                   tmp_path)
+    outcome = _run(
+        _task(tasks_root, make_toy_task, correctness_command=["echo 'all 5 cases correct, 0.01 ms'"]), tmp_path
+    )
     assert outcome.failure is FailureKind.CRASH and "no step report" in (outcome.message or "")
 
 
@@ -57,10 +59,13 @@ def test_stdout_claims_are_never_read(tasks_root, make_toy_task, tmp_path: Path)
 
 
 def test_malformed_and_wrong_format_reports(tasks_root, make_toy_task, tmp_path: Path) -> None:
-    for index, (payload, mode, expected) in enumerate([
-        ("{not json", "raw", "invalid JSON"), ('{"format": "other/1"}', "wrapped", "not in format"),
-        ('{"format": "aka-step-report/1", "step": "c", "status": "great"}', "wrapped", "field status"),
-    ]):
+    for index, (payload, mode, expected) in enumerate(
+        [
+            ("{not json", "raw", "invalid JSON"),
+            ('{"format": "other/1"}', "wrapped", "not in format"),
+            ('{"format": "aka-step-report/1", "step": "c", "status": "great"}', "wrapped", "field status"),
+        ]
+    ):
         task = _payload_task(tasks_root, make_toy_task, f"triton2triton/t/x{index}", payload, mode=mode)
         outcome = _run(task, tmp_path)
         assert outcome.failure is FailureKind.CRASH and expected in (outcome.message or ""), outcome.message
@@ -73,8 +78,11 @@ def test_no_cases_is_not_correct(tasks_root, make_toy_task, tmp_path: Path) -> N
 
 
 def test_every_command_of_a_step_runs_and_cases_merge(tasks_root, make_toy_task, tmp_path: Path) -> None:
-    task = _task(tasks_root, make_toy_task,
-                 correctness_command=["python3 harness.py correctness", "python3 harness.py correctness"])
+    task = _task(
+        tasks_root,
+        make_toy_task,
+        correctness_command=["python3 harness.py correctness", "python3 harness.py correctness"],
+    )
     outcome = _run(task, tmp_path)
     assert outcome.passed and len(outcome.cases) == 4 and len(outcome.commands) == 2
 
@@ -123,14 +131,17 @@ def test_missing_kernels_python_and_cuda(tasks_root, make_toy_task, tmp_path: Pa
     (cu_dir / "add.cu").write_text("__global__ void\nadd_kernel(const float* a) {}\nvoid add_kernel2(int x) {}\n")
     (cu_dir / "config.yaml").write_text(
         "task_type: cuda2cuda\nsource_file_path: [add.cu]\ntarget_kernel_functions: [add_kernel, add_kernel2]\n"
-        "compile_command: ['true']\ncorrectness_command: ['true']\n")
+        "compile_command: ['true']\ncorrectness_command: ['true']\n"
+    )
     cuda_task = select_tasks(cuda_root, ["all"])[0]
     assert missing_kernels(cuda_task, cu_dir) == ["add_kernel2"]
 
 
 def test_step_environment_contract(tasks_root, make_toy_task, tmp_path: Path) -> None:
-    dump = "python3 -c 'import json, os; json.dump({k: v for k, v in os.environ.items() " \
-           "if k.startswith((\"AKA_\", \"TRITON\"))}, open(\"env.json\", \"w\"))'; exit 1"
+    dump = (
+        "python3 -c 'import json, os; json.dump({k: v for k, v in os.environ.items() "
+        'if k.startswith(("AKA_", "TRITON"))}, open("env.json", "w"))\'; exit 1'
+    )
     task = _task(tasks_root, make_toy_task, correctness_command=[dump])
     _run(task, tmp_path)
     env = json.loads((tmp_path / "eval" / "env.json").read_text())
@@ -141,11 +152,11 @@ def test_step_environment_contract(tasks_root, make_toy_task, tmp_path: Path) ->
 
 
 def test_forged_reports_are_tampering(tasks_root, make_toy_task, tmp_path: Path) -> None:
-    outcome = _run(_payload_task(tasks_root, make_toy_task, "triton2triton/t/x", GOOD_REPORT, mode="notoken"),
-                   tmp_path)
+    outcome = _run(_payload_task(tasks_root, make_toy_task, "triton2triton/t/x", GOOD_REPORT, mode="notoken"), tmp_path)
     assert outcome.failure is FailureKind.TAMPERING and "forged" in (outcome.message or "")
-    twice = _payload_task(tasks_root, make_toy_task, "triton2triton/t/y", GOOD_REPORT,
-                          after=" && python3 send.py payload.json notoken")
+    twice = _payload_task(
+        tasks_root, make_toy_task, "triton2triton/t/y", GOOD_REPORT, after=" && python3 send.py payload.json notoken"
+    )
     outcome = _run(twice, tmp_path)
     assert outcome.failure is FailureKind.TAMPERING and "2 messages" in (outcome.message or "")
 
@@ -183,25 +194,30 @@ def test_cuda_kernels_are_found_behind_launch_bounds(tmp_path: Path) -> None:
     from aka.evaluation.kernel_check import defined_names
 
     source = tmp_path / "kernel.cu"
-    source.write_text("__global__ void __launch_bounds__(256, 2) row_sum_kernel(const float* x) {}\n"
-                      "__launch_bounds__(128) __global__ void other_kernel(float* y) {}\n"
-                      "template <int N> __global__ void tiled_kernel(float* y) {}\n")
+    source.write_text(
+        "__global__ void __launch_bounds__(256, 2) row_sum_kernel(const float* x) {}\n"
+        "__launch_bounds__(128) __global__ void other_kernel(float* y) {}\n"
+        "template <int N> __global__ void tiled_kernel(float* y) {}\n"
+    )
     assert {"row_sum_kernel", "other_kernel", "tiled_kernel"} <= (defined_names(source) or set())
 
 
-def test_a_step_that_fills_the_disk_is_stopped_as_tampering(tasks_root, make_toy_task, tmp_path: Path,
-                                                             monkeypatch) -> None:
+def test_a_step_that_fills_the_disk_is_stopped_as_tampering(
+    tasks_root, make_toy_task, tmp_path: Path, monkeypatch
+) -> None:
     """Filling the disk would break the evaluator's own writes (an infra error a trainer drops):
     a step whose writable folders grow past the quota is killed while it writes."""
     from aka.evaluation import disk_quota
     from aka.evaluation.steps import evaluate_candidate
 
     monkeypatch.setattr(disk_quota, "STEP_DISK_QUOTA_BYTES", 32 * 2**20)
-    filler = ("import os, time\n"
-              "for i in range(200):\n"
-              "    with open(f'fill{i}.bin', 'wb') as f:\n"
-              "        f.write(os.urandom(8 * 2**20))\n"
-              "    time.sleep(0.05)\n")
+    filler = (
+        "import os, time\n"
+        "for i in range(200):\n"
+        "    with open(f'fill{i}.bin', 'wb') as f:\n"
+        "        f.write(os.urandom(8 * 2**20))\n"
+        "    time.sleep(0.05)\n"
+    )
     task_dir = make_toy_task("triton2triton/toy/filler")
     task = next(t for t in select_tasks(tasks_root, ["all"]) if t.directory == task_dir)
     candidate = tmp_path / "candidate"

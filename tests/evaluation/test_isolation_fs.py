@@ -33,35 +33,61 @@ from aka.evaluation.steps import StepOutcome, evaluate_candidate
 
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
 SANDBOX = detect_sandbox()
-needs_confinement = pytest.mark.skipif(not SANDBOX.confines,
-                                       reason="no read-only-filesystem sandbox here (unshare or mount not allowed)")
+needs_confinement = pytest.mark.skipif(
+    not SANDBOX.confines, reason="no read-only-filesystem sandbox here (unshare or mount not allowed)"
+)
 needs_private_dev = pytest.mark.skipif(PRIVATE_DEV not in SANDBOX.features, reason="no private /dev here")
 
 
-def _confined(writable: list[Path], script: str, *args: str, cwd: Path,
-              host_dev: bool = False) -> subprocess.CompletedProcess[str]:
+def _confined(
+    writable: list[Path], script: str, *args: str, cwd: Path, host_dev: bool = False
+) -> subprocess.CompletedProcess[str]:
     """`sh -c script args...` as `python -m aka.evaluation.confine` runs it inside the evaluator's namespaces."""
     env = {**os.environ, "PYTHONPATH": str(SRC_ROOT)}
-    confine = [sys.executable, "-m", "aka.evaluation.confine", *(["--host-dev"] if host_dev else []),
-               *(a for p in writable for a in ("--writable", str(p))), "--"]
-    return subprocess.run([*SANDBOX.prefix, *confine, "sh", "-c", script, "sh", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60, check=False)
+    confine = [
+        sys.executable,
+        "-m",
+        "aka.evaluation.confine",
+        *(["--host-dev"] if host_dev else []),
+        *(a for p in writable for a in ("--writable", str(p))),
+        "--",
+    ]
+    return subprocess.run(
+        [*SANDBOX.prefix, *confine, "sh", "-c", script, "sh", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_mountinfo_points_are_unescaped_and_keep_their_locked_flags() -> None:
-    info = (b"27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
-            b"66 65 0:25 / /mnt/with\\040space\\134x ro,nosuid,nodev,relatime - tmpfs none ro,size=4k\n")
+    info = (
+        b"27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+        b"66 65 0:25 / /mnt/with\\040space\\134x ro,nosuid,nodev,relatime - tmpfs none ro,size=4k\n"
+    )
     assert parse_mountinfo(info) == [("/", 0), ("/mnt/with space\\x", MS_NOSUID | MS_NODEV)]
 
 
 def test_arguments_are_writable_paths_then_the_command() -> None:
     assert parse_args(["--writable", "/a", "--writable", "/b c", "--", "sh", "-c", "--"]) == (
-        ["/a", "/b c"], False, ["sh", "-c", "--"], False)
+        ["/a", "/b c"],
+        False,
+        ["sh", "-c", "--"],
+        False,
+    )
     assert parse_args(["--", "true"]) == ([], False, ["true"], False)
     assert parse_args(["--host-dev", "--writable", "/a", "--", "true"]) == (["/a"], True, ["true"], False)
     assert parse_args(["--keep-admin", "--writable", "/a", "--", "true"]) == (["/a"], False, ["true"], True)
-    for bad in (["true"], ["--writable", "/a", "--"], ["--writable", "--", "true"], ["--other", "/a", "--", "true"],
-                ["--writable", "--host-dev", "--", "true"]):
+    for bad in (
+        ["true"],
+        ["--writable", "/a", "--"],
+        ["--writable", "--", "true"],
+        ["--other", "/a", "--", "true"],
+        ["--writable", "--host-dev", "--", "true"],
+    ):
         assert parse_args(bad) is None, bad
 
 
@@ -72,13 +98,22 @@ def test_wrap_adds_confinement_only_where_it_works() -> None:
     private = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network", READ_ONLY_FILESYSTEM, PRIVATE_DEV))
     assert private.wrap(["true"], ["/w"]) == ["unshare", "--pid", *confine, "--writable", "/w", "--", "true"]
     host_dev = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network", READ_ONLY_FILESYSTEM))
-    assert host_dev.wrap(["true"], ["/w"]) == ["unshare", "--pid", *confine, "--host-dev", "--writable", "/w",
-                                               "--", "true"]
+    assert host_dev.wrap(["true"], ["/w"]) == [
+        "unshare",
+        "--pid",
+        *confine,
+        "--host-dev",
+        "--writable",
+        "/w",
+        "--",
+        "true",
+    ]
 
 
 def test_a_refused_read_only_bind_of_a_kernel_tunable_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
     """Like any mount but /, it does not stop the step: the rest of the confinement still holds."""
     from aka.evaluation import confine
+
     def refuse(source: str | None, target: str, flags: int, *rest: object) -> None:
         if target == "/proc/sys":
             raise confine.ConfineError("mount /proc/sys: Operation not permitted (errno 1)")
@@ -86,19 +121,22 @@ def test_a_refused_read_only_bind_of_a_kernel_tunable_is_a_warning(monkeypatch: 
     monkeypatch.setattr(confine, "_mount", refuse)
     monkeypatch.setattr(confine.os.path, "exists", lambda path: True)
     assert confine._read_only_kernel_tunables() == [
-        "aka.evaluation.confine: warning: /proc/sys stays as it was: mount /proc/sys: Operation not permitted "
-        "(errno 1)"]
+        "aka.evaluation.confine: warning: /proc/sys stays as it was: mount /proc/sys: Operation not permitted (errno 1)"
+    ]
 
 
-@pytest.mark.parametrize("nvidia, outside, behind, expected", [
-    (False, False, False, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),  # no NVIDIA device: nothing to check
-    (True, True, True, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),
-    (True, False, False, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),  # CUDA is broken anyway: nothing to lose
-    (True, True, False, [READ_ONLY_FILESYSTEM]),  # CUDA needs the host's /dev here: keep it
-])
-def test_the_private_dev_is_used_only_where_cuda_still_works(monkeypatch: pytest.MonkeyPatch, nvidia: bool,
-                                                              outside: bool, behind: bool,
-                                                              expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    "nvidia, outside, behind, expected",
+    [
+        (False, False, False, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),  # no NVIDIA device: nothing to check
+        (True, True, True, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),
+        (True, False, False, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),  # CUDA is broken anyway: nothing to lose
+        (True, True, False, [READ_ONLY_FILESYSTEM]),  # CUDA needs the host's /dev here: keep it
+    ],
+)
+def test_the_private_dev_is_used_only_where_cuda_still_works(
+    monkeypatch: pytest.MonkeyPatch, nvidia: bool, outside: bool, behind: bool, expected: list[str]
+) -> None:
     monkeypatch.setattr(isolation.glob, "glob", lambda pattern: ["/dev/nvidiactl"] if nvidia else [])
 
     def runs(argv: list[str]) -> bool:
@@ -124,9 +162,11 @@ def test_confined_command_writes_only_its_writable_paths(tmp_path: Path) -> None
     writable, beside = tmp_path / "writable", tmp_path / "beside"
     writable.mkdir()
     beside.mkdir()
-    script = ('echo ok > "$1/file" && echo ok > relative && '
-              'if echo no > "$2/file"; then echo WROTE-BESIDE; fi; '
-              'if echo no > /dev/shm/aka-confine-probe-$$; then rm /dev/shm/aka-confine-probe-$$; echo SHM-OK; fi')
+    script = (
+        'echo ok > "$1/file" && echo ok > relative && '
+        'if echo no > "$2/file"; then echo WROTE-BESIDE; fi; '
+        "if echo no > /dev/shm/aka-confine-probe-$$; then rm /dev/shm/aka-confine-probe-$$; echo SHM-OK; fi"
+    )
     done = _confined([writable], script, str(writable), str(beside), cwd=writable)
     assert done.returncode == 0, done.stderr
     assert (writable / "file").read_text() == "ok\n" and (writable / "relative").is_file()
@@ -146,16 +186,18 @@ def test_confined_command_cannot_remount_or_unmount(tmp_path: Path) -> None:
         "                   ('umount', lambda: libc.umount2(sys.argv[1].encode(), 2)),\n"
         "                   ('unshare', lambda: libc.unshare(0x20000))]:\n"
         "    print(name, 'ALLOWED' if call() == 0 else os.strerror(ctypes.get_errno()))\n"
-        "open(os.path.join(sys.argv[2], 'file'), 'w')\n")
+        "open(os.path.join(sys.argv[2], 'file'), 'w')\n"
+    )
     beside = tmp_path / "beside"
     beside.mkdir()
-    done = _confined([tmp_path / "nothing-here"], f'"{sys.executable}" -I "$1" / "$2"', str(probe), str(beside),
-                     cwd=tmp_path)
+    done = _confined(
+        [tmp_path / "nothing-here"], f'"{sys.executable}" -I "$1" / "$2"', str(probe), str(beside), cwd=tmp_path
+    )
     assert "ALLOWED" not in done.stdout and done.stdout.count("Operation not permitted") == 3, done.stdout
     assert "Read-only file system" in done.stderr and not (beside / "file").exists()
 
 
-DEV_PROBE = r'''
+DEV_PROBE = r"""
 import os, stat, sys
 for path in sorted(os.path.join(top, name) for top, dirs, files in os.walk("/dev") for name in dirs + files):
     mode = os.lstat(path).st_mode
@@ -177,15 +219,21 @@ for line in open("/proc/self/mountinfo"):
     fields = line.split()
     if fields[4] == "/sys" or fields[4].startswith("/sys/"):
         print("sysmount", fields[4], fields[5].split(",")[0])
-'''
+"""
 
 
 def _dev_probe(tmp_path: Path, host_dev: bool = False) -> tuple[list[str], dict[str, str], list[int], list[str]]:
     """(/dev entries as `path kind`, write results, [bounding, effective, permitted, no_new_privs], /sys mounts)."""
     probe = tmp_path / "dev_probe.py"
     probe.write_text(DEV_PROBE)
-    done = _confined([tmp_path / "nothing-here"], f'"{sys.executable}" -I "$@"', str(probe),
-                     *(["--host-dev"] if host_dev else []), cwd=tmp_path, host_dev=host_dev)
+    done = _confined(
+        [tmp_path / "nothing-here"],
+        f'"{sys.executable}" -I "$@"',
+        str(probe),
+        *(["--host-dev"] if host_dev else []),
+        cwd=tmp_path,
+        host_dev=host_dev,
+    )
     assert done.returncode == 0, done.stderr
     lines = [line.split(" ", 1) for line in done.stdout.splitlines()]
     nodes = [rest for head, rest in lines if head == "node"]
@@ -198,8 +246,11 @@ def _dev_probe(tmp_path: Path, host_dev: bool = False) -> tuple[list[str], dict[
 def test_confined_command_gets_a_private_dev_without_disks(tmp_path: Path) -> None:
     nodes, writes, _, _ = _dev_probe(tmp_path)
     allowed = {f"/dev/{n}" for n in DEVICE_NODES} | {f"/dev/{name}" for name, _ in DEV_LINKS} | {"/dev/shm"}
-    unexpected = [n for n in nodes if n.split()[0] not in allowed and not n.startswith(("/dev/nvidia", "/dev/dri",
-                                                                                         "/dev/kfd", "/dev/shm/"))]
+    unexpected = [
+        n
+        for n in nodes
+        if n.split()[0] not in allowed and not n.startswith(("/dev/nvidia", "/dev/dri", "/dev/kfd", "/dev/shm/"))
+    ]
     assert not unexpected and not any(n.endswith(" block") for n in nodes), nodes
     assert "/dev/null char" in nodes and "/dev/urandom char" in nodes
     assert writes["dev"] == "Read-only file system" and not Path("/dev/aka-planted").exists()
@@ -233,9 +284,14 @@ def test_a_mount_point_with_a_space_becomes_read_only(tmp_path: Path) -> None:
     writable.mkdir()
     confine = f'"{sys.executable}" -m aka.evaluation.confine --writable "$2" --'
     script = f'mount -t tmpfs none "$1" && exec {confine} sh -c \'if touch "$1/file"; then echo WROTE; fi\' sh "$1"'
-    done = subprocess.run([*SANDBOX.prefix, "sh", "-c", script, "sh", str(spaced), str(writable)],
-                          env={**os.environ, "PYTHONPATH": str(SRC_ROOT)}, capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        [*SANDBOX.prefix, "sh", "-c", script, "sh", str(spaced), str(writable)],
+        env={**os.environ, "PYTHONPATH": str(SRC_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0 and "WROTE" not in done.stdout, done.stdout + done.stderr
     assert "Read-only file system" in done.stderr
 
@@ -245,8 +301,17 @@ def test_confine_fails_closed_without_privileges(tmp_path: Path) -> None:
     """Not root of its namespace (an unmapped user): it must refuse to run the command at all."""
     env = {**os.environ, "PYTHONPATH": str(SRC_ROOT)}
     marker = tmp_path / "ran"
-    argv = ["unshare", "--user", sys.executable, "-m", "aka.evaluation.confine", "--", "sh", "-c",
-            f"echo ran > {marker}"]
+    argv = [
+        "unshare",
+        "--user",
+        sys.executable,
+        "-m",
+        "aka.evaluation.confine",
+        "--",
+        "sh",
+        "-c",
+        f"echo ran > {marker}",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
     if "unshare failed" in done.stderr or "unshare:" in done.stderr:
         pytest.skip(f"no user namespaces here: {done.stderr.strip()}")
@@ -310,7 +375,7 @@ def test_candidate_cannot_poison_later_evaluations(tmp_path: Path) -> None:
     assert "WROTE" not in log
 
 
-TMPDIR_PROBE = '''
+TMPDIR_PROBE = """
 import tempfile as _tempfile
 _tmp = os.environ["TMPDIR"]
 assert _tempfile.gettempdir() == _tmp == os.environ["TMP"] == os.environ["TEMP"], _tmp
@@ -320,7 +385,7 @@ with _tempfile.NamedTemporaryFile() as _scratch:
 os.makedirs(os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "probe"))
 open(os.path.join(os.environ["TRITON_CACHE_DIR"], "probe"), "w").close()
 print("aka-tmp-probe", _tmp, flush=True)
-'''
+"""
 
 
 @pytest.mark.slow

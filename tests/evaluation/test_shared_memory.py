@@ -65,14 +65,16 @@ class _Sized:
 
 @pytest.mark.parametrize(("free_gib", "sets"), [(140.0, 2), (85.0, 1)])
 def test_paired_buffers_take_two_input_sets_where_they_fit_and_one_where_only_that_does(
-        monkeypatch: pytest.MonkeyPatch, free_gib: float, sets: int) -> None:
+    monkeypatch: pytest.MonkeyPatch, free_gib: float, sets: int
+) -> None:
     """A 6 GiB elementwise case (KernelBench 19_relu) on both sides of a paired case."""
     device = _gpu_with(monkeypatch, free_gib)
     assert turns.input_sets(device, [_Sized(6)], [_Sized(6)], 2, "paired-relu") == sets  # type: ignore[list-item]
 
 
 def test_a_case_that_does_not_fit_is_the_harness_limit_not_the_candidates_fault(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     device = _gpu_with(monkeypatch, 40.0)
     with pytest.raises(HarnessError, match=r"paired-relu needs about .* GiB .* 40.0 GiB are free: a limit of this GPU"):
         turns.input_sets(device, [_Sized(6)], [_Sized(6)], 2, "paired-relu")  # type: ignore[list-item]
@@ -111,7 +113,8 @@ _SHORTFALLS = {
 @pytest.mark.parametrize("shortfall", sorted(_SHORTFALLS))
 @pytest.mark.parametrize("free_before_load", [100 * 2**30, None])
 def test_a_step_short_of_gpu_memory_is_charged_to_the_candidate_only_when_it_took_it(
-        monkeypatch: pytest.MonkeyPatch, free_before_load: int | None, shortfall: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, free_before_load: int | None, shortfall: str
+) -> None:
     """The judge's step with a candidate that left 1 GiB of a GPU that had 100 free before it loaded."""
     from aka.harness import runner
     from aka.harness.task import KernelTask, StepContext
@@ -123,8 +126,9 @@ def test_a_step_short_of_gpu_memory_is_charged_to_the_candidate_only_when_it_too
     monkeypatch.setattr(runner, "correctness_step", short)
     monkeypatch.setattr(runner, "free_gpu_bytes", lambda device: 2**30)
     ctx = StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"})
-    task = KernelTask(name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None,
-                      load_candidate=lambda directory: None)
+    task = KernelTask(
+        name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None, load_candidate=lambda directory: None
+    )
     workers = _Workers(free_before_load)
     if free_before_load is None:
         with pytest.raises(HarnessError, match="out of (GPU |host )?memory"):
@@ -145,8 +149,9 @@ def test_a_cuda_error_other_than_memory_stays_the_harnesss_fault(monkeypatch: py
     monkeypatch.setattr(runner, "set_up", lambda *_: None)
     monkeypatch.setattr(runner, "correctness_step", broken)
     ctx = StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"})
-    task = KernelTask(name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None,
-                      load_candidate=lambda directory: None)
+    task = KernelTask(
+        name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None, load_candidate=lambda directory: None
+    )
     with pytest.raises(torch.AcceleratorError, match="illegal memory access"):
         runner.run_step(task, ctx, _Workers(100 * 2**30), Path("harness.py"))  # type: ignore[arg-type]
 

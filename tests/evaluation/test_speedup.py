@@ -10,14 +10,25 @@ from aka.results.task_result import TaskResult
 
 
 def _baseline(*times: float) -> BaselineRecord:
-    return BaselineRecord(task_name="t", task_identity="x", device="d", source=BaselineSource.SOURCE,
-                          cases=[CaseReport(id=f"c{i}", time_ms=t, timing_method="solo") for i, t in enumerate(times)])
+    return BaselineRecord(
+        task_name="t",
+        task_identity="x",
+        device="d",
+        source=BaselineSource.SOURCE,
+        cases=[CaseReport(id=f"c{i}", time_ms=t, timing_method="solo") for i, t in enumerate(times)],
+    )
 
 
 def test_unpaired_cases_fall_back_to_the_frozen_baseline() -> None:
     result = TaskResult(task_name="t", task_type="triton2triton")
-    apply_timings(result, _baseline(4.0, 8.0), [CaseReport(id="c0", time_ms=2.0, timing_method="solo"),
-                                                CaseReport(id="c1", time_ms=2.0, timing_method="solo")])
+    apply_timings(
+        result,
+        _baseline(4.0, 8.0),
+        [
+            CaseReport(id="c0", time_ms=2.0, timing_method="solo"),
+            CaseReport(id="c1", time_ms=2.0, timing_method="solo"),
+        ],
+    )
     assert result.speedup_ratio == pytest.approx(3.0)
     assert not any(c.paired for c in result.cases) and result.benchmark_method_consistent
     assert result.speedup_ci_low is None
@@ -25,8 +36,18 @@ def test_unpaired_cases_fall_back_to_the_frozen_baseline() -> None:
 
 def test_paired_cases_win_and_carry_intervals() -> None:
     result = TaskResult(task_name="t", task_type="triton2triton")
-    paired = [CaseReport(id="c0", time_ms=2.0, timing_method="paired", baseline_time_ms=3.0,
-                         baseline_timing_method="paired", speedup=1.5, speedup_ci_low=1.4, speedup_ci_high=1.6)]
+    paired = [
+        CaseReport(
+            id="c0",
+            time_ms=2.0,
+            timing_method="paired",
+            baseline_time_ms=3.0,
+            baseline_timing_method="paired",
+            speedup=1.5,
+            speedup_ci_low=1.4,
+            speedup_ci_high=1.6,
+        )
+    ]
     apply_timings(result, _baseline(4.0), paired)
     assert result.speedup_ratio == pytest.approx(1.5) and result.cases[0].paired
     assert (result.speedup_ci_low, result.speedup_ci_high) == (pytest.approx(1.4), pytest.approx(1.6))
@@ -34,10 +55,21 @@ def test_paired_cases_win_and_carry_intervals() -> None:
 
 def test_mixed_methods_are_flagged_and_slow_baselines_found() -> None:
     result = TaskResult(task_name="t", task_type="triton2triton")
-    apply_timings(result, _baseline(4.0, 4.0), [
-        CaseReport(id="c0", time_ms=2.0, timing_method="paired", baseline_time_ms=6.0,
-                   baseline_timing_method="paired", speedup=3.0),
-        CaseReport(id="c1", time_ms=2.0, timing_method="other")])
+    apply_timings(
+        result,
+        _baseline(4.0, 4.0),
+        [
+            CaseReport(
+                id="c0",
+                time_ms=2.0,
+                timing_method="paired",
+                baseline_time_ms=6.0,
+                baseline_timing_method="paired",
+                speedup=3.0,
+            ),
+            CaseReport(id="c1", time_ms=2.0, timing_method="other"),
+        ],
+    )
     assert not result.benchmark_method_consistent
     assert "different methods" in (result.speedup_calculation_error_message or "")
     assert slowed_baselines(_baseline(4.0, 4.0), [CaseReport(id="c0", baseline_time_ms=6.0, time_ms=1.0)]) == ["c0"]

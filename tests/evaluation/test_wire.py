@@ -25,8 +25,13 @@ def test_the_report_models_of_both_sides_have_the_contracts_fields_in_order() ->
 def test_what_the_harness_sends_the_evaluator_parses() -> None:
     import json
 
-    step = StepResult("correctness", "failed", "1 of 1 cases failed", [CaseResult(Case.make(n=8), correct=False)],
-                      failure_kind=wire.TAMPERING)
+    step = StepResult(
+        "correctness",
+        "failed",
+        "1 of 1 cases failed",
+        [CaseResult(Case.make(n=8), correct=False)],
+        failure_kind=wire.TAMPERING,
+    )
     report = parse_step_message(json.dumps({"token": "t" * 32, "report": step.to_json()}).encode(), "t" * 32)
     assert report.format == wire.STEP_REPORT_FORMAT and report.failure_kind == wire.TAMPERING
 
@@ -36,12 +41,23 @@ def test_every_kind_a_step_may_name_is_a_failure_kind_of_the_result() -> None:
 
 
 def test_the_step_reads_the_environment_the_evaluator_writes() -> None:
-    environ = {wire.ENV_DEVICE: "cpu", wire.ENV_TARGET: "baseline", wire.ENV_CASE_PROFILE: "full",
-               wire.ENV_TASK_FAMILY: "cuda2cuda", wire.ENV_TARGET_KERNELS: "a,b", wire.ENV_BASELINE: "reference",
-               wire.ENV_BASELINE_DIR: "/x/" + wire.BASELINE_SOURCES_DIR}
+    environ = {
+        wire.ENV_DEVICE: "cpu",
+        wire.ENV_TARGET: "baseline",
+        wire.ENV_CASE_PROFILE: "full",
+        wire.ENV_TASK_FAMILY: "cuda2cuda",
+        wire.ENV_TARGET_KERNELS: "a,b",
+        wire.ENV_BASELINE: "reference",
+        wire.ENV_BASELINE_DIR: "/x/" + wire.BASELINE_SOURCES_DIR,
+    }
     ctx = StepContext.from_env("performance", environ)
     assert (ctx.target, ctx.profile, ctx.family, ctx.target_kernels, ctx.baseline) == (
-        "baseline", "full", "cuda2cuda", ("a", "b"), "reference")
+        "baseline",
+        "full",
+        "cuda2cuda",
+        ("a", "b"),
+        "reference",
+    )
     assert ctx.baseline_dir == Path("/x/.aka_baseline")
 
 

@@ -53,6 +53,7 @@ CPU = torch.device("cpu")
 
 # --- cases and inputs -------------------------------------------------------------------------
 
+
 def test_case_ids_are_built_from_params_in_order() -> None:
     assert Case.make(n=1_000_003, dtype="float32").id == "n1000003_float32"
     assert case_id({"rows": 8, "cols": 4093, "dtype": "float16"}) == "rows8_cols4093_float16"
@@ -107,6 +108,7 @@ def test_input_distributions_and_dtypes() -> None:
 
 # --- comparison -------------------------------------------------------------------------------
 
+
 def test_compare_within_and_beyond_tolerance() -> None:
     expected = torch.tensor([1.0, 2.0, 3.0])
     ok = compare_outputs(expected + 5e-6, expected)
@@ -118,8 +120,15 @@ def test_compare_within_and_beyond_tolerance() -> None:
     assert "\n" not in bad.message
 
 
-@pytest.mark.parametrize("dtype, bits", [(torch.float16, torch.int16), (torch.bfloat16, torch.int16),
-                                         (torch.float32, torch.int32), (torch.float64, torch.int64)])
+@pytest.mark.parametrize(
+    "dtype, bits",
+    [
+        (torch.float16, torch.int16),
+        (torch.bfloat16, torch.int16),
+        (torch.float32, torch.int32),
+        (torch.float64, torch.int64),
+    ],
+)
 def test_default_tolerances_accept_one_rounding_step(dtype: torch.dtype, bits: torch.dtype) -> None:
     expected = torch.linspace(-8, 8, 1001, dtype=torch.float64).to(dtype)
     one_ulp_away = (expected.view(bits) + 1).view(dtype)
@@ -172,6 +181,7 @@ def test_tolerance_overrides_by_dtype_or_name() -> None:
 
 # --- timing, messages, reports ----------------------------------------------------------------
 
+
 def test_cpu_timing_is_a_short_wall_clock_median() -> None:
     calls: list[int] = []
     timing = time_function(lambda: calls.append(1), "cpu")
@@ -189,10 +199,15 @@ def test_exception_messages_are_one_line() -> None:
 
 def test_report_goes_through_the_private_channel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     case = Case.make(n=4, dtype="float32")
-    result = StepResult("performance", "ok", None, [
-        CaseResult(case, correct=True, time_ms=0.5, timing_method=CPU_METHOD, max_abs_error=float("inf")),
-        CaseResult(Case.make(n=5), correct=False, time_ms=0.0, timing_method=CPU_METHOD, message="a\nb"),
-    ])
+    result = StepResult(
+        "performance",
+        "ok",
+        None,
+        [
+            CaseResult(case, correct=True, time_ms=0.5, timing_method=CPU_METHOD, max_abs_error=float("inf")),
+            CaseResult(Case.make(n=5), correct=False, time_ms=0.0, timing_method=CPU_METHOD, message="a\nb"),
+        ],
+    )
     read_end, write_end = os.pipe()
     monkeypatch.setenv("AKA_RESULT_FD", str(write_end))
     monkeypatch.setattr("sys.stdin", io.StringIO("secret-token\n"))
@@ -217,7 +232,7 @@ def test_report_goes_through_the_private_channel(tmp_path: Path, monkeypatch: py
 
 # --- steps: the judge in this process, its workers real processes, on a tiny task folder ------
 
-HARNESS = '''
+HARNESS = """
 import os, sys
 from pathlib import Path
 import torch
@@ -250,12 +265,19 @@ TASK = KernelTask(
 
 if __name__ == "__main__":
     raise SystemExit(run_task(TASK))
-'''
+"""
 DOUBLE = "def double(x):\n    return x * 2\n"
 
 
-def _task_dir(tmp_path: Path, candidate: str = DOUBLE, baseline: str = DOUBLE, build: str = "pass",
-              fields: str = "", family: str = "e2e", reference: str = "x * 2") -> Path:
+def _task_dir(
+    tmp_path: Path,
+    candidate: str = DOUBLE,
+    baseline: str = DOUBLE,
+    build: str = "pass",
+    fields: str = "",
+    family: str = "e2e",
+    reference: str = "x * 2",
+) -> Path:
     """A task folder as the evaluator builds it: harness, config, the candidate's kernel.py and the
     pristine one in .aka_baseline/ (torch-only kernels: the e2e family, exempt from the policy)."""
     (tmp_path / ".aka_baseline").mkdir(parents=True, exist_ok=True)
@@ -266,8 +288,9 @@ def _task_dir(tmp_path: Path, candidate: str = DOUBLE, baseline: str = DOUBLE, b
     return tmp_path
 
 
-def _step(directory: Path, step: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-          **env: str) -> StepReport:
+def _step(
+    directory: Path, step: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], **env: str
+) -> StepReport:
     return _run_step(directory, step, monkeypatch, capsys, **env)[0]
 
 
@@ -281,15 +304,21 @@ def _load_task(directory: Path) -> KernelTask:
     return module.TASK  # type: ignore[no-any-return]
 
 
-def _run_step(directory: Path, step: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-              **env: str) -> tuple[StepReport, str]:
+def _run_step(
+    directory: Path, step: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], **env: str
+) -> tuple[StepReport, str]:
     """Run one step as the judge, in this process, as by hand (no channel: its report printed, its
     verdict the last line on standard error, exit 1 when it failed); the report, and what was
     written to standard error (the workers' too, with `capfd`)."""
     monkeypatch.chdir(directory)
     task = _load_task(directory)
-    environ = {**os.environ, "AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": env.pop("family", "e2e"),
-               "AKA_BASELINE_DIR": str(directory / ".aka_baseline"), **env}
+    environ = {
+        **os.environ,
+        "AKA_DEVICE": "cpu",
+        "AKA_TASK_FAMILY": env.pop("family", "e2e"),
+        "AKA_BASELINE_DIR": str(directory / ".aka_baseline"),
+        **env,
+    }
     environ.pop("AKA_RESULT_FD", None)
     capsys.readouterr()
     code = run_task(task, [step], environ)
@@ -310,7 +339,9 @@ def test_context_defaults_and_errors() -> None:
     assert (ctx.device.type, ctx.target, ctx.profile, ctx.baseline) == ("cpu", "candidate", "ci", "source")
     assert _ctx("performance", AKA_CASE_PROFILE="full", AKA_TARGET="reference").profile == "full"
     bad: list[tuple[str, dict[str, str]]] = [
-        ("bench", {}), ("compile", {"AKA_TARGET": "both"}), ("compile", {"AKA_CASE_PROFILE": "x"}),
+        ("bench", {}),
+        ("compile", {"AKA_TARGET": "both"}),
+        ("compile", {"AKA_CASE_PROFILE": "x"}),
     ]
     for step, env in bad:
         with pytest.raises(Exception, match="neither|unknown step|not one of"):
@@ -335,13 +366,17 @@ def test_the_judge_never_imports_the_candidates_code(tmp_path: Path, monkeypatch
     import sys as _sys
 
     assert not hasattr(builtins, "aka_candidate_ran_here")
-    assert not [m for m in _sys.modules.values() if str(getattr(m, "__file__", "")).startswith(str(tmp_path))
-                and not m.__name__.startswith("_test_harness_")]
+    assert not [
+        m
+        for m in _sys.modules.values()
+        if str(getattr(m, "__file__", "")).startswith(str(tmp_path)) and not m.__name__.startswith("_test_harness_")
+    ]
 
 
 def test_wrong_and_crashing_candidates_fail_with_a_reason(tmp_path: Path, monkeypatch, capsys) -> None:
-    wrong = _step(_task_dir(tmp_path / "wrong", "def double(x):\n    return x * 3\n"), "correctness", monkeypatch,
-                  capsys)
+    wrong = _step(
+        _task_dir(tmp_path / "wrong", "def double(x):\n    return x * 3\n"), "correctness", monkeypatch, capsys
+    )
     assert wrong.status is StepStatus.FAILED and wrong.cases[0].correct is False
     assert wrong.message is not None and wrong.message.startswith("2 of 2 cases failed; first: n8_float32")
     crash = "def double(x):\n    raise RuntimeError('kernel exploded\\nsecond line')\n"
@@ -357,9 +392,11 @@ def test_wrong_and_crashing_candidates_fail_with_a_reason(tmp_path: Path, monkey
 def test_a_candidate_that_breaks_its_worker_mapping_memory_crashed(tmp_path: Path, monkeypatch, capsys) -> None:
     """On the H200 a candidate that wrote into its own device files broke its CUDA context, and its
     worker could no longer map the judge's memory: its crash, not a harness error."""
-    breaks = ("import aka.harness.shared as _shared\n\n\ndef _refuse(cls, *args):\n"
-              "    raise OSError('operation not supported')\n\n\n"
-              "_shared.OpenedArena.open = classmethod(_refuse)\n" + DOUBLE)
+    breaks = (
+        "import aka.harness.shared as _shared\n\n\ndef _refuse(cls, *args):\n"
+        "    raise OSError('operation not supported')\n\n\n"
+        "_shared.OpenedArena.open = classmethod(_refuse)\n" + DOUBLE
+    )
     result = _step(_task_dir(tmp_path, breaks), "correctness", monkeypatch, capsys)
     assert result.status is StepStatus.FAILED and result.failure_kind == "crash"
     assert "could not map the judge's memory" in (result.message or "")
@@ -369,12 +406,18 @@ def test_performance_times_the_candidate_and_checks_its_output(tmp_path: Path, m
     timed = _step(_task_dir(tmp_path / "ok"), "performance", monkeypatch, capsys)
     assert timed.status is StepStatus.OK and all(c.time_ms and c.time_ms > 0 and c.correct for c in timed.cases)
     assert all(c.speedup and c.baseline_time_ms and c.unexplained_ms is not None for c in timed.cases)
-    wrong = _step(_task_dir(tmp_path / "wrong", "def double(x):\n    return x + 1\n"), "performance", monkeypatch,
-                  capsys)
+    wrong = _step(
+        _task_dir(tmp_path / "wrong", "def double(x):\n    return x + 1\n"), "performance", monkeypatch, capsys
+    )
     assert wrong.status is StepStatus.FAILED and wrong.cases[0].time_ms is None
     assert "timed call" in (wrong.cases[0].message or "")
-    reference = _step(_task_dir(tmp_path / "ref", "raise ValueError('never loaded')\n"), "performance", monkeypatch,
-                      capsys, AKA_TARGET="reference")
+    reference = _step(
+        _task_dir(tmp_path / "ref", "raise ValueError('never loaded')\n"),
+        "performance",
+        monkeypatch,
+        capsys,
+        AKA_TARGET="reference",
+    )
     assert reference.status is StepStatus.OK and reference.cases[0].correct is None and reference.cases[0].time_ms
 
 
@@ -409,8 +452,13 @@ def test_build_errors_fail_and_missing_tools_skip_compile(tmp_path: Path, monkey
 
 
 def test_kernel_families_forbid_torch_compute(tmp_path: Path, monkeypatch, capsys) -> None:
-    result = _step(_task_dir(tmp_path / "plain", family="triton2triton"), "correctness", monkeypatch, capsys,
-                   family="triton2triton")
+    result = _step(
+        _task_dir(tmp_path / "plain", family="triton2triton"),
+        "correctness",
+        monkeypatch,
+        capsys,
+        family="triton2triton",
+    )
     assert result.status is StepStatus.FAILED and result.failure_kind == "policy_violation"
     assert "mul" in (result.message or "")
     allowed = _task_dir(tmp_path / "allowed", fields="allowed_torch_ops=frozenset({'mul'})", family="triton2triton")
@@ -418,7 +466,7 @@ def test_kernel_families_forbid_torch_compute(tmp_path: Path, monkeypatch, capsy
 
 
 def test_run_task_exits_non_zero_on_harness_errors(tmp_path: Path, monkeypatch, capsys) -> None:
-    directory = _task_dir(tmp_path, reference="(_ for _ in ()).throw(RuntimeError(\"the task's reference is broken\"))")
+    directory = _task_dir(tmp_path, reference='(_ for _ in ()).throw(RuntimeError("the task\'s reference is broken"))')
     monkeypatch.chdir(directory)
     env = {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"}
     assert run_task(_load_task(directory), ["benchmark"], env) == 2
@@ -452,32 +500,44 @@ def test_each_worker_builds_into_its_own_cache(tmp_path: Path, monkeypatch, capf
 def test_performance_spreads_each_side_over_separate_loads(tmp_path: Path, monkeypatch, capfd) -> None:
     """Each side is loaded `paired.loads` times (the baseline before any candidate load) and
     pair i calls load i mod loads on both sides; a load whose output is wrong fails the case."""
-    counting = ("import builtins, sys, time\nbuiltins._n = getattr(builtins, '_n', -1) + 1\n_LOAD = builtins._n\n"
-                "print(f'aka-loaded {{time.monotonic()}} {side} {{_LOAD}}', file=sys.stderr, flush=True)\n"
-                "def double(x):\n    print(f'aka-call {side} {{_LOAD}}', file=sys.stderr, flush=True)\n"
-                "    return x * ({wrong} if _LOAD == 2 else 2)\n")
+    counting = (
+        "import builtins, sys, time\nbuiltins._n = getattr(builtins, '_n', -1) + 1\n_LOAD = builtins._n\n"
+        "print(f'aka-loaded {{time.monotonic()}} {side} {{_LOAD}}', file=sys.stderr, flush=True)\n"
+        "def double(x):\n    print(f'aka-call {side} {{_LOAD}}', file=sys.stderr, flush=True)\n"
+        "    return x * ({wrong} if _LOAD == 2 else 2)\n"
+    )
     fields = "paired=PairedConfig(loads=3)"
 
     def run(wrong: int) -> tuple[StepReport, list[list[str]], list[list[str]]]:
-        directory = _task_dir(tmp_path / f"wrong{wrong}", counting.format(side="candidate", wrong=wrong),
-                              counting.format(side="baseline", wrong=2), fields=fields)
+        directory = _task_dir(
+            tmp_path / f"wrong{wrong}",
+            counting.format(side="candidate", wrong=wrong),
+            counting.format(side="baseline", wrong=2),
+            fields=fields,
+        )
         report, err = _run_step(directory, "performance", monkeypatch, capfd)
-        return (report, [line.split()[1:] for line in err.splitlines() if line.startswith("aka-loaded")],
-                [line.split()[1:] for line in err.splitlines() if line.startswith("aka-call")])
+        return (
+            report,
+            [line.split()[1:] for line in err.splitlines() if line.startswith("aka-loaded")],
+            [line.split()[1:] for line in err.splitlines() if line.startswith("aka-call")],
+        )
 
     report, loads, calls = run(2)
     assert report.status is StepStatus.OK
     ordered = [side for _, side, _ in sorted(loads, key=lambda entry: float(entry[0]))]
     assert ordered == ["baseline"] * 3 + ["candidate"] * 3
     timed = [int(load) for side, load in calls if side == "candidate"]
-    assert sorted(set(timed)) == [0, 1, 2] and max(timed.count(s) for s in range(3)) - min(
-        timed.count(s) for s in range(3)) <= 1
+    assert (
+        sorted(set(timed)) == [0, 1, 2]
+        and max(timed.count(s) for s in range(3)) - min(timed.count(s) for s in range(3)) <= 1
+    )
     wrong, _, _ = run(3)
     assert wrong.status is StepStatus.FAILED and "n8_float32" in (wrong.message or "")
 
 
 def test_a_worker_that_prints_without_end_fills_neither_the_step_log_nor_the_disk(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A worker's output goes to a file of its own, at most `MAX_FILE_BYTES` long (beyond, its
     writes fail: the candidate's failure); the judge copies its last 32 KiB into the step log."""
     from aka.harness import spawn
@@ -493,12 +553,13 @@ def test_a_worker_that_prints_without_end_fills_neither_the_step_log_nor_the_dis
 
 # --- CUDA builds ------------------------------------------------------------------------------
 
+
 def test_cuda_arch_and_error_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AKA_CUDA_ARCH", raising=False)
     assert cuda_arch() == "sm_90"
     monkeypatch.setenv("AKA_CUDA_ARCH", "80")
     assert cuda_arch() == "sm_80"
-    output = "k.cu(3): error: identifier \"foo\" is undefined\nk.cu(4): error: x\nk.cu(5): error: y\n3 errors"
+    output = 'k.cu(3): error: identifier "foo" is undefined\nk.cu(4): error: x\nk.cu(5): error: y\n3 errors'
     assert first_error_lines(output) == 'k.cu(3): error: identifier "foo" is undefined | k.cu(4): error: x'
     assert first_error_lines("ld: something odd\n") == "ld: something odd"
 
@@ -528,8 +589,16 @@ def test_a_step_run_by_hand_exits_non_zero_when_it_fails(tmp_path: Path) -> None
     env.update(AKA_DEVICE="cpu")
 
     def by_hand(directory: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "harness.py", "correctness"], cwd=directory, env=env,
-                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False)
+        return subprocess.run(
+            [sys.executable, "harness.py", "correctness"],
+            cwd=directory,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
 
     wrong = by_hand(_task_dir(tmp_path / "wrong", "def double(x):\n    return x * 3\n"))
     assert wrong.returncode == 1, wrong.stderr[-2000:]
@@ -548,8 +617,10 @@ def test_a_step_run_by_hand_reads_the_family_from_config_yaml(tmp_path: Path) ->
 
 
 def test_a_separate_load_executes_the_sources_anew(tmp_path: Path, monkeypatch) -> None:
-    (tmp_path / "kernel.py").write_text("import builtins\nbuiltins._aka_test_runs = "
-                                        "getattr(builtins, '_aka_test_runs', 0) + 1\nRUN = builtins._aka_test_runs\n")
+    (tmp_path / "kernel.py").write_text(
+        "import builtins\nbuiltins._aka_test_runs = "
+        "getattr(builtins, '_aka_test_runs', 0) + 1\nRUN = builtins._aka_test_runs\n"
+    )
     monkeypatch.chdir(tmp_path)
     import builtins
 

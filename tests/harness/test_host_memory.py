@@ -47,10 +47,23 @@ ELEMENTS = 8 * 2**20  # 32 MiB per float32 tensor
 def _step(tmp_path: Path, room: int) -> subprocess.CompletedProcess[str]:
     (tmp_path / "harness.py").write_text(HARNESS.replace("N)", f"{ELEMENTS})"))
     (tmp_path / "limited.py").write_text(LIMITED)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e",
-           "AKA_CASE_PROFILE": "full", "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
-    return subprocess.run([sys.executable, "limited.py", str(room)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "AKA_DEVICE": "cpu",
+        "AKA_TASK_FAMILY": "e2e",
+        "AKA_CASE_PROFILE": "full",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
+    }
+    return subprocess.run(
+        [sys.executable, "limited.py", str(room)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_comparison_chunk_shrinks_to_the_budget() -> None:
@@ -80,8 +93,9 @@ ALLOCATOR_FAILED = "[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can
 
 
 @pytest.mark.parametrize("error", [MemoryError(), RuntimeError(ALLOCATOR_FAILED)])
-def test_the_judges_own_failed_allocation_is_a_harness_error(monkeypatch: pytest.MonkeyPatch,
-                                                             error: BaseException) -> None:
+def test_the_judges_own_failed_allocation_is_a_harness_error(
+    monkeypatch: pytest.MonkeyPatch, error: BaseException
+) -> None:
     from aka.harness import runner
 
     def short(*_: object) -> None:
@@ -89,8 +103,9 @@ def test_the_judges_own_failed_allocation_is_a_harness_error(monkeypatch: pytest
 
     monkeypatch.setattr(runner, "correctness_step", short)
     ctx = StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"})
-    task = KernelTask(name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None,
-                      load_candidate=lambda directory: None)
+    task = KernelTask(
+        name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None, load_candidate=lambda directory: None
+    )
     with pytest.raises(HarnessError, match="host memory .* not of the candidate"):
         runner.run_step(task, ctx, StepWorkers(Path(".")), Path("harness.py"))
     monkeypatch.setattr(runner, "correctness_step", lambda *_: (_ for _ in ()).throw(RuntimeError("a bug")))

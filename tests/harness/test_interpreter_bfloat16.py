@@ -104,8 +104,21 @@ def _hard_floats() -> torch.Tensor:
     generator = torch.Generator().manual_seed(0)
     bits = torch.randint(0, 2**32, (4000,), generator=generator, dtype=torch.int64)
     random = (bits - 2**31).to(torch.int32).view(torch.float32)
-    ties = torch.tensor([0x3F808000, 0x3F818000, 0xBF808000, 0x3F7FFFFF, 0x3F7F8000, 0x7F7FFFFF,
-                         0x7F7F8000, 0x00008000, 0x00018000, 0x00000001], dtype=torch.int64)
+    ties = torch.tensor(
+        [
+            0x3F808000,
+            0x3F818000,
+            0xBF808000,
+            0x3F7FFFFF,
+            0x3F7F8000,
+            0x7F7FFFFF,
+            0x7F7F8000,
+            0x00008000,
+            0x00018000,
+            0x00000001,
+        ],
+        dtype=torch.int64,
+    )
     specials = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-40, -3e38, 65504.0])
     return torch.cat([random, (ties - (ties >= 2**31).long() * 2**32).to(torch.int32).view(torch.float32), specials])
 
@@ -113,8 +126,9 @@ def _hard_floats() -> torch.Tensor:
 def _same(got: torch.Tensor, expected: torch.Tensor) -> bool:
     """Bit-equal, except that any NaN matches any NaN."""
     nan = expected.isnan()
-    return bool(torch.equal(got.isnan(), nan)) and bool(torch.equal(got[~nan].view(torch.int16),
-                                                                    expected[~nan].view(torch.int16)))
+    return bool(torch.equal(got.isnan(), nan)) and bool(
+        torch.equal(got[~nan].view(torch.int16), expected[~nan].view(torch.int16))
+    )
 
 
 def test_the_bit_conversion_equals_pytorchs() -> None:
@@ -159,11 +173,20 @@ def test_explicit_round_toward_zero_still_truncates(kernels: object) -> None:
     assert out.float().tolist() == [1.0, -1.0, 3.0]  # to nearest: 1.0078125 and -1.0078125
 
 
-@pytest.mark.parametrize("source, target", [(torch.float64, torch.bfloat16), (torch.int32, torch.bfloat16),
-                                            (torch.bfloat16, torch.int32), (torch.bfloat16, torch.float16),
-                                            (torch.float16, torch.bfloat16), (torch.bfloat16, torch.float32)])
-def test_other_conversions_through_bfloat16_are_value_conversions(kernels: object, source: torch.dtype,
-                                                                  target: torch.dtype) -> None:
+@pytest.mark.parametrize(
+    "source, target",
+    [
+        (torch.float64, torch.bfloat16),
+        (torch.int32, torch.bfloat16),
+        (torch.bfloat16, torch.int32),
+        (torch.bfloat16, torch.float16),
+        (torch.float16, torch.bfloat16),
+        (torch.bfloat16, torch.float32),
+    ],
+)
+def test_other_conversions_through_bfloat16_are_value_conversions(
+    kernels: object, source: torch.dtype, target: torch.dtype
+) -> None:
     """Value conversions, not bit reinterpretations (the interpreter turned the integer 3 into the bits 0x0003)."""
     values = torch.tensor([3.0, -7.0, 100.0, 0.5, 1.0 + 2**-8, -250.0, 1.5e4]).to(source)
     out = torch.empty(values.shape, dtype=target)
@@ -191,12 +214,19 @@ def test_dot_of_16_bit_tiles_multiplies_values(kernels: object, dtype: torch.dty
     torch.testing.assert_close(out, a.float() @ b.float(), rtol=1e-5, atol=1e-5)
 
 
-ELEMENTWISE = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
-               "div": lambda x, y: x / y, "neg": lambda x, y: -x, "scale": lambda x, y: x * 2.5,
-               "maximum": torch.maximum, "minimum": torch.minimum,
-               "where_less": lambda x, y: torch.where(x < y, x, y),
-               "fma": lambda x, y: (x.double() * y.double() + x.double()).float().bfloat16(),
-               "clamp": lambda x, y: x.clamp(-0.5, 0.5)}
+ELEMENTWISE = {
+    "add": lambda x, y: x + y,
+    "sub": lambda x, y: x - y,
+    "mul": lambda x, y: x * y,
+    "div": lambda x, y: x / y,
+    "neg": lambda x, y: -x,
+    "scale": lambda x, y: x * 2.5,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "where_less": lambda x, y: torch.where(x < y, x, y),
+    "fma": lambda x, y: (x.double() * y.double() + x.double()).float().bfloat16(),
+    "clamp": lambda x, y: x.clamp(-0.5, 0.5),
+}
 
 
 @pytest.mark.parametrize("op", ELEMENTWISE)
@@ -209,7 +239,7 @@ def test_bfloat16_arithmetic_without_an_upcast_is_the_gpus(kernels: object, op: 
     assert torch.equal(out, ELEMENTWISE[op](x, y)), (out, ELEMENTWISE[op](x, y))
 
 
-REDUCTIONS = '''
+REDUCTIONS = """
 import torch, triton, triton.language as tl
 from aka.harness.candidates import import_candidate
 
@@ -244,7 +274,7 @@ for op in [*exact, *summed]:
     else:
         torch.testing.assert_close(out, summed[op], rtol=2e-2, atol=2e-2, msg=op)
     print("ok", op)
-'''
+"""
 
 
 def test_bfloat16_reductions_and_scans_are_the_gpus(tmp_path: Path) -> None:
@@ -253,8 +283,15 @@ def test_bfloat16_reductions_and_scans_are_the_gpus(tmp_path: Path) -> None:
     (tmp_path / "reductions.py").write_text(REDUCTIONS)
     (tmp_path / "kernel_stub.py").write_text("")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC)}
-    done = subprocess.run([sys.executable, "reductions.py"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "reductions.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["ok", "max", "ok", "min", "ok", "argmax", "ok", "sum", "ok", "cumsum"]
 

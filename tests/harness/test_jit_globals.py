@@ -5,13 +5,14 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from aka.harness.candidates import import_candidate
 from aka.harness.jit_globals import non_constexpr_globals
 
-KERNELS = '''
+KERNELS = """
 import math
 import triton
 import triton.language as tl
@@ -46,10 +47,10 @@ def argument_shadows(x_ptr, SCALE):
 
 def host_code(x):
     return x * SCALE
-'''
+"""
 
 
-def _load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, name: str) -> object:
+def _load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, name: str) -> ModuleType:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     path = tmp_path / f"{name}.py"
     path.write_text(source)
@@ -61,20 +62,24 @@ def _load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, name: st
     return module
 
 
-def test_plain_globals_read_by_kernels_are_found_and_nothing_else(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plain_globals_read_by_kernels_are_found_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     module = _load(tmp_path, monkeypatch, KERNELS, "jit_globals_case")
-    assert non_constexpr_globals(module) == ["autotuned_plain_global: SCALE",  # type: ignore[arg-type]
-                                             "plain_global: SCALE"]
+    assert non_constexpr_globals(module) == [
+        "autotuned_plain_global: SCALE",
+        "plain_global: SCALE",
+    ]
 
 
 def test_constexpr_globals_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fixed = KERNELS.replace("SCALE = 1.4426950408889634", "SCALE = tl.constexpr(1.4426950408889634)")
-    assert non_constexpr_globals(_load(tmp_path, monkeypatch, fixed, "jit_globals_fixed")) == []  # type: ignore[arg-type]
+    assert non_constexpr_globals(_load(tmp_path, monkeypatch, fixed, "jit_globals_fixed")) == []
 
 
 def test_the_interpreted_candidate_fails_to_load_as_it_would_fail_to_compile(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "kernel.py").write_text(KERNELS)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.chdir(tmp_path)

@@ -81,8 +81,10 @@ def test_interval_covers_the_truth_about_95_percent_of_the_time() -> None:
         return [1.1 * math.exp(rng.gauss(0.0, 0.01 if rng.random() > 0.05 else 0.1)) for _ in range(count)]
 
     for count in (10, 40, 200):
-        covered = sum(low <= 1.1 <= high for _, low, high in
-                      (order_balanced_speedup(noisy(count), noisy(count)) for _ in range(400)))
+        covered = sum(
+            low <= 1.1 <= high
+            for _, low, high in (order_balanced_speedup(noisy(count), noisy(count)) for _ in range(400))
+        )
         assert 0.92 <= covered / 400 <= 0.995, (count, covered)
 
 
@@ -235,11 +237,15 @@ def test_on_the_cpu_the_judges_span_is_the_time() -> None:
 def test_hand_overs_that_cost_more_with_two_workers_active_are_no_sign_of_tampering() -> None:
     """On the H200 both sides' spans outside their events grew by 5-20 us from the calibration
     (one worker active) to the pairs (two): the candidate is held to the baseline in its pairs."""
-    source = _Source(_Side(0.2), _Side(0.1, overhead_ms=0.115, seed=1), paired_base=_Side(0.2, overhead_ms=0.115,
-                                                                                           seed=2))
+    source = _Source(
+        _Side(0.2), _Side(0.1, overhead_ms=0.115, seed=1), paired_base=_Side(0.2, overhead_ms=0.115, seed=2)
+    )
     assert _run(source).speedup == pytest.approx(2.0, rel=0.01)
-    hides = _Source(_Side(0.2), _Side(0.1, reported=0.8, overhead_ms=0.115, seed=1),
-                    paired_base=_Side(0.2, overhead_ms=0.115, seed=2))
+    hides = _Source(
+        _Side(0.2),
+        _Side(0.1, reported=0.8, overhead_ms=0.115, seed=1),
+        paired_base=_Side(0.2, overhead_ms=0.115, seed=2),
+    )
     with pytest.raises(UnexplainedTimeError):  # 20 us of a 0.1 ms call kept out of its events
         _run(hides)
 
@@ -319,8 +325,14 @@ def test_on_the_cpu_a_load_that_came_after_the_calibration_is_no_sign_of_tamperi
     busy = _Source(_Side(20.0), _Side(20.0, overhead_ms=4.0, seed=1), paired_base=_Side(20.0, overhead_ms=4.0, seed=2))
     assert _run(busy, gpu=False).speedup == pytest.approx(1.0, rel=0.05)
     with pytest.raises(UnexplainedTimeError):  # and a lie in every call is still seen
-        _run(_Source(_Side(20.0), _Side(20.0, reported=0.5, overhead_ms=4.0, seed=1),
-                     paired_base=_Side(20.0, overhead_ms=4.0, seed=2)), gpu=False)
+        _run(
+            _Source(
+                _Side(20.0),
+                _Side(20.0, reported=0.5, overhead_ms=4.0, seed=1),
+                paired_base=_Side(20.0, overhead_ms=4.0, seed=2),
+            ),
+            gpu=False,
+        )
 
 
 def test_a_candidate_late_exactly_when_slow_cannot_choose_which_pairs_count() -> None:

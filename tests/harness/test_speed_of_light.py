@@ -25,17 +25,24 @@ def test_unknown_architecture_has_no_flops_floor() -> None:
 
 
 def _task(min_bytes: int | None, min_flops: int | None, bits: int = 16) -> KernelTask:
-    return KernelTask(name="t", cases=[Case.make(n=1)], make_inputs=lambda case, gen, dev: (),
-                      reference=lambda: None, load_candidate=lambda path: lambda: None,
-                      min_bytes=None if min_bytes is None else lambda case: min_bytes,
-                      min_flops=None if min_flops is None else lambda case: min_flops, flops_operand_bits=bits)
+    return KernelTask(
+        name="t",
+        cases=[Case.make(n=1)],
+        make_inputs=lambda case, gen, dev: (),
+        reference=lambda: None,
+        load_candidate=lambda path: lambda: None,
+        min_bytes=None if min_bytes is None else lambda case: min_bytes,
+        min_flops=None if min_flops is None else lambda case: min_flops,
+        flops_operand_bits=bits,
+    )
 
 
 @pytest.fixture
 def fake_h100(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sol, "device_bandwidth", lambda device: 4.0e9)  # 4 TB/s in bytes per ms
-    monkeypatch.setattr(sol, "device_peak_ops_per_ms",
-                        lambda device, bits: sol.peak_ops_per_ms((9, 0), 132, 1_980_000, bits))
+    monkeypatch.setattr(
+        sol, "device_peak_ops_per_ms", lambda device, bits: sol.peak_ops_per_ms((9, 0), 132, 1_980_000, bits)
+    )
 
 
 @pytest.mark.usefixtures("fake_h100")

@@ -46,9 +46,13 @@ def _task(root: Path, name: str, heldout: str | None, reference: str = "lambda x
     (task_dir / "kernel.py").write_text(BASELINE)
     (task_dir / "harness.py").write_text(HARNESS.replace("NAME", name).replace("REFERENCE", reference))
     config: dict[str, object] = {
-        "task_type": "e2e", "source_file_path": ["kernel.py"], "target_kernel_functions": ["scale"],
+        "task_type": "e2e",
+        "source_file_path": ["kernel.py"],
+        "target_kernel_functions": ["scale"],
         **{f"{s}_command": [f"python3 harness.py {s}"] for s in ("compile", "correctness", "performance")},
-        **{f"{s}_timeout": 300 for s in ("compile", "correctness", "performance")}, "baseline": "source"}
+        **{f"{s}_timeout": 300 for s in ("compile", "correctness", "performance")},
+        "baseline": "source",
+    }
     if heldout is not None:
         (task_dir / "heldout.py").write_text(heldout)
         config["hidden_files"] = ["heldout.py"]
@@ -57,8 +61,13 @@ def _task(root: Path, name: str, heldout: str | None, reference: str = "lambda x
 
 
 def test_rules_vary_each_size() -> None:
-    assert [vary(rule, 1024) for rule in ("scaled_up", "scaled_down", "odd", "prime", "misaligned")] == \
-        [2048, 512, 1025, 1031, 1027]
+    assert [vary(rule, 1024) for rule in ("scaled_up", "scaled_down", "odd", "prime", "misaligned")] == [
+        2048,
+        512,
+        1025,
+        1031,
+        1027,
+    ]
     made = candidates([Case.make(n=1024, dtype="float32", flag=True)])
     assert [rule for rule, _, _ in made] == ["scaled_up:n", "scaled_down:n", "odd:n", "prime:n", "misaligned:n"]
     assert all(case.params["dtype"] == "float32" and case.seed != Case.make(n=1024).seed for _, _, case in made)
@@ -84,24 +93,41 @@ def test_heldout_command_on_a_finished_run(tmp_path: Path) -> None:
         (tmp_path / "solutions" / name).mkdir(parents=True)
         (tmp_path / "solutions" / name / "kernel.py").write_text(source)
     config = tmp_path / "run.yaml"
-    config.write_text(yaml.safe_dump({
-        "agent": {"template": "replay", "solutions_dir": str(tmp_path / "solutions")}, "tasks": ["all"],
-        "target_gpu_model": "auto", "tasks_root": str(root), "log_directory": str(tmp_path / "logs"),
-        "workspace_directory_prefix": str(tmp_path / "workspace")}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "agent": {"template": "replay", "solutions_dir": str(tmp_path / "solutions")},
+                "tasks": ["all"],
+                "target_gpu_model": "auto",
+                "tasks_root": str(root),
+                "log_directory": str(tmp_path / "logs"),
+                "workspace_directory_prefix": str(tmp_path / "workspace"),
+            }
+        )
+    )
     run = run_experiment(config, device=None)
     assert all(r.pass_correctness for r in run.results), [r.failure_message for r in run.results]
 
     done = CliRunner().invoke(app, ["heldout", str(run.run_dir)])
     assert done.exit_code == 0, done.output
-    records = {record["task_name"]: record for record in (
-        yaml.safe_load(p.read_text()) for p in (run.run_dir / "heldout").glob("*/heldout_task_result.yaml"))}
+    records = {
+        record["task_name"]: record
+        for record in (
+            yaml.safe_load(p.read_text()) for p in (run.run_dir / "heldout").glob("*/heldout_task_result.yaml")
+        )
+    }
     authored, tuned = records["e2e/toy/authored"], records["e2e/toy/tuned"]
     assert authored["heldout_source"] == "author" and authored["outcome"] == "both_pass"
     assert authored["generalization_gap"] is not None and authored["heldout_speedup"] > 0
     assert tuned["heldout_source"] == "generated" and tuned["outcome"] == "opt_regression"
     assert tuned["baseline_correct"] is True and tuned["candidate_correct"] is False
-    assert {c["rule"] for c in tuned["generated_cases"]} == {"scaled_up:n", "scaled_down:n", "odd:n", "prime:n",
-                                                             "misaligned:n"}
+    assert {c["rule"] for c in tuned["generated_cases"]} == {
+        "scaled_up:n",
+        "scaled_down:n",
+        "odd:n",
+        "prime:n",
+        "misaligned:n",
+    }
     assert (run.run_dir / "heldout" / "tasks" / "e2e/toy/tuned" / "heldout.py").is_file()
     summary = yaml.safe_load((run.run_dir / "heldout" / "heldout_summary.yaml").read_text())
     assert summary["task_count"] == 2 and summary["outcomes"]["both_pass"] == 1

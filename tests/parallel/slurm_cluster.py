@@ -34,12 +34,22 @@ def missing_reason() -> str | None:
         if os.geteuid() != 0 or not shutil.which("apt-get"):
             return f"Slurm is not installed and cannot be here (needs root and apt-get): {', '.join(PACKAGES)}"
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        done = subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES],
-                              capture_output=True, text=True, env=env, check=False)
+        done = subprocess.run(
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
         if done.returncode != 0:
             subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, check=False)
-            done = subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES],
-                                  capture_output=True, text=True, env=env, check=False)
+            done = subprocess.run(
+                ["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
         if done.returncode != 0:
             return f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr.strip().splitlines()[-1:]}"
     if os.geteuid() != 0:
@@ -79,29 +89,61 @@ class SlurmCluster:
         for index, device in enumerate(self.gpu_files()):
             os.mknod(device, 0o666 | 0o020000, os.makedev(195, index))  # S_IFCHR, like /dev/nvidiaN
         r = self.root
-        self.conf.write_text("\n".join([
-            "ClusterName=akatest", "SlurmctldHost=localhost(127.0.0.1)",
-            f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
-            "SlurmUser=root", "SlurmdUser=root",
-            "AuthType=auth/munge", f"AuthInfo=socket={r / 'munge' / 'munge.socket'}", "CredType=cred/munge",
-            f"StateSaveLocation={r / 'state'}", f"SlurmdSpoolDir={r / 'spool'}",
-            f"SlurmctldPidFile={r / 'slurmctld.pid'}", f"SlurmdPidFile={r / 'slurmd.pid'}",
-            f"SlurmctldLogFile={r / 'log' / 'slurmctld.log'}", f"SlurmdLogFile={r / 'log' / 'slurmd.log'}",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
-            "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
-            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "GresTypes=gpu",
-            "ReturnToService=2", "InactiveLimit=0", "KillWait=5", "MinJobAge=600",
-            "SchedulerParameters=sched_interval=1",
-            f"NodeName={NODE} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 Gres=gpu:{GPUS} State=UNKNOWN",
-            f"PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP", ""]))
+        self.conf.write_text(
+            "\n".join(
+                [
+                    "ClusterName=akatest",
+                    "SlurmctldHost=localhost(127.0.0.1)",
+                    f"SlurmctldPort={_free_port()}",
+                    f"SlurmdPort={_free_port()}",
+                    "SlurmUser=root",
+                    "SlurmdUser=root",
+                    "AuthType=auth/munge",
+                    f"AuthInfo=socket={r / 'munge' / 'munge.socket'}",
+                    "CredType=cred/munge",
+                    f"StateSaveLocation={r / 'state'}",
+                    f"SlurmdSpoolDir={r / 'spool'}",
+                    f"SlurmctldPidFile={r / 'slurmctld.pid'}",
+                    f"SlurmdPidFile={r / 'slurmd.pid'}",
+                    f"SlurmctldLogFile={r / 'log' / 'slurmctld.log'}",
+                    f"SlurmdLogFile={r / 'log' / 'slurmd.log'}",
+                    "ProctrackType=proctrack/linuxproc",
+                    "TaskPlugin=task/none",
+                    "MpiDefault=none",
+                    "JobAcctGatherType=jobacct_gather/none",
+                    "AccountingStorageType=accounting_storage/none",
+                    "SelectType=select/cons_tres",
+                    "SelectTypeParameters=CR_Core",
+                    "GresTypes=gpu",
+                    "ReturnToService=2",
+                    "InactiveLimit=0",
+                    "KillWait=5",
+                    "MinJobAge=600",
+                    "SchedulerParameters=sched_interval=1",
+                    f"NodeName={NODE} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=2 Gres=gpu:{GPUS} State=UNKNOWN",
+                    f"PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
+                    "",
+                ]
+            )
+        )
         (r / "gres.conf").write_text(f"NodeName={NODE} Name=gpu File={r / 'dev'}/nvidia[0-{GPUS - 1}]\n")
 
     def start(self) -> None:
         self.write_config()
         m = self.root / "munge"
-        self._daemon(["munged", "-F", "-f", f"--socket={m / 'munge.socket'}", f"--key-file={m / 'munge.key'}",
-                      f"--pid-file={m / 'munged.pid'}", f"--seed-file={m / 'munged.seed'}",
-                      f"--log-file={m / 'munged.log'}"], "munged")
+        self._daemon(
+            [
+                "munged",
+                "-F",
+                "-f",
+                f"--socket={m / 'munge.socket'}",
+                f"--key-file={m / 'munge.key'}",
+                f"--pid-file={m / 'munged.pid'}",
+                f"--seed-file={m / 'munged.seed'}",
+                f"--log-file={m / 'munged.log'}",
+            ],
+            "munged",
+        )
         self._wait(lambda: (m / "munge.socket").exists(), "munged's socket")
         self._daemon(["slurmctld", "-D", "-f", str(self.conf)], "slurmctld")
         self._daemon(["slurmd", "-D", "-N", NODE, "-f", str(self.conf)], "slurmd")
@@ -109,12 +151,21 @@ class SlurmCluster:
 
     def _daemon(self, argv: list[str], name: str) -> None:
         out = (self.root / "log" / f"{name}.out").open("ab")
-        self.daemons.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             env=self.env, start_new_session=True))
+        self.daemons.append(
+            subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
+            )
+        )
 
     def _node_idle(self) -> bool:
-        done = subprocess.run(["sinfo", "-h", "-n", NODE, "-o", "%T"], capture_output=True, text=True,
-                              env=self.env, check=False)
+        done = subprocess.run(
+            ["sinfo", "-h", "-n", NODE, "-o", "%T"], capture_output=True, text=True, env=self.env, check=False
+        )
         return done.stdout.strip() == "idle"
 
     def _wait(self, ready, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -142,15 +193,18 @@ class SlurmCluster:
                 os.environ["SLURM_CONF"] = before
 
     def scontrol(self, *args: str) -> str:
-        return subprocess.run(["scontrol", *args], capture_output=True, text=True, env=self.env,
-                              check=True).stdout
+        return subprocess.run(["scontrol", *args], capture_output=True, text=True, env=self.env, check=True).stdout
 
     def stop(self) -> None:
         """Every job cancelled, then the daemons (slurmd last: it reaps the steps) and munged."""
         subprocess.run(["scancel", "--full", "-p", "debug"], env=self.env, capture_output=True, check=False)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and subprocess.run(
-                ["squeue", "-h"], capture_output=True, text=True, env=self.env, check=False).stdout.strip():
+        while (
+            time.monotonic() < deadline
+            and subprocess.run(
+                ["squeue", "-h"], capture_output=True, text=True, env=self.env, check=False
+            ).stdout.strip()
+        ):
             time.sleep(0.5)
         for daemon in reversed(self.daemons):
             if daemon.poll() is None:

@@ -11,8 +11,12 @@ from aka.parallel.executor import DeviceSlot, device_slots, slot_environment
 def test_slots_are_gpus_times_workers_per_gpu_or_cpu_workers() -> None:
     assert device_slots(None, None, "f") == [DeviceSlot(None, 0)]
     assert device_slots(None, 3, "f") == [DeviceSlot(None, 0), DeviceSlot(None, 1), DeviceSlot(None, 2)]
-    assert device_slots("0,2", 2, "f") == [DeviceSlot("0", 0), DeviceSlot("0", 1), DeviceSlot("2", 0),
-                                           DeviceSlot("2", 1)]
+    assert device_slots("0,2", 2, "f") == [
+        DeviceSlot("0", 0),
+        DeviceSlot("0", 1),
+        DeviceSlot("2", 0),
+        DeviceSlot("2", 1),
+    ]
     assert device_slots([1, 3], None, "f") == [DeviceSlot("1", 0), DeviceSlot("3", 0)]
     assert device_slots(5, None, "f") == [DeviceSlot("5", 0)]
     assert [s.worker_id for s in device_slots("0", 2, "f")] == ["gpu0-0", "gpu0-1"]

@@ -20,8 +20,9 @@ from conftest import processes_under, toy_kernel_source
 from aka.parallel.queue import QUEUE_DIR, STATES, TrialEntry
 
 REPO = Path(__file__).resolve().parents[2]
-SLOW_KERNEL = ("import time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n    time.sleep({seconds})\n"
-               "    return VALUE\n")
+SLOW_KERNEL = (
+    "import time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n    time.sleep({seconds})\n    return VALUE\n"
+)
 
 
 def _env() -> dict[str, str]:
@@ -32,15 +33,25 @@ def _env() -> dict[str, str]:
 
 
 def _aka(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "aka.cli", "run", *args], cwd=tmp_path, env=_env(),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "aka.cli", "run", *args],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _start(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "aka.cli", "run", *args], cwd=tmp_path, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
+    return subprocess.Popen(
+        [sys.executable, "-m", "aka.cli", "run", *args],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _step_running(root: Path, task: str) -> bool:
@@ -70,9 +81,12 @@ def _run_dir(tmp_path: Path) -> Path:
 
 
 def _queue(run_dir: Path) -> dict[str, list[TrialEntry]]:
-    return {state: [TrialEntry.model_validate_json(p.read_text()) for p in sorted((run_dir / QUEUE_DIR / state)
-                                                                                  .glob("*.json"))]
-            for state in STATES}
+    return {
+        state: [
+            TrialEntry.model_validate_json(p.read_text()) for p in sorted((run_dir / QUEUE_DIR / state).glob("*.json"))
+        ]
+        for state in STATES
+    }
 
 
 def _events(run_dir: Path) -> list[dict[str, object]]:
@@ -88,8 +102,9 @@ def _held_by(run_dir: Path, task: str) -> TrialEntry | None:
     return next((e for e in _queue(run_dir)["running"] if e.task == task and e.lease is not None), None)
 
 
-def test_workers_share_the_queue_and_each_trial_runs_and_counts_once(tmp_path: Path, make_toy_task,
-                                                                     write_run_config) -> None:
+def test_workers_share_the_queue_and_each_trial_runs_and_counts_once(
+    tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     names = [f"triton2triton/toy/t{i}" for i in range(4)]
     for name in names:
         make_toy_task(name)
@@ -105,14 +120,14 @@ def test_workers_share_the_queue_and_each_trial_runs_and_counts_once(tmp_path: P
     _assert_no_orphans(tmp_path)
 
 
-def test_a_worker_killed_mid_trial_loses_it_to_another_and_it_counts_once(tmp_path: Path, make_toy_task,
-                                                                          write_run_config) -> None:
+def test_a_worker_killed_mid_trial_loses_it_to_another_and_it_counts_once(
+    tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     make_toy_task("triton2triton/toy/slow", kernel=SLOW_KERNEL.format(seconds=4))
     make_toy_task("triton2triton/toy/fast")
     proc = _start(tmp_path, str(write_run_config(num_parallel=2)))
     try:
-        _wait_for(lambda: _step_running(tmp_path, "toy_slow"),
-                  "the slow trial's step")
+        _wait_for(lambda: _step_running(tmp_path, "toy_slow"), "the slow trial's step")
         run_dir = _run_dir(tmp_path)
         holder = _held_by(run_dir, "triton2triton/toy/slow")
         assert holder is not None and holder.lease is not None
@@ -140,8 +155,7 @@ def test_a_silent_worker_loses_its_trial_after_the_lease(tmp_path: Path, make_to
     make_toy_task("triton2triton/toy/fast")
     proc = _start(tmp_path, str(write_run_config(num_parallel=2)), "--lease-seconds", "4")
     try:
-        _wait_for(lambda: _step_running(tmp_path, "toy_slow"),
-                  "the slow trial's step")
+        _wait_for(lambda: _step_running(tmp_path, "toy_slow"), "the slow trial's step")
         run_dir = _run_dir(tmp_path)
         holder = _held_by(run_dir, "triton2triton/toy/slow")
         assert holder is not None and holder.lease is not None
@@ -158,14 +172,14 @@ def test_a_silent_worker_loses_its_trial_after_the_lease(tmp_path: Path, make_to
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
 def test_stopping_the_parent_stops_every_worker_and_step_and_the_run_resumes(
-        tmp_path: Path, make_toy_task, write_run_config, stop: signal.Signals) -> None:
+    tmp_path: Path, make_toy_task, write_run_config, stop: signal.Signals
+) -> None:
     make_toy_task("triton2triton/toy/hang", kernel=SLOW_KERNEL.format(seconds=3600), correctness_timeout=3600)
     make_toy_task("triton2triton/toy/fast")
     config = write_run_config(num_parallel=2)
     proc = _start(tmp_path, str(config))
     try:
-        _wait_for(lambda: _step_running(tmp_path, "toy_hang"),
-                  "the hanging step")
+        _wait_for(lambda: _step_running(tmp_path, "toy_hang"), "the hanging step")
         _wait_for(lambda: len(_queue(_run_dir(tmp_path))["done"]) == 1, "the fast trial")
         proc.send_signal(stop)
         assert proc.wait(timeout=60) == (128 + signal.SIGTERM if stop == signal.SIGTERM else -signal.SIGKILL)
@@ -182,13 +196,16 @@ def test_stopping_the_parent_stops_every_worker_and_step_and_the_run_resumes(
     assert resumed.returncode == 0, resumed.stderr
     events = _events(run_dir)
     assert Counter(e["task"] for e in events if e["event"] == "task_reused") == {"triton2triton/toy/fast": 1}
-    assert sorted(r["Task Name"] for r in _summary_rows(run_dir)) == ["triton2triton/toy/fast",
-                                                                      "triton2triton/toy/hang"]
+    assert sorted(r["Task Name"] for r in _summary_rows(run_dir)) == [
+        "triton2triton/toy/fast",
+        "triton2triton/toy/hang",
+    ]
     _assert_no_orphans(tmp_path)
 
 
-def test_an_infrastructure_failure_is_retried_up_to_the_bound_then_failed(tmp_path: Path, make_toy_task,
-                                                                          write_run_config) -> None:
+def test_an_infrastructure_failure_is_retried_up_to_the_bound_then_failed(
+    tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     make_toy_task("triton2triton/toy/bad_baseline", kernel=toy_kernel_source(value=1))
     make_toy_task("triton2triton/toy/fine")
     done = _aka(tmp_path, str(write_run_config(num_parallel=2)))
@@ -205,20 +222,28 @@ def test_an_infrastructure_failure_is_retried_up_to_the_bound_then_failed(tmp_pa
     _assert_no_orphans(tmp_path)
 
 
-def test_the_seeds_flags_init_workers_by_hand_then_postprocess(tmp_path: Path, make_toy_task,
-                                                               write_run_config) -> None:
+def test_the_seeds_flags_init_workers_by_hand_then_postprocess(tmp_path: Path, make_toy_task, write_run_config) -> None:
     for i in range(3):
         make_toy_task(f"triton2triton/toy/t{i}")
     config = str(write_run_config())
-    init = subprocess.run([sys.executable, str(REPO / "main.py"), "--config_name", config, "--parallel-init"],
-                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120, check=False)
+    init = subprocess.run(
+        [sys.executable, str(REPO / "main.py"), "--config_name", config, "--parallel-init"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert init.returncode == 0, init.stderr
     run_dir = Path(init.stdout.strip().splitlines()[-1])
     assert len(_queue(run_dir)["pending"]) == 3
     early = _aka(tmp_path, config, "--postprocess-only", "--run-name", run_dir.name)
     assert early.returncode == 2 and "3 trial(s) are still pending" in early.stderr
-    workers = [_start(tmp_path, config, "--parallel-worker", "--worker-id", f"w{i}", "--run-name", run_dir.name)
-               for i in range(2)]
+    workers = [
+        _start(tmp_path, config, "--parallel-worker", "--worker-id", f"w{i}", "--run-name", run_dir.name)
+        for i in range(2)
+    ]
     assert [w.wait(timeout=300) for w in workers] == [0, 0]
     assert len(_queue(run_dir)["done"]) == 3
     assert not (run_dir / "reports" / "overall_summary.csv").exists()
@@ -229,8 +254,7 @@ def test_the_seeds_flags_init_workers_by_hand_then_postprocess(tmp_path: Path, m
     _assert_no_orphans(tmp_path)
 
 
-def test_a_bad_gpu_list_is_refused_before_anything_is_written(tmp_path: Path, make_toy_task,
-                                                              write_run_config) -> None:
+def test_a_bad_gpu_list_is_refused_before_anything_is_written(tmp_path: Path, make_toy_task, write_run_config) -> None:
     make_toy_task()
     done = _aka(tmp_path, str(write_run_config(gpu_ids="0,0")))
     assert done.returncode == 2 and "field 'gpu_ids'" in done.stderr and "distinct GPU indices" in done.stderr
@@ -249,8 +273,9 @@ def test_one_named_gpu_runs_in_one_worker_masked_to_it(tmp_path: Path, make_toy_
     _assert_no_orphans(tmp_path)
 
 
-def test_arms_and_repeats_run_in_parallel_with_one_baseline_per_task(tmp_path: Path, make_toy_task,
-                                                                     write_run_config) -> None:
+def test_arms_and_repeats_run_in_parallel_with_one_baseline_per_task(
+    tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     """Trials of one task (arms x repeats) on two workers at once: the baseline is measured once
     per task (under its lock), each trial runs once, and the per-arm reports count every trial."""
     tasks = ["triton2triton/toy/one", "triton2triton/toy/two"]

@@ -84,18 +84,53 @@ def ray_address() -> Iterator[str]:
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e .[ray])")
     temp = Path(tempfile.mkdtemp(prefix="akaray"))  # short: Ray's socket paths live under it
     port = _free_port()
-    ports = {name: str(_free_port()) for name in ("--dashboard-port", "--dashboard-agent-listen-port",
-                                                  "--dashboard-agent-grpc-port", "--node-manager-port",
-                                                  "--object-manager-port", "--runtime-env-agent-port",
-                                                  "--metrics-export-port")}
-    argv = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--node-ip-address", "127.0.0.1",
-            "--port", str(port), "--num-cpus", "2", "--resources", '{"aka_gpu": 2}', "--temp-dir", str(temp),
-            "--include-dashboard", "false", "--disable-usage-stats", "--min-worker-port", "0",
-            "--max-worker-port", "0", *[x for pair in ports.items() for x in pair], "--block"]
+    ports = {
+        name: str(_free_port())
+        for name in (
+            "--dashboard-port",
+            "--dashboard-agent-listen-port",
+            "--dashboard-agent-grpc-port",
+            "--node-manager-port",
+            "--object-manager-port",
+            "--runtime-env-agent-port",
+            "--metrics-export-port",
+        )
+    }
+    argv = [
+        str(Path(sys.executable).parent / "ray"),
+        "start",
+        "--head",
+        "--node-ip-address",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--num-cpus",
+        "2",
+        "--resources",
+        '{"aka_gpu": 2}',
+        "--temp-dir",
+        str(temp),
+        "--include-dashboard",
+        "false",
+        "--disable-usage-stats",
+        "--min-worker-port",
+        "0",
+        "--max-worker-port",
+        "0",
+        *[x for pair in ports.items() for x in pair],
+        "--block",
+    ]
     out = temp / "ray_start.log"
     with out.open("wb") as log:
-        head = subprocess.Popen(argv, cwd=temp, env=_env(), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        head = subprocess.Popen(
+            argv,
+            cwd=temp,
+            env=_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + RAY_START_SECONDS
         while "block forever" not in out.read_text(errors="replace"):
@@ -120,13 +155,25 @@ def ray_address() -> Iterator[str]:
 
 
 def _aka(tmp_path: Path, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "aka.cli", "run", *args], cwd=tmp_path, env=_env(),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "aka.cli", "run", *args],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _start(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "aka.cli", "run", *args], cwd=tmp_path, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "aka.cli", "run", *args],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _no_process_left(tmp_path: Path) -> None:
@@ -156,14 +203,24 @@ def test_gpu_slots_ask_ray_for_a_gpu_or_the_custom_resource_and_cpu_slots_for_a_
         chosen_backend("slurm", None, None)
 
 
-def test_without_ray_the_backend_is_a_one_line_error_and_nothing_is_written(tmp_path: Path, make_toy_task,
-                                                                             write_run_config) -> None:
+def test_without_ray_the_backend_is_a_one_line_error_and_nothing_is_written(
+    tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     make_toy_task()
     config = write_run_config(num_parallel=2)
-    hide_ray = ("import sys; sys.modules['ray'] = None; from aka.cli import main; "
-                f"sys.argv = ['aka', 'run', {str(config)!r}, '--backend', 'ray']; main()")
-    done = subprocess.run([sys.executable, "-c", hide_ray], cwd=tmp_path, env=_env(), capture_output=True,
-                          text=True, timeout=120, check=False)
+    hide_ray = (
+        "import sys; sys.modules['ray'] = None; from aka.cli import main; "
+        f"sys.argv = ['aka', 'run', {str(config)!r}, '--backend', 'ray']; main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", hide_ray],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "Ray is not installed" in lines[0] and "agentkernelarena[ray]" in lines[0]
@@ -171,12 +228,21 @@ def test_without_ray_the_backend_is_a_one_line_error_and_nothing_is_written(tmp_
 
 
 def test_gpu_slots_run_on_the_clusters_gpu_resource_and_each_trial_counts_once(
-        tmp_path: Path, make_toy_task, write_run_config, ray_address: str) -> None:
+    tmp_path: Path, make_toy_task, write_run_config, ray_address: str
+) -> None:
     names = [f"triton2triton/toy/t{i}" for i in range(4)]
     for name in names:
         make_toy_task(name)
-    done = _aka(tmp_path, str(write_run_config(gpu_ids="0,1")), "--backend", "ray", "--address", ray_address,
-                "--ray-gpu-resource", "aka_gpu")
+    done = _aka(
+        tmp_path,
+        str(write_run_config(gpu_ids="0,1")),
+        "--backend",
+        "ray",
+        "--address",
+        ray_address,
+        "--ray-gpu-resource",
+        "aka_gpu",
+    )
     assert done.returncode == 0, done.stderr
     run_dir = _run_dir(tmp_path)
     started = [e for e in _events(run_dir) if e["event"] == "task_started"]
@@ -192,7 +258,8 @@ def test_gpu_slots_run_on_the_clusters_gpu_resource_and_each_trial_counts_once(
 
 
 def test_a_ray_worker_killed_mid_trial_is_restarted_by_ray_and_the_trial_counts_once(
-        tmp_path: Path, make_toy_task, write_run_config, ray_address: str) -> None:
+    tmp_path: Path, make_toy_task, write_run_config, ray_address: str
+) -> None:
     make_toy_task("triton2triton/toy/slow", kernel=SLOW_KERNEL.format(seconds=4))
     make_toy_task("triton2triton/toy/fast")
     proc = _start(tmp_path, str(write_run_config(num_parallel=2)), "--backend", "ray", "--address", ray_address)
@@ -211,8 +278,10 @@ def test_a_ray_worker_killed_mid_trial_is_restarted_by_ray_and_the_trial_counts_
     events = _events(run_dir)
     started = Counter(e["task"] for e in events if e["event"] == "task_started")
     finished = Counter(e["task"] for e in events if e["event"] == "task_finished")
-    assert started["triton2triton/toy/slow"] == 2 and finished == {"triton2triton/toy/slow": 1,
-                                                                   "triton2triton/toy/fast": 1}
+    assert started["triton2triton/toy/slow"] == 2 and finished == {
+        "triton2triton/toy/slow": 1,
+        "triton2triton/toy/fast": 1,
+    }
     entry = next(e for e in _queue(run_dir)["done"] if e.task == "triton2triton/toy/slow")
     assert entry.attempts == 1 and "died holding it" in entry.history[0]
     log = (run_dir / ".parallel" / "workers" / f"{holder.lease.worker_id}.log").read_text()
@@ -221,8 +290,9 @@ def test_a_ray_worker_killed_mid_trial_is_restarted_by_ray_and_the_trial_counts_
     _no_process_left(tmp_path)
 
 
-def test_sigterm_to_a_ray_run_stops_its_workers_and_steps(tmp_path: Path, make_toy_task, write_run_config,
-                                                          ray_address: str) -> None:
+def test_sigterm_to_a_ray_run_stops_its_workers_and_steps(
+    tmp_path: Path, make_toy_task, write_run_config, ray_address: str
+) -> None:
     make_toy_task("triton2triton/toy/hang", kernel=SLOW_KERNEL.format(seconds=3600), correctness_timeout=3600)
     proc = _start(tmp_path, str(write_run_config(num_parallel=2)), "--backend", "ray", "--address", ray_address)
     try:
@@ -238,7 +308,8 @@ def test_sigterm_to_a_ray_run_stops_its_workers_and_steps(tmp_path: Path, make_t
 
 
 def test_a_cluster_without_the_gpus_asked_for_is_refused_before_anything_is_written(
-        tmp_path: Path, make_toy_task, write_run_config, ray_address: str) -> None:
+    tmp_path: Path, make_toy_task, write_run_config, ray_address: str
+) -> None:
     make_toy_task()
     done = _aka(tmp_path, str(write_run_config(gpu_ids="0,1")), "--backend", "ray", "--address", ray_address)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -247,8 +318,9 @@ def test_a_cluster_without_the_gpus_asked_for_is_refused_before_anything_is_writ
     assert not (tmp_path / "workspace_cpu_noop").exists()
 
 
-def test_without_an_address_ray_is_started_for_the_run_and_stopped_after_it(tmp_path: Path, make_toy_task,
-                                                                             write_run_config) -> None:
+def test_without_an_address_ray_is_started_for_the_run_and_stopped_after_it(
+    tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     pytest.importorskip("ray", reason="Ray is not installed (pip install -e .[ray])")
     make_toy_task()
     done = _aka(tmp_path, str(write_run_config()), "--backend", "ray")

@@ -26,10 +26,13 @@ from aka.parallel.slurm import SlurmError, SlurmRequest, cancel, status, submit
 from aka.parallel.slurm_cli import slurm_app
 
 REPO = Path(__file__).resolve().parents[2]
-SLOW_KERNEL = ("import time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n    time.sleep({seconds})\n"
-               "    return VALUE\n")
-GATED_KERNEL = ("import os\nimport time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n"
-                "    while not os.path.exists({gate!r}):\n        time.sleep(0.1)\n    return VALUE\n")
+SLOW_KERNEL = (
+    "import time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n    time.sleep({seconds})\n    return VALUE\n"
+)
+GATED_KERNEL = (
+    "import os\nimport time\nVALUE = 42\nTIME_MS = 1.0\n\n\ndef toy_kernel():\n"
+    "    while not os.path.exists({gate!r}):\n        time.sleep(0.1)\n    return VALUE\n"
+)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]  # one Slurm for the module, on one worker
 
 
@@ -55,13 +58,26 @@ def _env(cluster: SlurmCluster) -> dict[str, str]:
 
 
 def _aka(cluster: SlurmCluster, cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "aka.cli", *args], cwd=cwd, env=_env(cluster),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "aka.cli", *args],
+        cwd=cwd,
+        env=_env(cluster),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _start(cluster: SlurmCluster, cwd: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "aka.cli", *args], cwd=cwd, env=_env(cluster),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "aka.cli", *args],
+        cwd=cwd,
+        env=_env(cluster),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(condition, what: str, timeout: float = 180) -> None:  # type: ignore[no-untyped-def]
@@ -130,8 +146,10 @@ def _slow_tasks(make_toy_task, count: int, seconds: float) -> list[str]:  # type
 
 def _fast_and_gated_tasks(make_toy_task, gate: Path) -> tuple[list[str], set[str]]:  # type: ignore[no-untyped-def]
     """Two tasks that finish at once and two whose correctness step waits for `gate` to exist."""
-    fast, gated = ["triton2triton/toy/fast0", "triton2triton/toy/fast1"], {"triton2triton/toy/gated0",
-                                                                          "triton2triton/toy/gated1"}
+    fast, gated = (
+        ["triton2triton/toy/fast0", "triton2triton/toy/fast1"],
+        {"triton2triton/toy/gated0", "triton2triton/toy/gated1"},
+    )
     for name in fast:
         make_toy_task(name)
     for name in gated:
@@ -144,11 +162,13 @@ def _two_done_two_waiting(run_dir: Path) -> bool:
     return len(queue["done"]) == 2 and len(queue["running"]) == 2
 
 
-def test_submit_and_wait_runs_each_trial_once_with_a_worker_per_gpu(slurm: SlurmCluster, tmp_path: Path,
-                                                                     make_toy_task, write_run_config) -> None:
+def test_submit_and_wait_runs_each_trial_once_with_a_worker_per_gpu(
+    slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     names = _slow_tasks(make_toy_task, 4, 1.5)
-    proc = _start(slurm, tmp_path, "slurm", "submit", str(write_run_config()), "--nodes", "1",
-                  "--gpus-per-node", "2", "--wait")
+    proc = _start(
+        slurm, tmp_path, "slurm", "submit", str(write_run_config()), "--nodes", "1", "--gpus-per-node", "2", "--wait"
+    )
     masks: dict[str, str] = {}
     while proc.poll() is None:
         run_dir = _run_dir(tmp_path)
@@ -172,8 +192,9 @@ def test_submit_and_wait_runs_each_trial_once_with_a_worker_per_gpu(slurm: Slurm
     assert processes_under(tmp_path, by_command_line=True) == []
 
 
-def test_status_then_cancel_then_a_local_resume_finishes_the_rest_once(slurm: SlurmCluster, tmp_path: Path,
-                                                                       make_toy_task, write_run_config) -> None:
+def test_status_then_cancel_then_a_local_resume_finishes_the_rest_once(
+    slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     gate = tmp_path / "gate"
     names, gated = _fast_and_gated_tasks(make_toy_task, gate)
     config = write_run_config()
@@ -210,8 +231,9 @@ def test_status_then_cancel_then_a_local_resume_finishes_the_rest_once(slurm: Sl
     assert started == {task: 2 if task in gated else 1 for task in names}  # finished ones reused, not re-run
 
 
-def test_a_cancelled_run_submitted_again_finishes_on_slurm(slurm: SlurmCluster, tmp_path: Path, make_toy_task,
-                                                           write_run_config, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cancelled_run_submitted_again_finishes_on_slurm(
+    slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
     gate = tmp_path / "gate"
     gated = ["triton2triton/toy/gated0", "triton2triton/toy/gated1"]
     for name in gated:
@@ -238,7 +260,8 @@ def test_a_cancelled_run_submitted_again_finishes_on_slurm(slurm: SlurmCluster, 
 
 
 def test_a_requeued_job_resumes_through_the_leases_and_counts_each_trial_once(
-        slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config) -> None:
+    slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     gate = tmp_path / "gate"
     names, gated = _fast_and_gated_tasks(make_toy_task, gate)
     submitted = _aka(slurm, tmp_path, "slurm", "submit", str(write_run_config()), "--gpus-per-node", "2")
@@ -251,8 +274,9 @@ def test_a_requeued_job_resumes_through_the_leases_and_counts_each_trial_once(
     _wait_for(lambda: _job_states(slurm, run_dir)["workers"] == "PENDING", "the requeued job to be pending")
     gate.touch()
     slurm.scontrol("update", f"jobid={workers}", "StartTime=now")  # Slurm holds a requeued job 2 min otherwise
-    _wait_for(lambda: _job_states(slurm, run_dir).get("postprocess") in ("COMPLETED", "FAILED"),
-              "the report job", timeout=240)
+    _wait_for(
+        lambda: _job_states(slurm, run_dir).get("postprocess") in ("COMPLETED", "FAILED"), "the report job", timeout=240
+    )
     assert _job_states(slurm, run_dir) == {"workers": "COMPLETED", "postprocess": "COMPLETED"}
     assert "Restarts=1" in slurm.scontrol("show", "job", workers)
     assert _summary_tasks(run_dir) == names
@@ -271,7 +295,8 @@ def _worker_ids(run_dir: Path) -> set[str]:
 
 
 def test_interactive_mode_runs_the_workers_in_an_allocation_then_the_reports(
-        slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config) -> None:
+    slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     names = _slow_tasks(make_toy_task, 2, 0)
     done = _aka(slurm, tmp_path, "slurm", "submit", str(write_run_config()), "--gpus-per-node", "2", "--interactive")
     assert done.returncode == 0, done.stderr
@@ -284,8 +309,9 @@ def test_interactive_mode_runs_the_workers_in_an_allocation_then_the_reports(
     assert processes_under(tmp_path, by_command_line=True) == []
 
 
-def test_a_flag_slurm_refuses_is_one_line_and_makes_no_run(slurm: SlurmCluster, tmp_path: Path, make_toy_task,
-                                                           write_run_config) -> None:
+def test_a_flag_slurm_refuses_is_one_line_and_makes_no_run(
+    slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     make_toy_task()
     request = SlurmRequest(nodes=1, gpus_per_node=1, partition="nosuchpartition")
     with slurm.environment(), pytest.raises(SlurmError) as refused:
@@ -299,8 +325,9 @@ def test_a_flag_slurm_refuses_is_one_line_and_makes_no_run(slurm: SlurmCluster, 
     assert _run_dir(tmp_path) is None
 
 
-def test_without_sbatch_submit_is_one_line_and_makes_no_run(tmp_path: Path, make_toy_task, write_run_config,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_sbatch_submit_is_one_line_and_makes_no_run(
+    tmp_path: Path, make_toy_task, write_run_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_toy_task()
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(SlurmError, match="sbatch not found on PATH") as refused:

@@ -30,11 +30,18 @@ def resumed_run(make_toy_task, write_run_config) -> Path:
 def test_rows_are_episodes_with_the_reward_components(resumed_run: Path) -> None:
     rows = run_rows(resumed_run)
     by_task = {task: [(r.status, r.latest) for r in rows if r.task == task] for task in {r.task for r in rows}}
-    assert by_task == {"triton2triton/toy/bad_baseline": [("INFRA", False), ("PASS", True)],
-                       "triton2triton/toy/fine": [("PASS", True)]}
+    assert by_task == {
+        "triton2triton/toy/bad_baseline": [("INFRA", False), ("PASS", True)],
+        "triton2triton/toy/fine": [("PASS", True)],
+    }
     fine = next(r for r in rows if r.task == "triton2triton/toy/fine")
-    assert (fine.agent, fine.model, fine.arm, fine.repeat, fine.run) == ("noop", "policy-7b", None, None,
-                                                                        resumed_run.name)
+    assert (fine.agent, fine.model, fine.arm, fine.repeat, fine.run) == (
+        "noop",
+        "policy-7b",
+        None,
+        None,
+        resumed_run.name,
+    )
     assert fine.compiled and fine.correct and fine.speedup == pytest.approx(1.0) and fine.score == pytest.approx(220.0)
     assert fine.failure_kind == "none" and fine.task_identity and fine.evaluation_seconds is not None
     prompt = resumed_run / fine.workspace / "prompt.md"
@@ -89,12 +96,17 @@ def test_parquet_without_pyarrow_says_how_to_get_it(resumed_run: Path, tmp_path:
 
 def test_a_multi_arm_run_exports_each_trial_with_its_arm_repeat_and_model(make_toy_task, write_run_config) -> None:
     make_toy_task("triton2triton/toy/one")
-    arms = [{"label": "small", "agent": {"template": "noop", "model": "policy-1b"}},
-            {"label": "large", "agent": {"template": "noop", "model": "policy-70b"}}]
+    arms = [
+        {"label": "small", "agent": {"template": "noop", "model": "policy-1b"}},
+        {"label": "large", "agent": {"template": "noop", "model": "policy-70b"}},
+    ]
     config = write_run_config(arms=arms, repeats=2)
     config.write_text(config.read_text().replace("agent:\n  template: noop\n", "", 1))
     run_dir = run_experiment(config).run_dir
     rows = run_rows(run_dir)
     assert sorted((r.arm, r.repeat, r.model, r.latest) for r in rows) == [
-        ("large", 1, "policy-70b", True), ("large", 2, "policy-70b", True),
-        ("small", 1, "policy-1b", True), ("small", 2, "policy-1b", True)]
+        ("large", 1, "policy-70b", True),
+        ("large", 2, "policy-70b", True),
+        ("small", 1, "policy-1b", True),
+        ("small", 2, "policy-1b", True),
+    ]

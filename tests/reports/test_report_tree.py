@@ -17,8 +17,9 @@ def _tree(root: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two-renames"])
-def test_the_new_files_replace_the_old_ones_and_unowned_entries_stay(tmp_path: Path, monkeypatch,
-                                                                      exchange: bool) -> None:
+def test_the_new_files_replace_the_old_ones_and_unowned_entries_stay(
+    tmp_path: Path, monkeypatch, exchange: bool
+) -> None:
     if not exchange:
         monkeypatch.setattr(report_tree, "_exchange", lambda first, second: False)
     target = tmp_path / "reports"

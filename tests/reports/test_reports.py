@@ -34,36 +34,64 @@ def _results() -> list[TaskResult]:
     """Seven tasks in two families, deliberately not in name order."""
     return [
         TaskResult(
-            task_name="g_skip", task_type="cuda2cuda", status=TaskStatus.SKIP,
-            failure_kind=FailureKind.SKIPPED, failure_message="no CUDA device",
+            task_name="g_skip",
+            task_type="cuda2cuda",
+            status=TaskStatus.SKIP,
+            failure_kind=FailureKind.SKIPPED,
+            failure_message="no CUDA device",
         ),
         TaskResult(
-            task_name="b_slow", task_type="triton2triton", pass_compilation=True, pass_correctness=True,
-            speedup_ratio=0.8, score=200.0, status=TaskStatus.PASS, optimization_summary="tiled",
+            task_name="b_slow",
+            task_type="triton2triton",
+            pass_compilation=True,
+            pass_correctness=True,
+            speedup_ratio=0.8,
+            score=200.0,
+            status=TaskStatus.PASS,
+            optimization_summary="tiled",
         ),
         TaskResult(
-            task_name="a_fast", task_type="triton2triton", pass_compilation=True, pass_correctness=True,
-            speedup_ratio=1.5, score=270.0, status=TaskStatus.PASS,
+            task_name="a_fast",
+            task_type="triton2triton",
+            pass_compilation=True,
+            pass_correctness=True,
+            speedup_ratio=1.5,
+            score=270.0,
+            status=TaskStatus.PASS,
             optimization_summary="fused loads, wider blocks",
         ),
         TaskResult(
-            task_name="c_partial", task_type="cuda2cuda", pass_compilation=True, score=20.0,
-            status=TaskStatus.PARTIAL, failure_kind=FailureKind.INCORRECT,
+            task_name="c_partial",
+            task_type="cuda2cuda",
+            pass_compilation=True,
+            score=20.0,
+            status=TaskStatus.PARTIAL,
+            failure_kind=FailureKind.INCORRECT,
             correctness_error_message="case n=1024: max abs error 0.5",
         ),
         TaskResult(
-            task_name="d_compile", task_type="cuda2cuda", status=TaskStatus.FAIL,
+            task_name="d_compile",
+            task_type="cuda2cuda",
+            status=TaskStatus.FAIL,
             failure_kind=FailureKind.COMPILE_ERROR,
             compilation_error_message="nvcc: error: expected ';'\n  at kernel.cu:12",
         ),
         TaskResult(
-            task_name="e_infra", task_type="triton2triton", pass_compilation=True, speedup_ratio=1.0,
-            status=TaskStatus.INFRA, failure_kind=FailureKind.INFRA_ERROR,
+            task_name="e_infra",
+            task_type="triton2triton",
+            pass_compilation=True,
+            speedup_ratio=1.0,
+            status=TaskStatus.INFRA,
+            failure_kind=FailureKind.INFRA_ERROR,
             failure_message="GPU lost during timing",
         ),
         TaskResult(
-            task_name="f_timeout", task_type="cuda2cuda", pass_compilation=True, score=20.0,
-            status=TaskStatus.FAIL, failure_kind=FailureKind.TIMEOUT,
+            task_name="f_timeout",
+            task_type="cuda2cuda",
+            pass_compilation=True,
+            score=20.0,
+            status=TaskStatus.FAIL,
+            failure_kind=FailureKind.TIMEOUT,
             failure_message="correctness step timed out after 3600 s",
         ),
     ]
@@ -90,7 +118,13 @@ def test_summary_csv_has_seed_columns_then_ours(reports_dir: Path) -> None:
     with (reports_dir / SUMMARY_CSV_NAME).open(newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
     assert rows[0] == [
-        "Task Name", "Task Type", "Score", "Speedup", "Optimization_summary", "Status", "Failure Kind",
+        "Task Name",
+        "Task Type",
+        "Score",
+        "Speedup",
+        "Optimization_summary",
+        "Status",
+        "Failure Kind",
     ]
     assert rows[1:] == [
         ["a_fast", "triton2triton", "270.0", "1.5", "fused loads, wider blocks", "PASS", "none"],
@@ -125,7 +159,11 @@ def test_overall_counts_failures_and_excludes_skips(reports_dir: Path) -> None:
         "skipped_count": 1,
         "infra_error_count": 1,
         "failure_kinds": {
-            "compile_error": 1, "incorrect": 1, "infra_error": 1, "skipped": 1, "timeout": 1,
+            "compile_error": 1,
+            "incorrect": 1,
+            "infra_error": 1,
+            "skipped": 1,
+            "timeout": 1,
         },
     }
 
@@ -142,7 +180,9 @@ def test_breakdown_splits_by_family(reports_dir: Path) -> None:
     assert cuda["failure_kinds"] == {"compile_error": 1, "incorrect": 1, "skipped": 1, "timeout": 1}
     assert (triton["task_count"], triton["total_score"], triton["average_score"]) == (3, 470.0, 156.6667)
     assert (triton["compile_rate"], triton["correct_rate"], triton["speedup_gt1_rate"]) == (
-        1.0, 0.6667, 0.3333,
+        1.0,
+        0.6667,
+        0.3333,
     )
     assert triton["average_speedup"] == 1.15
     assert (triton["infra_error_count"], triton["failure_kinds"]) == (1, {"infra_error": 1})
@@ -179,8 +219,14 @@ def test_text_report_header_best_worst_and_task_lines(reports_dir: Path) -> None
 
 def test_infra_task_never_scores_or_contributes_a_speedup() -> None:
     infra = TaskResult(
-        task_name="x", task_type="triton2triton", pass_compilation=True, pass_correctness=True,
-        speedup_ratio=1.0, score=220.0, status=TaskStatus.INFRA, failure_kind=FailureKind.INFRA_ERROR,
+        task_name="x",
+        task_type="triton2triton",
+        pass_compilation=True,
+        pass_correctness=True,
+        speedup_ratio=1.0,
+        score=220.0,
+        status=TaskStatus.INFRA,
+        failure_kind=FailureKind.INFRA_ERROR,
     )
     stats = compute_stats([infra])
     assert (stats.task_count, stats.total_score, stats.average_score) == (1, 0.0, 0.0)

@@ -54,8 +54,10 @@ def test_another_scorer_scores_the_same_results_beside_the_runs_own(finished_run
     assert "test_run_reports:correct_only" in (rescored / "overall_report.txt").read_text()
     assert {k: v for k, v in _reports(finished_run).items() if not k.startswith("scores/")} == own
     assert sorted(p.read_text() for p in finished_run.glob(f"*/{RESULT_FILE_NAME}")) == results_before
-    assert all(read_task_result(p).scorer != "test_run_reports:correct_only"
-               for p in finished_run.glob(f"*/{RESULT_FILE_NAME}"))
+    assert all(
+        read_task_result(p).scorer != "test_run_reports:correct_only"
+        for p in finished_run.glob(f"*/{RESULT_FILE_NAME}")
+    )
 
 
 def correct_only(result) -> float:
@@ -81,8 +83,9 @@ def test_a_folder_that_is_not_a_run_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.exit_code == 2 and "not a run directory" in done.output
 
 
-def test_aka_report_remakes_the_verdicts_and_smoke_test_marks_and_prints_the_summary(toy_ab_run: Path,
-                                                                                     tmp_path: Path) -> None:
+def test_aka_report_remakes_the_verdicts_and_smoke_test_marks_and_prints_the_summary(
+    toy_ab_run: Path, tmp_path: Path
+) -> None:
     copy = tmp_path / toy_ab_run.name
     shutil.copytree(toy_ab_run, copy, symlinks=True)
     made_by_the_run = (copy / "reports" / "overall_report.txt").read_text()

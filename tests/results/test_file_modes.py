@@ -28,10 +28,12 @@ def _mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
 
 
-@pytest.mark.parametrize(("mask", "file_mode", "dir_mode"), [(0o027, 0o640, 0o750), (0o077, 0o600, 0o700),
-                                                              (0o002, 0o664, 0o775)])
-def test_results_and_reports_follow_the_umask(umask: None, tmp_path: Path, mask: int, file_mode: int,
-                                              dir_mode: int) -> None:
+@pytest.mark.parametrize(
+    ("mask", "file_mode", "dir_mode"), [(0o027, 0o640, 0o750), (0o077, 0o600, 0o700), (0o002, 0o664, 0o775)]
+)
+def test_results_and_reports_follow_the_umask(
+    umask: None, tmp_path: Path, mask: int, file_mode: int, dir_mode: int
+) -> None:
     os.umask(mask)
     result = write_task_result(tmp_path / "ws", TaskResult(task_name="t", task_type="triton2triton"))
     write_text_atomic(tmp_path / "run_manifest.json", "{}")

@@ -41,11 +41,13 @@ class Server:
     def __init__(self, port: int, token: str | None) -> None:
         self.base, self.token = f"http://127.0.0.1:{port}", token
 
-    def call(self, method: str, path: str, body: object = None, token: str | None = "default",
-             raw: bytes | None = None) -> tuple[int, Any]:
+    def call(
+        self, method: str, path: str, body: object = None, token: str | None = "default", raw: bytes | None = None
+    ) -> tuple[int, Any]:
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        request = urllib.request.Request(self.base + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.base + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         given = self.token if token == "default" else token
         if given:
             request.add_header("Authorization", f"Bearer {given}")
@@ -64,10 +66,30 @@ class Server:
 @contextlib.contextmanager
 def _serving(tasks_root: Path, tmp_path: Path, *extra: str) -> Iterator[Server]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "aka.cli", "serve", "--tasks-root", str(tasks_root),
-                             "--cache-dir", str(tmp_path / "cache"), "--port", str(port), "--max-queue", "2",
-                             "--token-env", "AKA_TEST_TOKEN", *extra], cwd=tmp_path, env=_env(AKA_TEST_TOKEN=TOKEN),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "aka.cli",
+            "serve",
+            "--tasks-root",
+            str(tasks_root),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--port",
+            str(port),
+            "--max-queue",
+            "2",
+            "--token-env",
+            "AKA_TEST_TOKEN",
+            *extra,
+        ],
+        cwd=tmp_path,
+        env=_env(AKA_TEST_TOKEN=TOKEN),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     made = Server(port, TOKEN)
     try:
         deadline = time.monotonic() + 60
@@ -110,17 +132,31 @@ def test_submit_poll_cache_batch_and_backpressure(server: Server) -> None:
     assert again["result"]["cached"] is True
 
     completion = f"Here it is:\n```python kernel.py\n{toy_kernel_source(value=41)}```\n"
-    status, batch = server.call("POST", "/v1/batch", {"candidates": [
-        {"task_id": TASK, "completion": completion, "preset": "log_speedup"},
-        {"task_id": "no/such/task", "files": {"kernel.py": GOOD}}]})
+    status, batch = server.call(
+        "POST",
+        "/v1/batch",
+        {
+            "candidates": [
+                {"task_id": TASK, "completion": completion, "preset": "log_speedup"},
+                {"task_id": "no/such/task", "files": {"kernel.py": GOOD}},
+            ]
+        },
+    )
     assert status == 202
     wrong, unknown = (_result(server, job) for job in batch["jobs"])
     assert wrong["state"] == "done" and wrong["result"]["correct"] is False
     assert wrong["reward"]["preset"] == "log_speedup"
     assert unknown["state"] == "failed" and "unknown task id" in unknown["error"]
 
-    status, body = server.call("POST", "/v1/batch", {"candidates": [
-        {"task_id": TASK, "files": {"kernel.py": toy_kernel_source(time_ms=t)}} for t in (1.0, 1.5, 3.0)]})
+    status, body = server.call(
+        "POST",
+        "/v1/batch",
+        {
+            "candidates": [
+                {"task_id": TASK, "files": {"kernel.py": toy_kernel_source(time_ms=t)}} for t in (1.0, 1.5, 3.0)
+            ]
+        },
+    )
     assert status == 429 and "queue is full" in body["detail"]
 
     status, metrics = server.call("GET", "/metrics")
@@ -130,8 +166,9 @@ def test_submit_poll_cache_batch_and_backpressure(server: Server) -> None:
 def test_openrlhf_get_reward(server: Server) -> None:
     prompt = "Write the kernel.\n"
     response = f"```python kernel.py\n{GOOD}```"
-    status, body = server.call("POST", "/get_reward", {"query": [prompt + response], "prompts": [prompt],
-                                                        "labels": [TASK]})
+    status, body = server.call(
+        "POST", "/get_reward", {"query": [prompt + response], "prompts": [prompt], "labels": [TASK]}
+    )
     assert status == 200, body
     assert body["rewards"] == [320.0] and body["scores"] == [320.0]
     assert body["extra_logs"]["correct"] == [1.0] and body["extra_logs"]["speedup"] == [pytest.approx(2.0)]
@@ -156,15 +193,35 @@ def test_the_token_and_the_request_size_are_checked(server: Server) -> None:
 
 
 def test_binding_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "aka.cli", "serve", "--host", "0.0.0.0", "--port", str(_free_port()),
-                           "--cache-dir", str(tmp_path)], env=_env(), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aka.cli",
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(_free_port()),
+            "--cache-dir",
+            str(tmp_path),
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "only with a bearer token" in done.stderr
 
 
-@pytest.mark.parametrize("limits", [("--request-timeout", "6"), ("--request-timeout", "600", "--eval-timeout", "6")],
-                         ids=["request-deadline", "evaluation-deadline"])
-def test_a_job_past_its_deadline_is_killed_and_frees_the_device(tasks_root: Path, make_toy_task, tmp_path: Path,
-                                                                limits: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "limits",
+    [("--request-timeout", "6"), ("--request-timeout", "600", "--eval-timeout", "6")],
+    ids=["request-deadline", "evaluation-deadline"],
+)
+def test_a_job_past_its_deadline_is_killed_and_frees_the_device(
+    tasks_root: Path, make_toy_task, tmp_path: Path, limits: tuple[str, ...]
+) -> None:
     make_toy_task(TASK, baseline="source")
     hung = toy_kernel_source(extra="import time\ntime.sleep(600)")
     with _serving(tasks_root, tmp_path, *limits) as server:
@@ -176,6 +233,7 @@ def test_a_job_past_its_deadline_is_killed_and_frees_the_device(tasks_root: Path
         assert time.monotonic() - started < 40 and not processes_under(tmp_path / "cache" / "scratch")
         good = _result(server, server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": GOOD}})[1])
         assert good["state"] == "done" and good["reward"]["value"] == 320.0
-        hung_again = _result(server, server.call("POST", "/v1/submit",
-                                                 {"task_id": TASK, "files": {"kernel.py": hung}})[1])
+        hung_again = _result(
+            server, server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": hung}})[1]
+        )
         assert hung_again["result"]["cached"] is False  # a deadline's verdict is never the final word

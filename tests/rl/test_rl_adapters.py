@@ -34,14 +34,31 @@ class FakeEvaluator:
     def _verdict(self, task_id: str, completion: str) -> CandidateResult:
         self.calls.append((task_id, completion))
         if "FAST" in completion:
-            result = TaskResult(task_name=task_id, task_type="triton2triton", pass_compilation=True,
-                                pass_correctness=True, speedup_ratio=2.0, score=320.0, status=TaskStatus.PASS)
+            result = TaskResult(
+                task_name=task_id,
+                task_type="triton2triton",
+                pass_compilation=True,
+                pass_correctness=True,
+                speedup_ratio=2.0,
+                score=320.0,
+                status=TaskStatus.PASS,
+            )
         elif "INFRA" in completion:
-            result = TaskResult(task_name=task_id, task_type="triton2triton", failure_kind=FailureKind.INFRA_ERROR,
-                                status=TaskStatus.INFRA)
+            result = TaskResult(
+                task_name=task_id,
+                task_type="triton2triton",
+                failure_kind=FailureKind.INFRA_ERROR,
+                status=TaskStatus.INFRA,
+            )
         else:
-            result = TaskResult(task_name=task_id, task_type="triton2triton", pass_compilation=True, score=20.0,
-                                failure_kind=FailureKind.INCORRECT, status=TaskStatus.PARTIAL)
+            result = TaskResult(
+                task_name=task_id,
+                task_type="triton2triton",
+                pass_compilation=True,
+                score=20.0,
+                failure_kind=FailureKind.INCORRECT,
+                status=TaskStatus.PARTIAL,
+            )
         return CandidateResult.from_task_result(task_id, "sha", "key", result)
 
     def evaluate_completion(self, task_id: str, completion: str) -> CandidateResult:
@@ -70,12 +87,17 @@ def _parameters(function: Any) -> list[str]:
 def test_verl_compute_score_forms(fake: FakeEvaluator) -> None:
     documented = ["data_source", "solution_str", "ground_truth", "extra_info"]
     assert _parameters(verl.compute_score)[:4] == documented == _parameters(verl.compute_score_async)[:4]
-    assert _parameters(verl.compute_score_batch)[:4] == ["data_sources", "solution_strs", "ground_truths",
-                                                         "extra_infos"]
+    assert _parameters(verl.compute_score_batch)[:4] == [
+        "data_sources",
+        "solution_strs",
+        "ground_truths",
+        "extra_infos",
+    ]
     assert inspect.iscoroutinefunction(verl.compute_score_async)
 
-    scored = verl.compute_score(data_source="aka", solution_str=FAST, ground_truth="t/a",
-                                extra_info={"task_id": "t/b", "index": 3})
+    scored = verl.compute_score(
+        data_source="aka", solution_str=FAST, ground_truth="t/a", extra_info={"task_id": "t/b", "index": 3}
+    )
     assert scored["score"] == 320.0 and scored["speedup"] == 2.0 and scored["correct"] == 1.0
     assert all(isinstance(v, float) for v in scored.values()) and fake.calls[-1] == ("t/b", FAST)
     kevin = verl.compute_score("aka", FAST, "t/a", None, preset="kevin")  # reward_kwargs pass the preset
@@ -84,25 +106,31 @@ def test_verl_compute_score_forms(fake: FakeEvaluator) -> None:
     infra = verl.compute_score("aka", INFRA, "t/a")
     assert infra["score"] == 0.0 and infra["applicable"] == 0.0
 
-    batch = verl.compute_score_batch(["aka"] * 3, [FAST, WRONG, INFRA], ["t/a", "t/b", "t/c"],
-                                     [None, {"task_id": "t/x"}, None], preset="kernelgym")
+    batch = verl.compute_score_batch(
+        ["aka"] * 3, [FAST, WRONG, INFRA], ["t/a", "t/b", "t/c"], [None, {"task_id": "t/x"}, None], preset="kernelgym"
+    )
     assert [row["score"] for row in batch] == [1.5, 0.0, 0.0]
     assert sorted(task for task, _ in fake.calls[-3:]) == ["t/a", "t/c", "t/x"]
 
 
 def test_trl_reward_funcs(fake: FakeEvaluator) -> None:
     sync = trl.make_reward_func(fake, preset="log_speedup")
-    chat = [[{"role": "assistant", "content": FAST}], [{"role": "assistant", "content": WRONG}],
-            [{"role": "assistant", "content": INFRA}]]
-    values = sync(prompts=["p"] * 3, completions=chat, completion_ids=[[1], [2], [3]], task_id=["a", "b", "c"],
-                  trainer_state=None)
+    chat = [
+        [{"role": "assistant", "content": FAST}],
+        [{"role": "assistant", "content": WRONG}],
+        [{"role": "assistant", "content": INFRA}],
+    ]
+    values = sync(
+        prompts=["p"] * 3, completions=chat, completion_ids=[[1], [2], [3]], task_id=["a", "b", "c"], trainer_state=None
+    )
     assert values[0] == pytest.approx(0.693147, abs=1e-6) and values[1] == -2.0 and values[2] is None
     assert fake.calls[0] == ("a", FAST) and sync.__name__ == "aka_kernel_reward"
 
     async_func = trl.make_async_reward_func(fake, name="kernel_speed")
     assert inspect.iscoroutinefunction(async_func) and async_func.__name__ == "kernel_speed"
-    assert asyncio.run(async_func(prompts=["p", "p"], completions=[FAST, WRONG], completion_ids=None,
-                                  task_id=["a", "b"])) == [320.0, 20.0]
+    assert asyncio.run(
+        async_func(prompts=["p", "p"], completions=[FAST, WRONG], completion_ids=None, task_id=["a", "b"])
+    ) == [320.0, 20.0]
     assert trl.kernel_reward(["p"], [FAST], None, task_id=["a"]) == [320.0]  # the default evaluator
     assert inspect.iscoroutinefunction(trl.kernel_reward_async)
     with pytest.raises(ValueError, match="needs a 'task_id' column"):
@@ -174,10 +202,15 @@ def _fake_verifiers(monkeypatch) -> None:
 
 def test_verifiers_environment_with_a_rubric(fake: FakeEvaluator, monkeypatch) -> None:
     _fake_verifiers(monkeypatch)
-    env = vf_adapter.load_environment(task_ids=["t/a", "t/b"], preset="kernelgym", evaluator=fake,
-                                      system_prompt="Be fast.", max_concurrent=4)
-    assert env.dataset[0] == {"question": "prompt of t/a (baseline: False)", "answer": "t/a",
-                              "info": {"task_id": "t/a"}, "task": "aka-kernel"}
+    env = vf_adapter.load_environment(
+        task_ids=["t/a", "t/b"], preset="kernelgym", evaluator=fake, system_prompt="Be fast.", max_concurrent=4
+    )
+    assert env.dataset[0] == {
+        "question": "prompt of t/a (baseline: False)",
+        "answer": "t/a",
+        "info": {"task_id": "t/a"},
+        "task": "aka-kernel",
+    }
     assert env.system_prompt == "Be fast." and env.kwargs == {"max_concurrent": 4}
     assert env.rubric.weights == [1.0, 0.0, 0.0, 0.0]
     names = [f.__name__ for f in env.rubric.funcs]
@@ -185,16 +218,35 @@ def test_verifiers_environment_with_a_rubric(fake: FakeEvaluator, monkeypatch) -
 
     state: dict[str, object] = {}
     completion = [{"role": "assistant", "content": FAST}]
-    values = [asyncio.run(func(prompt=[{"role": "user", "content": "x"}], completion=completion, answer="t/a",
-                               state=state, task="aka-kernel", info={"task_id": "t/a"}, parser=None))
-              for func in env.rubric.funcs]
+    values = [
+        asyncio.run(
+            func(
+                prompt=[{"role": "user", "content": "x"}],
+                completion=completion,
+                answer="t/a",
+                state=state,
+                task="aka-kernel",
+                info={"task_id": "t/a"},
+                parser=None,
+            )
+        )
+        for func in env.rubric.funcs
+    ]
     assert values == [1.5, 1.0, 1.0, 2.0] and len(fake.calls) == 1  # one evaluation per rollout
 
 
 def test_completion_text_shapes() -> None:
     assert adapters.completion_text("x") == "x"
-    assert adapters.completion_text([{"role": "assistant", "content": "a"}, {"role": "tool", "content": "t"},
-                                     {"role": "assistant", "content": "b"}]) == "a\n\nb"
+    assert (
+        adapters.completion_text(
+            [
+                {"role": "assistant", "content": "a"},
+                {"role": "tool", "content": "t"},
+                {"role": "assistant", "content": "b"},
+            ]
+        )
+        == "a\n\nb"
+    )
     assert adapters.completion_text(None) == ""
 
 

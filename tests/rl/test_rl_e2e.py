@@ -27,8 +27,9 @@ def judged(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("rl") / "tasks"
     shutil.copytree(REPO / "tasks" / GELU, root / GELU)
     solution = (REPO / "solutions/examples" / GELU / "kernel.py").read_text()
-    completion = ("<think>use a better block size</think>\nHere is the faster kernel:\n"
-                  f"```python kernel.py\n{solution}```\n")
+    completion = (
+        f"<think>use a better block size</think>\nHere is the faster kernel:\n```python kernel.py\n{solution}```\n"
+    )
     evaluator = aka.KernelEvaluator(root, root.parent / "cache", device=CPU)
     result = asyncio.run(evaluator.evaluate_completion_async(GELU, completion))  # in the evaluator's thread
     yield evaluator, completion, result

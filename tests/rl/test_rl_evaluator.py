@@ -28,9 +28,22 @@ CANDIDATES = {
     "broken": "def toy_kernel(:\n",
     "renamed": "VALUE = 42\nTIME_MS = 1.0\n\ndef other():\n    return 42\n",
 }
-COMPARED = ("pass_compilation", "pass_correctness", "speedup_ratio", "base_execution_time",
-            "best_optimized_execution_time", "score", "status", "failure_kind", "failure_message",
-            "valid_baseline_cases", "valid_optimized_cases", "cases", "scorer", "device")
+COMPARED = (
+    "pass_compilation",
+    "pass_correctness",
+    "speedup_ratio",
+    "base_execution_time",
+    "best_optimized_execution_time",
+    "score",
+    "status",
+    "failure_kind",
+    "failure_message",
+    "valid_baseline_cases",
+    "valid_optimized_cases",
+    "cases",
+    "scorer",
+    "device",
+)
 
 
 @pytest.fixture
@@ -40,15 +53,17 @@ def evaluator(tasks_root: Path, make_toy_task, tmp_path: Path):
         yield made
 
 
-def test_the_api_gives_the_verdict_aka_run_gives(tasks_root: Path, make_toy_task, write_run_config,
-                                                 tmp_path: Path) -> None:
+def test_the_api_gives_the_verdict_aka_run_gives(
+    tasks_root: Path, make_toy_task, write_run_config, tmp_path: Path
+) -> None:
     solutions = tmp_path / "solutions"
     for name, source in CANDIDATES.items():
         make_toy_task(f"triton2triton/toy/{name}")
         (solutions / f"triton2triton/toy/{name}").mkdir(parents=True)
         (solutions / f"triton2triton/toy/{name}/kernel.py").write_text(source)
-    outcome = run_experiment(write_run_config(agent={"template": "replay", "solutions_dir": str(solutions)}),
-                             device=CPU)
+    outcome = run_experiment(
+        write_run_config(agent={"template": "replay", "solutions_dir": str(solutions)}), device=CPU
+    )
     by_name = {r.task_name: r for r in outcome.results}
     with aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU) as api:
         for name, source in CANDIDATES.items():
@@ -57,12 +72,17 @@ def test_the_api_gives_the_verdict_aka_run_gives(tasks_root: Path, make_toy_task
             ran = by_name[task]
             assert {f: getattr(got.task_result, f) for f in COMPARED} == {f: getattr(ran, f) for f in COMPARED}, name
             assert (got.score, got.compiled, got.correct, got.speedup) == (
-                ran.score, ran.pass_compilation, ran.pass_correctness, ran.speedup_ratio)
+                ran.score,
+                ran.pass_compilation,
+                ran.pass_correctness,
+                ran.speedup_ratio,
+            )
     assert by_name["triton2triton/toy/good"].score == pytest.approx(320.0)
 
 
-def test_cache_hits_across_evaluators_and_keys_on_what_is_evaluated(evaluator, tasks_root: Path,
-                                                                    tmp_path: Path) -> None:
+def test_cache_hits_across_evaluators_and_keys_on_what_is_evaluated(
+    evaluator, tasks_root: Path, tmp_path: Path
+) -> None:
     first = evaluator.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)})
     assert not first.cached and first.status is TaskStatus.PASS and first.speedup == pytest.approx(2.0)
     assert evaluator.cache.path(first.cache_key).is_file()
@@ -76,11 +96,15 @@ def test_cache_hits_across_evaluators_and_keys_on_what_is_evaluated(evaluator, t
         assert again.cached and again.score == first.score and again.cache_key == first.cache_key
         assert not other.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=1.0)}).cached
     identity = task_identity(evaluator.task(TASK))
-    assert rl_evaluator.cache_key(TASK, identity, first.candidate_sha256, "cpu|None", evaluator.platform) \
+    assert (
+        rl_evaluator.cache_key(TASK, identity, first.candidate_sha256, "cpu|None", evaluator.platform)
         == first.cache_key
-    for name, device, platform in [(TASK, "NVIDIA H200|sm_90", evaluator.platform),
-                                   (TASK, "cpu|None", {**evaluator.platform, "triton": "0.0"}),
-                                   ("triton2triton/toy/copy", "cpu|None", evaluator.platform)]:
+    )
+    for name, device, platform in [
+        (TASK, "NVIDIA H200|sm_90", evaluator.platform),
+        (TASK, "cpu|None", {**evaluator.platform, "triton": "0.0"}),
+        ("triton2triton/toy/copy", "cpu|None", evaluator.platform),
+    ]:
         assert rl_evaluator.cache_key(name, identity, first.candidate_sha256, device, platform) != first.cache_key
 
     (tasks_root / TASK / "harness.py").write_text((tasks_root / TASK / "harness.py").read_text() + "\n# changed\n")
@@ -132,8 +156,12 @@ def test_async_evaluations_are_bounded_ordered_and_deduplicated(evaluator, monke
     monkeypatch.setattr(rl_evaluator, "evaluate_candidate", counted)
     candidates = [aka.Candidate(TASK, {"kernel.py": toy_kernel_source(time_ms=t)}) for t in (1.0, 2.0, 4.0, 2.0)]
     results = asyncio.run(evaluator.evaluate_batch_async(candidates))
-    assert [r.speedup for r in results] == [pytest.approx(4.0), pytest.approx(2.0), pytest.approx(1.0),
-                                             pytest.approx(2.0)]
+    assert [r.speedup for r in results] == [
+        pytest.approx(4.0),
+        pytest.approx(2.0),
+        pytest.approx(1.0),
+        pytest.approx(2.0),
+    ]
     assert most[0] == 1 and len(calls) == 3  # the repeated candidate waited for its twin, then hit the cache
     assert [r.speedup for r in evaluator.evaluate_batch(candidates[:2])] == [pytest.approx(4.0), pytest.approx(2.0)]
     assert len(calls) == 3
@@ -153,7 +181,11 @@ def test_bad_input_is_a_one_line_error(evaluator) -> None:
         evaluator.evaluate_batch([aka.Candidate(TASK, {}), aka.Candidate("nope", {})])
     empty = evaluator.evaluate_completion(TASK, "")
     assert (empty.status, empty.failure_kind, empty.score, empty.applicable) == (
-        TaskStatus.FAIL, FailureKind.COMPILE_ERROR, 0.0, True)
+        TaskStatus.FAIL,
+        FailureKind.COMPILE_ERROR,
+        0.0,
+        True,
+    )
     assert "the completion is empty" in (empty.failure_message or "")
 
 
@@ -170,10 +202,16 @@ def test_the_prompt_is_the_runs_plus_the_answer_format(evaluator) -> None:
 def test_the_rl_api_is_re_exported_from_aka() -> None:
     from aka.rl import extract, presets, result
 
-    names = {"KernelEvaluator": rl_evaluator.KernelEvaluator, "Candidate": result.Candidate,
-             "CandidateResult": result.CandidateResult, "CandidateError": extract.CandidateError,
-             "CompletionError": extract.CompletionError, "extract_files": extract.extract_files,
-             "Reward": presets.Reward, "reward": presets.reward}
+    names = {
+        "KernelEvaluator": rl_evaluator.KernelEvaluator,
+        "Candidate": result.Candidate,
+        "CandidateResult": result.CandidateResult,
+        "CandidateError": extract.CandidateError,
+        "CompletionError": extract.CompletionError,
+        "extract_files": extract.extract_files,
+        "Reward": presets.Reward,
+        "reward": presets.reward,
+    }
     for name, target in names.items():
         assert name in aka.__all__ and getattr(aka, name) is target
 
@@ -195,10 +233,23 @@ def test_another_process_gets_the_same_reward(evaluator, tasks_root: Path, tmp_p
         "        print(json.dumps([r.cached, r.score, r.speedup, aka.reward(r, 'kevin').value]))\n"
     )
     src = Path(rl_evaluator.__file__).resolve().parents[2]
-    argv = [sys.executable, "-c", code, str(tasks_root), str(evaluator.cache_dir), str(tmp_path / "fresh"),
-            json.dumps(files)]
-    out = subprocess.run(argv, capture_output=True, text=True, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"},
-                         timeout=300, check=True)
+    argv = [
+        sys.executable,
+        "-c",
+        code,
+        str(tasks_root),
+        str(evaluator.cache_dir),
+        str(tmp_path / "fresh"),
+        json.dumps(files),
+    ]
+    out = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+        check=True,
+    )
     shared, fresh = (json.loads(line) for line in out.stdout.splitlines())
     kevin = aka.reward(here, "kevin").value
     assert shared == [True, here.score, here.speedup, kevin] and fresh == [False, here.score, here.speedup, kevin]
@@ -240,8 +291,12 @@ def test_evaluations_spread_over_devices(tasks_root: Path, make_toy_task, tmp_pa
     with aka.KernelEvaluator(tasks_root, tmp_path / "cache", devices=devices) as api:
         candidates = [aka.Candidate(TASK, {"kernel.py": toy_kernel_source(time_ms=t)}) for t in (1.0, 2.0, 4.0, 8.0)]
         results = api.evaluate_batch(candidates)
-    assert [r.speedup for r in results] == [pytest.approx(4.0), pytest.approx(2.0), pytest.approx(1.0),
-                                             pytest.approx(0.5)]
+    assert [r.speedup for r in results] == [
+        pytest.approx(4.0),
+        pytest.approx(2.0),
+        pytest.approx(1.0),
+        pytest.approx(0.5),
+    ]
     assert most[0] == 2 and sorted(seen) == [0, 0, 1, 1]
     with pytest.raises(aka.CandidateError, match="different models"):
         aka.KernelEvaluator(tasks_root, tmp_path / "cache", devices=[devices[0], H100])

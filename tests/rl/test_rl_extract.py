@@ -16,8 +16,10 @@ def test_info_string_names_the_file() -> None:
 
 
 def test_line_above_or_first_comment_names_the_file() -> None:
-    completion = ("**File: kernel.py**\n```python\nA = 1\n```\n"
-                  "Then the CUDA part, `csrc/ops.cu`:\n```cuda\n__global__ void k() {}\n```\n")
+    completion = (
+        "**File: kernel.py**\n```python\nA = 1\n```\n"
+        "Then the CUDA part, `csrc/ops.cu`:\n```cuda\n__global__ void k() {}\n```\n"
+    )
     assert extract_files(completion, TWO) == {"kernel.py": "A = 1\n", "csrc/ops.cu": "__global__ void k() {}\n"}
     assert extract_files("```cuda\n// file: ops.cu\nint x;\n```", TWO) == {"csrc/ops.cu": "// file: ops.cu\nint x;\n"}
 
@@ -33,8 +35,10 @@ def test_single_editable_file_takes_the_last_fitting_unnamed_block() -> None:
 
 
 def test_last_named_block_wins_and_reasoning_is_ignored() -> None:
-    completion = ("<think>maybe\n```python kernel.py\nBAD = 1\n```\n</think>\n"
-                  "```python kernel.py\nV = 1\n```\n```python kernel.py\nV = 2\n```")
+    completion = (
+        "<think>maybe\n```python kernel.py\nBAD = 1\n```\n</think>\n"
+        "```python kernel.py\nV = 1\n```\n```python kernel.py\nV = 2\n```"
+    )
     assert extract_files(completion, ONE) == {"kernel.py": "V = 2\n"}
 
 
@@ -43,15 +47,18 @@ def test_longer_fences_hold_shorter_ones() -> None:
     assert extract_files(completion, ONE) == {"kernel.py": "DOC = '''\n```\n'''\n"}
 
 
-@pytest.mark.parametrize(("completion", "editable", "message"), [
-    ("", ONE, "is empty"),
-    ("   \n", ONE, "is empty"),
-    ("I would make it faster.", ONE, "no fenced code block"),
-    ("```python kernel.py\nX = 1\n", ONE, "never closed"),
-    ("```python harness.py\nX = 1\n```", ONE, "'harness.py', which is not an editable file (editable: kernel.py)"),
-    ("```python\nX = 1\n```", TWO, "no code block of the completion names an editable file"),
-    ("```bash\nls\n```", ONE, "no code block"),
-])
+@pytest.mark.parametrize(
+    ("completion", "editable", "message"),
+    [
+        ("", ONE, "is empty"),
+        ("   \n", ONE, "is empty"),
+        ("I would make it faster.", ONE, "no fenced code block"),
+        ("```python kernel.py\nX = 1\n", ONE, "never closed"),
+        ("```python harness.py\nX = 1\n```", ONE, "'harness.py', which is not an editable file (editable: kernel.py)"),
+        ("```python\nX = 1\n```", TWO, "no code block of the completion names an editable file"),
+        ("```bash\nls\n```", ONE, "no code block"),
+    ],
+)
 def test_errors_are_one_line(completion: str, editable: list[str], message: str) -> None:
     with pytest.raises(CompletionError) as caught:
         extract_files(completion, editable, "triton2triton/basic/gelu")

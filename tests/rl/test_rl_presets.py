@@ -12,10 +12,19 @@ from aka.rl.presets import PRESETS, reward
 from aka.rl.result import CandidateResult
 
 
-def _result(compiled: bool, correct: bool, speedup: float | None, kind: FailureKind = FailureKind.NONE,
-            score: float = 0.0) -> CandidateResult:
-    task = TaskResult(task_name="t", task_type="triton2triton", pass_compilation=compiled, pass_correctness=correct,
-                      speedup_ratio=speedup, failure_kind=kind, score=score, status=TaskStatus.PASS)
+def _result(
+    compiled: bool, correct: bool, speedup: float | None, kind: FailureKind = FailureKind.NONE, score: float = 0.0
+) -> CandidateResult:
+    task = TaskResult(
+        task_name="t",
+        task_type="triton2triton",
+        pass_compilation=compiled,
+        pass_correctness=correct,
+        speedup_ratio=speedup,
+        failure_kind=kind,
+        score=score,
+        status=TaskStatus.PASS,
+    )
     return CandidateResult.from_task_result("t", "sha", "key", task)
 
 
@@ -29,13 +38,25 @@ DECOY = _result(False, False, None, FailureKind.MISSING_KERNEL)
 INFRA = _result(False, False, None, FailureKind.INFRA_ERROR)
 
 
-@pytest.mark.parametrize(("preset", "result", "value"), [
-    ("score", FAST, 320.0), ("score", WRONG, 20.0), ("score", BROKEN, 0.0),
-    ("log_speedup", FAST, math.log(2.0)), ("log_speedup", SLOW, -2.0), ("log_speedup", HUGE, 2.0),
-    ("log_speedup", WRONG, -2.0),
-    ("kevin", FAST, 2.3), ("kevin", WRONG, 0.0), ("kevin", TORCH_OPS, 0.0),
-    ("kernelgym", FAST, 1.5), ("kernelgym", HUGE, 2.0), ("kernelgym", DECOY, 0.0), ("kernelgym", TORCH_OPS, 0.0),
-])
+@pytest.mark.parametrize(
+    ("preset", "result", "value"),
+    [
+        ("score", FAST, 320.0),
+        ("score", WRONG, 20.0),
+        ("score", BROKEN, 0.0),
+        ("log_speedup", FAST, math.log(2.0)),
+        ("log_speedup", SLOW, -2.0),
+        ("log_speedup", HUGE, 2.0),
+        ("log_speedup", WRONG, -2.0),
+        ("kevin", FAST, 2.3),
+        ("kevin", WRONG, 0.0),
+        ("kevin", TORCH_OPS, 0.0),
+        ("kernelgym", FAST, 1.5),
+        ("kernelgym", HUGE, 2.0),
+        ("kernelgym", DECOY, 0.0),
+        ("kernelgym", TORCH_OPS, 0.0),
+    ],
+)
 def test_preset_values(preset: str, result: CandidateResult, value: float) -> None:
     assert reward(result, preset).value == pytest.approx(value)
 

@@ -9,7 +9,8 @@ def test_schedule_is_balanced_interleaved_and_reproducible() -> None:
     tasks, arms = ["t1", "t2", "t3"], ["A", "B"]
     trials = interleaved_schedule(tasks, list(arms), 4, seed=7)
     assert sorted((t.task, t.arm, t.repeat) for t in trials) == sorted(
-        (task, arm, k) for task in tasks for arm in arms for k in range(1, 5))
+        (task, arm, k) for task in tasks for arm in arms for k in range(1, 5)
+    )
     for task in tasks:
         firsts = [next(t.arm for t in trials if (t.task, t.repeat) == (task, k)) for k in range(1, 5)]
         assert sorted(str(arm) for arm in firsts) == ["A", "A", "B", "B"]

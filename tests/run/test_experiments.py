@@ -22,8 +22,10 @@ TASKS = ("triton2triton/toy/one", "triton2triton/toy/two")
 
 
 def _arms(solutions: Path) -> list[dict[str, object]]:
-    return [{"label": "noop", "agent": {"template": "noop"}},
-            {"label": "replayed", "agent": {"template": "replay", "solutions_dir": str(solutions)}}]
+    return [
+        {"label": "noop", "agent": {"template": "noop"}},
+        {"label": "replayed", "agent": {"template": "replay", "solutions_dir": str(solutions)}},
+    ]
 
 
 @pytest.fixture
@@ -53,8 +55,9 @@ def test_arms_config_errors_name_the_field(write_run_config, solutions: Path) ->
         load_run_config(bad_option)
 
 
-def test_two_arms_with_repeats_run_interleaved_and_compare(make_toy_task, write_run_config, solutions: Path,
-                                                           tmp_path: Path) -> None:
+def test_two_arms_with_repeats_run_interleaved_and_compare(
+    make_toy_task, write_run_config, solutions: Path, tmp_path: Path
+) -> None:
     for task in TASKS:
         make_toy_task(task)
     config = write_run_config(arms=_arms(solutions), repeats=2, schedule_seed=5)
@@ -84,11 +87,14 @@ def test_two_arms_with_repeats_run_interleaved_and_compare(make_toy_task, write_
 
     resumed = run_experiment(config, resume_run=run_dir)
     assert sorted(r.model_dump_json() for r in resumed.results) == sorted(r.model_dump_json() for r in outcome.results)
-    assert sum(json.loads(line)["event"] == "task_reused"
-               for line in (run_dir / "events.jsonl").read_text().splitlines()) == 8
+    assert (
+        sum(json.loads(line)["event"] == "task_reused" for line in (run_dir / "events.jsonl").read_text().splitlines())
+        == 8
+    )
 
-    done = CliRunner().invoke(app, ["compare", str(run_dir), "--format", "json", "--out", str(tmp_path / "cmp"),
-                                    "--no-plots"])
+    done = CliRunner().invoke(
+        app, ["compare", str(run_dir), "--format", "json", "--out", str(tmp_path / "cmp"), "--no-plots"]
+    )
     assert done.exit_code == 0, done.output
     pair = json.loads((tmp_path / "cmp" / "comparison.json").read_text())["pairs"][0]
     assert (pair["control"], pair["treatment"], pair["tasks"]) == ("noop", "replayed", 2)
@@ -103,9 +109,18 @@ def test_a_repeated_single_arm_run_labels_its_repeats(make_toy_task, write_run_c
     assert sorted(p.name.split("__")[1][:2] for p in outcome.run_dir.glob("triton2triton_toy_one__r*")) == ["r1", "r2"]
     events = [json.loads(line) for line in (outcome.run_dir / "events.jsonl").read_text().splitlines()]
     assert [(e["event"], e["repeat"]) for e in events if e["event"] != "task_phase"] == [
-        ("task_started", 1), ("task_finished", 1), ("task_started", 2), ("task_finished", 2)]
+        ("task_started", 1),
+        ("task_finished", 1),
+        ("task_started", 2),
+        ("task_finished", 2),
+    ]
     assert [e["phase"] for e in events if e["event"] == "task_phase" and e["repeat"] == 1] == [
-        "baseline", "agent", "compile", "correctness", "performance"]
+        "baseline",
+        "agent",
+        "compile",
+        "correctness",
+        "performance",
+    ]
     assert not any("arm" in e for e in events)
 
 
@@ -128,16 +143,29 @@ def test_a_plain_single_arm_run_is_laid_out_as_before(make_toy_task, write_run_c
     assert "arm: null" in (workspace / "task_result.yaml").read_text()
 
 
-def test_two_single_arm_runs_with_suffixes_compare(make_toy_task, write_run_config, solutions: Path,
-                                                   tmp_path: Path) -> None:
+def test_two_single_arm_runs_with_suffixes_compare(
+    make_toy_task, write_run_config, solutions: Path, tmp_path: Path
+) -> None:
     """The seed's A/B: the same config twice with different --run-suffix (here one per agent), compared."""
     for task in TASKS:
         make_toy_task(task)
     noop = run_experiment(write_run_config(), suffix="a")
-    replayed = run_experiment(write_run_config(agent={"template": "replay", "solutions_dir": str(solutions)}),
-                              suffix="b")
-    done = CliRunner().invoke(app, ["compare", str(noop.run_dir), str(replayed.run_dir), "--format", "json",
-                                    "--out", str(tmp_path / "cmp"), "--no-plots"])
+    replayed = run_experiment(
+        write_run_config(agent={"template": "replay", "solutions_dir": str(solutions)}), suffix="b"
+    )
+    done = CliRunner().invoke(
+        app,
+        [
+            "compare",
+            str(noop.run_dir),
+            str(replayed.run_dir),
+            "--format",
+            "json",
+            "--out",
+            str(tmp_path / "cmp"),
+            "--no-plots",
+        ],
+    )
     assert done.exit_code == 0, done.output
     pair = json.loads(done.stdout)["pairs"][0]
     assert pair["control"].endswith("_a") and pair["treatment"].endswith("_b") and pair["tasks"] == 2

@@ -91,13 +91,29 @@ def test_a_retried_trial_counts_once_and_the_eta_comes_from_trials_that_ran() ->
 
 def test_the_plain_and_live_views(tmp_path: Path) -> None:
     events = [
-        RunEvent(time=now(), event=EventKind.RUN_STARTED, run_dir="/runs/" + "r" * 120, agent="noop", device="cpu",
-                 smoke_test=True, trials=2, arm_trials={"base": 1, "new": 1}),
+        RunEvent(
+            time=now(),
+            event=EventKind.RUN_STARTED,
+            run_dir="/runs/" + "r" * 120,
+            agent="noop",
+            device="cpu",
+            smoke_test=True,
+            trials=2,
+            arm_trials={"base": 1, "new": 1},
+        ),
         _event(EventKind.TASK_STARTED, "fam/suite/task", arm="new", repeat=1, worker="w0"),
         _event(EventKind.TASK_PHASE, "fam/suite/task", arm="new", repeat=1, worker="w0", phase=Phase.PERFORMANCE),
     ]
-    finished = _event(EventKind.TASK_FINISHED, "fam/suite/task", arm="new", repeat=1, status="PASS",
-                      verdict="correct-but-slower", score=170.0, speedup=0.5)
+    finished = _event(
+        EventKind.TASK_FINISHED,
+        "fam/suite/task",
+        arm="new",
+        repeat=1,
+        status="PASS",
+        verdict="correct-but-slower",
+        score=170.0,
+        speedup=0.5,
+    )
     plain = io.StringIO()
     display = PlainDisplay(Console(file=plain, width=60))
     for event in [*events, finished]:
@@ -106,8 +122,9 @@ def test_the_plain_and_live_views(tmp_path: Path) -> None:
     assert lines[0].endswith("r" * 120 + "  agent=noop  device=cpu  trials=2"), "never wrapped"
     assert lines[1].startswith("smoke test:")
     assert lines[3] == "  performance fam/suite/task [new r1] (worker w0)"
-    assert lines[4].startswith("  PASS    correct-but-slower fam/suite/task [new r1] score=170.0 speedup=0.500x "
-                               "(smoke test)  (1/2 done")
+    assert lines[4].startswith(
+        "  PASS    correct-but-slower fam/suite/task [new r1] score=170.0 speedup=0.500x (smoke test)  (1/2 done"
+    )
     quiet = io.StringIO()
     display = PlainDisplay(Console(file=quiet, width=200), quiet=True)
     for event in [*events, finished]:
@@ -134,14 +151,36 @@ def test_the_plain_and_live_views(tmp_path: Path) -> None:
 def test_the_summary_counts_verdicts_per_family_and_marks_a_smoke_test() -> None:
     def result(name: str, family: str, **fields: object) -> TaskResult:
         return TaskResult.model_validate({"task_name": name, "task_type": family, "device": "cpu", **fields})
+
     results = [
-        result("a", "triton2triton", pass_compilation=True, pass_correctness=True, status=TaskStatus.PASS,
-               speedup_ratio=2.0, speedup_ci_low=1.8, speedup_ci_high=2.2, score=320.0),
-        result("b", "triton2triton", pass_compilation=True, pass_correctness=True, status=TaskStatus.PASS,
-               speedup_ratio=0.5, score=170.0),
+        result(
+            "a",
+            "triton2triton",
+            pass_compilation=True,
+            pass_correctness=True,
+            status=TaskStatus.PASS,
+            speedup_ratio=2.0,
+            speedup_ci_low=1.8,
+            speedup_ci_high=2.2,
+            score=320.0,
+        ),
+        result(
+            "b",
+            "triton2triton",
+            pass_compilation=True,
+            pass_correctness=True,
+            status=TaskStatus.PASS,
+            speedup_ratio=0.5,
+            score=170.0,
+        ),
         result("c", "cuda2cuda", status=TaskStatus.SKIP, failure_kind=FailureKind.SKIPPED),
-        result("d", "cuda2cuda", status=TaskStatus.FAIL, failure_kind=FailureKind.COMPILE_ERROR,
-               compilation_error_message="x"),
+        result(
+            "d",
+            "cuda2cuda",
+            status=TaskStatus.FAIL,
+            failure_kind=FailureKind.COMPILE_ERROR,
+            compilation_error_message="x",
+        ),
     ]
     out = io.StringIO()
     print_summary(results, Console(file=out, width=250))
@@ -161,8 +200,9 @@ def _toy_run(make_toy_task, write_run_config, tmp_path: Path, **fields: object) 
     return config
 
 
-def test_a_run_off_a_terminal_prints_lines_then_the_summary_and_a_whole_path(make_toy_task, write_run_config,
-                                                                             tmp_path: Path) -> None:
+def test_a_run_off_a_terminal_prints_lines_then_the_summary_and_a_whole_path(
+    make_toy_task, write_run_config, tmp_path: Path
+) -> None:
     config = _toy_run(make_toy_task, write_run_config, tmp_path)
     done = CliRunner().invoke(app, ["run", str(config)])
     assert done.exit_code == 0, done.output
@@ -175,8 +215,10 @@ def test_a_run_off_a_terminal_prints_lines_then_the_summary_and_a_whole_path(mak
     for name in PHASES:
         assert f"  {name:<11} triton2triton/toy/one" in err, (name, err)
     assert any(line.startswith("  PARTIAL incorrect") and "torch2triton/toy/two" in line for line in err)
-    assert any(re.search(rf"{correct} +triton2triton/toy/one score=[0-9.]+ speedup=[0-9.]+x \(smoke test\)", line)
-               for line in err), err
+    assert any(
+        re.search(rf"{correct} +triton2triton/toy/one score=[0-9.]+ speedup=[0-9.]+x \(smoke test\)", line)
+        for line in err
+    ), err
     quiet = CliRunner().invoke(app, ["run", str(config), "--quiet", "--resume-latest"])
     assert quiet.exit_code == 0 and "  start" not in quiet.stderr
     assert "triton2triton/toy/one (completed earlier, kept: correct-unchanged)" in quiet.stderr
@@ -184,8 +226,9 @@ def test_a_run_off_a_terminal_prints_lines_then_the_summary_and_a_whole_path(mak
     assert both.exit_code == 2 and "--quiet or --json-events" in both.stderr
 
 
-def test_json_events_are_the_events_file_s_lines_with_the_run_around_them(make_toy_task, write_run_config,
-                                                                          tmp_path: Path) -> None:
+def test_json_events_are_the_events_file_s_lines_with_the_run_around_them(
+    make_toy_task, write_run_config, tmp_path: Path
+) -> None:
     config = _toy_run(make_toy_task, write_run_config, tmp_path)
     done = CliRunner().invoke(app, ["run", str(config), "--json-events"])
     assert done.exit_code == 0, done.output
@@ -223,8 +266,14 @@ def test_version_and_whole_task_names_off_a_terminal(tasks_root: Path, make_toy_
     make_toy_task(long_name)
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
-    listed = subprocess.run([sys.executable, "-m", "aka.cli", "tasks", "list", "--tasks-root", str(tasks_root)],
-                            capture_output=True, text=True, env=env, timeout=120, check=False)
+    listed = subprocess.run(
+        [sys.executable, "-m", "aka.cli", "tasks", "list", "--tasks-root", str(tasks_root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert listed.returncode == 0 and any(long_name in line for line in listed.stdout.splitlines()), listed.stdout
     version = CliRunner().invoke(app, ["--version"])
     assert version.exit_code == 0 and version.stdout.strip().startswith("aka 0.")

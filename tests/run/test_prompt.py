@@ -28,8 +28,14 @@ REPOS = Path(tempfile.mkdtemp(prefix="aka-prompt-repos-"))
 
 def _prompt(task: Task, device: DeviceInfo) -> str:
     task = materialize(task, REPOS)
-    baseline = BaselineRecord(task_name=task.name, task_identity="", device=device.name,
-                              source=task.config.baseline_source, status=FailureKind.SKIPPED, message="not measured")
+    baseline = BaselineRecord(
+        task_name=task.name,
+        task_identity="",
+        device=device.name,
+        source=task.config.baseline_source,
+        status=FailureKind.SKIPPED,
+        message="not measured",
+    )
     return build_prompt(task, task.directory, baseline, device)
 
 
@@ -53,7 +59,8 @@ def test_every_prompt_says_how_it_is_judged_from_the_harness(task: Task) -> None
             tolerance = tolerance_for(dtype, kernel_task.tolerances)
             for value in (tolerance.atol, tolerance.rtol):
                 assert _number(value) in instructions.replace("-0", "-"), (
-                    f"{task.name}: its instructions do not state {dtype}'s tolerance {_number(value)}")
+                    f"{task.name}: its instructions do not state {dtype}'s tolerance {_number(value)}"
+                )
 
 
 def test_a_task_without_a_kernel_task_gets_no_judging_section(tmp_path: Path, tasks_root: Path, make_toy_task) -> None:

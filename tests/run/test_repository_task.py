@@ -79,30 +79,50 @@ def repo_task(tmp_path: Path, upstream: tuple[Path, str]) -> Path:
     task_dir = tmp_path / "tasks" / "repository" / "local" / "minik"
     task_dir.mkdir(parents=True)
     (task_dir / "harness.py").write_text(HARNESS)
-    (task_dir / "config.yaml").write_text(yaml.safe_dump({
-        "task_type": "repository", "repo_url": str(repo), "repo_revision": pinned, "repository_language": "python",
-        "post_clone_install": ["python3 -c \"open('GENERATED', 'w').write('ok')\""],
-        "source_file_path": ["minik/ops.py"],
-        "compile_command": ["python3 harness.py compile"], "correctness_command": ["python3 harness.py correctness"],
-        "performance_command": ["python3 harness.py performance"],
-        "compile_timeout": 120, "correctness_timeout": 120, "performance_timeout": 120,
-        "prompt": {"instructions": "Make minik/ops.py faster.", "cheatsheet": "It doubles x."},
-    }))
+    (task_dir / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "task_type": "repository",
+                "repo_url": str(repo),
+                "repo_revision": pinned,
+                "repository_language": "python",
+                "post_clone_install": ["python3 -c \"open('GENERATED', 'w').write('ok')\""],
+                "source_file_path": ["minik/ops.py"],
+                "compile_command": ["python3 harness.py compile"],
+                "correctness_command": ["python3 harness.py correctness"],
+                "performance_command": ["python3 harness.py performance"],
+                "compile_timeout": 120,
+                "correctness_timeout": 120,
+                "performance_timeout": 120,
+                "prompt": {"instructions": "Make minik/ops.py faster.", "cheatsheet": "It doubles x."},
+            }
+        )
+    )
     return task_dir
 
 
 def _run(tmp_path: Path, agent: dict[str, object]) -> tuple[Path, TaskResult]:
     config = tmp_path / "run.yaml"
-    config.write_text(yaml.safe_dump({
-        "agent": agent, "tasks": ["all"], "target_gpu_model": "auto", "tasks_root": str(tmp_path / "tasks"),
-        "log_directory": str(tmp_path / "logs"), "workspace_directory_prefix": str(tmp_path / "workspace")}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "agent": agent,
+                "tasks": ["all"],
+                "target_gpu_model": "auto",
+                "tasks_root": str(tmp_path / "tasks"),
+                "log_directory": str(tmp_path / "logs"),
+                "workspace_directory_prefix": str(tmp_path / "workspace"),
+            }
+        )
+    )
     outcome = run_experiment(config, device=None)
     (result_path,) = outcome.run_dir.rglob("task_result.yaml")
     return result_path.parent, TaskResult.model_validate(yaml.safe_load(result_path.read_text()))
 
 
-def test_materialize_clones_the_pinned_revision_and_installs(tmp_path: Path, repo_task: Path,
-                                                             upstream: tuple[Path, str]) -> None:
+def test_materialize_clones_the_pinned_revision_and_installs(
+    tmp_path: Path, repo_task: Path, upstream: tuple[Path, str]
+) -> None:
     (task,) = select_tasks(tmp_path / "tasks", ["all"])
     ready = materialize(task, tmp_path / "cache")
     assert ready.config.source_file_path == ["minik/minik/ops.py"]
@@ -141,13 +161,17 @@ def test_a_missing_editable_path_is_a_clear_error(tmp_path: Path, repo_task: Pat
         materialize(task, tmp_path / "cache")
 
 
-@pytest.mark.parametrize(("field", "value", "expected"), [
-    ("repo_revision", "0" * 40, "field 'repo_revision' .* is not in the repository: git checkout failed"),
-    ("repo_url", "/nonexistent/minik.git", "field 'repo_url' .*: git clone failed"),
-    ("post_clone_install", ["python3 -c 'raise SystemExit(3)'"], "field 'post_clone_install': .* status 3"),
-])
-def test_a_broken_clone_or_install_is_a_clear_error(tmp_path: Path, repo_task: Path, field: str, value: object,
-                                                    expected: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("repo_revision", "0" * 40, "field 'repo_revision' .* is not in the repository: git checkout failed"),
+        ("repo_url", "/nonexistent/minik.git", "field 'repo_url' .*: git clone failed"),
+        ("post_clone_install", ["python3 -c 'raise SystemExit(3)'"], "field 'post_clone_install': .* status 3"),
+    ],
+)
+def test_a_broken_clone_or_install_is_a_clear_error(
+    tmp_path: Path, repo_task: Path, field: str, value: object, expected: str
+) -> None:
     config = yaml.safe_load((repo_task / "config.yaml").read_text())
     config[field] = value
     (repo_task / "config.yaml").write_text(yaml.safe_dump(config))

@@ -24,8 +24,9 @@ def _env() -> dict[str, str]:
 
 
 def _aka(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "aka.cli", *args], cwd=cwd, env=_env(), capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "aka.cli", *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600
+    )
 
 
 def _one_line_error(done: subprocess.CompletedProcess[str]) -> str:
@@ -38,8 +39,14 @@ def _one_line_error(done: subprocess.CompletedProcess[str]) -> str:
 def test_a_second_process_on_the_same_run_is_refused(tmp_path: Path, make_toy_task, write_run_config) -> None:
     make_toy_task(kernel=toy_kernel_source(extra="import time\ntime.sleep(20)"))
     config = write_run_config()
-    first = subprocess.Popen([sys.executable, "-m", "aka.cli", "run", str(config), "--run-suffix", "shared"],
-                             cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "aka.cli", "run", str(config), "--run-suffix", "shared"],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         runs: list[Path] = []
@@ -92,8 +99,9 @@ def test_a_corrupt_manifest_is_a_one_line_error_on_resume(tmp_path: Path, make_t
     assert str(run_dir / MANIFEST_NAME) in line and "not a valid run manifest" in line
 
 
-def test_a_log_directory_that_cannot_be_made_is_a_one_line_error(tmp_path: Path, make_toy_task,
-                                                                  write_run_config) -> None:
+def test_a_log_directory_that_cannot_be_made_is_a_one_line_error(
+    tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     make_toy_task()
     blocker = tmp_path / "not_a_dir"
     blocker.write_text("a file where the log directory should be")
@@ -140,8 +148,9 @@ cp "$DISK"/workspace_*/run_*/events.jsonl "$OUT/events.jsonl"
 """
 
 
-def test_a_disk_that_fills_mid_run_stops_it_with_one_line_and_it_resumes(tmp_path: Path, make_toy_task,
-                                                                          write_run_config) -> None:
+def test_a_disk_that_fills_mid_run_stops_it_with_one_line_and_it_resumes(
+    tmp_path: Path, make_toy_task, write_run_config
+) -> None:
     if subprocess.run(["unshare", "-Urm", "true"], capture_output=True, check=False).returncode != 0:
         pytest.skip("no user and mount namespaces here (unshare -Urm): a small disk cannot be made")
     for i in range(4):
@@ -151,8 +160,14 @@ def test_a_disk_that_fills_mid_run_stops_it_with_one_line_and_it_resumes(tmp_pat
     out.mkdir()
     config = write_run_config(log_directory=str(disk / "logs"), workspace_directory_prefix=str(disk / "workspace"))
     env = {**_env(), "DISK": str(disk), "OUT": str(out), "CONFIG": str(config), "PY": sys.executable}
-    done = subprocess.run(["unshare", "-Urm", "bash", "-c", DISK_FULL_SCRIPT], env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
+    done = subprocess.run(
+        ["unshare", "-Urm", "bash", "-c", DISK_FULL_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode != 90, "cannot mount a tmpfs in a user namespace here"
     first_err = [line for line in (out / "first.err").read_text().splitlines() if line.strip()]
     assert (out / "first.rc").read_text().strip() == "2", first_err

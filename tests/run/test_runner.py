@@ -97,7 +97,9 @@ def test_broken_baseline_is_infra_and_resume_retries_it(make_toy_task, write_run
     (task_dir / "kernel.py").write_text(toy_kernel_source())
     second = run_experiment(config, resume_run=first.run_dir)
     assert {r.task_name: r.status for r in second.results} == {
-        "triton2triton/toy/bad_baseline": TaskStatus.PASS, "triton2triton/toy/fine": TaskStatus.PASS}
+        "triton2triton/toy/bad_baseline": TaskStatus.PASS,
+        "triton2triton/toy/fine": TaskStatus.PASS,
+    }
     events = [(e["event"], e["task"]) for e in _events(first.run_dir)]
     assert ("task_reused", "triton2triton/toy/fine") in events
     assert events.count(("task_started", "triton2triton/toy/bad_baseline")) == 2
@@ -156,14 +158,17 @@ def test_resume_reruns_a_task_whose_result_file_was_damaged(make_toy_task, write
 def test_skipped_step_is_skip_not_failure(make_toy_task, write_run_config) -> None:
     task_dir = make_toy_task("cuda2cuda/toy/gpu_only")
     harness = task_dir / "harness.py"
-    harness.write_text(harness.read_text().replace(
-        'out = {"format": "aka-step-report/1", "step": step, "status": "ok", "cases": []}',
-        'out = {"format": "aka-step-report/1", "step": step, "status": "ok", "cases": []}\n'
-        'if step != "compile":\n'
-        '    out.update(status="skipped", message="needs an NVIDIA GPU; this machine has none")\n'
-        '    tok = sys.stdin.readline().strip()\n'
-        '    os.write(int(os.environ["AKA_RESULT_FD"]), json.dumps({"token": tok, "report": out}).encode())\n'
-        '    sys.exit(0)'))
+    harness.write_text(
+        harness.read_text().replace(
+            'out = {"format": "aka-step-report/1", "step": step, "status": "ok", "cases": []}',
+            'out = {"format": "aka-step-report/1", "step": step, "status": "ok", "cases": []}\n'
+            'if step != "compile":\n'
+            '    out.update(status="skipped", message="needs an NVIDIA GPU; this machine has none")\n'
+            "    tok = sys.stdin.readline().strip()\n"
+            '    os.write(int(os.environ["AKA_RESULT_FD"]), json.dumps({"token": tok, "report": out}).encode())\n'
+            "    sys.exit(0)",
+        )
+    )
     outcome = run_experiment(write_run_config())
     result = outcome.results[0]
     assert result.status is TaskStatus.SKIP and result.failure_kind is FailureKind.SKIPPED
@@ -201,11 +206,25 @@ def test_result_file_round_trips(make_toy_task, write_run_config) -> None:
     outcome = run_experiment(write_run_config())
     workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_answer_"))
     raw = yaml.safe_load((workspace / "task_result.yaml").read_text())
-    for field in ("task_name", "pass_compilation", "compilation_error_message", "pass_correctness",
-                  "correctness_error_message", "base_execution_time", "best_optimized_execution_time",
-                  "speedup_ratio", "baseline_benchmark_methods", "optimized_benchmark_methods",
-                  "benchmark_method_consistent", "valid_baseline_cases", "valid_optimized_cases",
-                  "speedup_calculation_error_message", "optimization_summary", "score", "schema_version"):
+    for field in (
+        "task_name",
+        "pass_compilation",
+        "compilation_error_message",
+        "pass_correctness",
+        "correctness_error_message",
+        "base_execution_time",
+        "best_optimized_execution_time",
+        "speedup_ratio",
+        "baseline_benchmark_methods",
+        "optimized_benchmark_methods",
+        "benchmark_method_consistent",
+        "valid_baseline_cases",
+        "valid_optimized_cases",
+        "speedup_calculation_error_message",
+        "optimization_summary",
+        "score",
+        "schema_version",
+    ):
         assert field in raw, field
     assert read_task_result(workspace / "task_result.yaml") == outcome.results[0]
     assert (workspace / "prompt.md").read_text().count("toy_kernel") >= 1
@@ -240,7 +259,7 @@ def test_editing_the_harness_in_the_workspace_is_tampering(make_toy_task, write_
     assert result.score == 0 and result.pass_correctness, "evaluation itself used the pristine harness"
 
 
-HELDOUT_CHECK = '''
+HELDOUT_CHECK = """
 if step != "compile" and os.environ.get("AKA_CASE_PROFILE", "").startswith("heldout") and kernel is not None:
     namespace = {}
     exec(open("heldout.py").read(), namespace)
@@ -249,12 +268,13 @@ if step != "compile" and os.environ.get("AKA_CASE_PROFILE", "").startswith("held
         case["id"] = "held_" + case["id"]
         if step == "correctness":
             case["correct"] = case["correct"] and general
-'''
+"""
 
 
 def test_heldout_cases_stay_hidden_and_measure_generalization(make_toy_task, write_run_config, tmp_path: Path) -> None:
-    task_dir = make_toy_task("triton2triton/toy/general", kernel=toy_kernel_source() + "GENERAL = True\n",
-                             hidden_files=["heldout.py"])
+    task_dir = make_toy_task(
+        "triton2triton/toy/general", kernel=toy_kernel_source() + "GENERAL = True\n", hidden_files=["heldout.py"]
+    )
     (task_dir / "heldout.py").write_text("EXPECTED_GENERAL = True\n")
     harness = task_dir / "harness.py"
     harness.write_text(harness.read_text().replace("token = sys.stdin", HELDOUT_CHECK + "token = sys.stdin"))
@@ -264,12 +284,15 @@ def test_heldout_cases_stay_hidden_and_measure_generalization(make_toy_task, wri
         (solutions / name / "triton2triton/toy/general/kernel.py").write_text(toy_kernel_source(time_ms=2.0) + extra)
     verdicts = {}
     for name in ("general", "tuned"):
-        outcome = run_experiment(write_run_config(agent={"template": "replay", "solutions_dir": str(solutions / name)}),
-                                 suffix=name)
+        outcome = run_experiment(
+            write_run_config(agent={"template": "replay", "solutions_dir": str(solutions / name)}), suffix=name
+        )
         result = outcome.results[0]
         workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_general_"))
-        assert not (workspace / "work" / "heldout.py").exists() and "EXPECTED_GENERAL" not in (
-            workspace / "prompt.md").read_text()
+        assert (
+            not (workspace / "work" / "heldout.py").exists()
+            and "EXPECTED_GENERAL" not in (workspace / "prompt.md").read_text()
+        )
         assert result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE, result.failure_message
         assert result.heldout is not None
         verdicts[name] = result.heldout

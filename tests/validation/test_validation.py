@@ -63,9 +63,11 @@ def test_every_mutation_is_wrong_beyond_tolerance(name: str) -> None:
 
 
 def test_wrapped_entry_mutates_only_the_outermost_call_and_stale_returns_the_previous_output() -> None:
-    source = ("import torch\n\n@triton.jit\ndef scale_kernel(x):\n    pass\n\n"
-              "def inner(x):\n    return x * 2\n\ndef scale(x):\n    return inner(x)\n\n"
-              "def _private(x):\n    return x\n")
+    source = (
+        "import torch\n\n@triton.jit\ndef scale_kernel(x):\n    pass\n\n"
+        "def inner(x):\n    return x * 2\n\ndef scale(x):\n    return inner(x)\n\n"
+        "def _private(x):\n    return x\n"
+    )
     assert entry_functions(source) == ["inner", "scale"]
     namespace: dict[str, object] = {}
     plain = source.replace("@triton.jit\n", "")
@@ -87,15 +89,29 @@ def test_applicability_gives_reasons() -> None:
     assert applicable("beyond_tolerance", [TensorShape((4,), "int64")], [vector]) is not None
     assert applicable("off_by_one", [scalar], [vector]) == "every output has a single element"
     assert applicable("zeros", [scalar], []) is None
-    assert set(MUTANT_NAMES) >= {"zeros", "ones", "constant", "input_copy", "perturb_one", "beyond_tolerance",
-                                 "skip_last_block", "wrong_dtype", "transposed", "wrong_strides", "stale",
-                                 "off_by_one", "lower_precision"}
+    assert set(MUTANT_NAMES) >= {
+        "zeros",
+        "ones",
+        "constant",
+        "input_copy",
+        "perturb_one",
+        "beyond_tolerance",
+        "skip_last_block",
+        "wrong_dtype",
+        "transposed",
+        "wrong_strides",
+        "stale",
+        "off_by_one",
+        "lower_precision",
+    }
 
 
 def test_static_scan_finds_network_absolute_paths_and_climbs(tasks_root: Path) -> None:
-    text = ('"""Docs may say /usr/local/cuda."""\nimport socket\nfrom pathlib import Path\n'
-            'DATA = "/data/weights.bin"\nUP = Path(__file__).parents[2] / "x"\nREL = "../other/task.py"\n'
-            'URL = "https://example.com/w.pt"\nOK = "kernel.py"\n')
+    text = (
+        '"""Docs may say /usr/local/cuda."""\nimport socket\nfrom pathlib import Path\n'
+        'DATA = "/data/weights.bin"\nUP = Path(__file__).parents[2] / "x"\nREL = "../other/task.py"\n'
+        'URL = "https://example.com/w.pt"\nOK = "kernel.py"\n'
+    )
     problems = scan_python(text, "harness.py")
     assert [p.split(":")[1] for p in problems] == ["2", "4", "5", "6", "7"]
     task_dir = _scale_task(tasks_root, patch=("SIZES = (", 'DATA_DIR = "/opt/data"\nSIZES = ('))
@@ -118,14 +134,27 @@ def test_probe_fails_a_nondeterministic_reference(tasks_root: Path, tmp_path: Pa
 def test_suite_task_passes_with_every_mutant_killed(tmp_path: Path) -> None:
     """The real GELU task: every check passes (A/A is a WARN on the CPU) and its mutants die."""
     out = tmp_path / "out"
-    summary = validate_tasks(REPO / "tasks", ["triton2triton/basic/gelu"], out, detect_device(),
-                             ValidationOptions(mutants=("beyond_tolerance", "stale"),
-                                               solutions=REPO / "solutions" / "examples"), lambda _: None)
+    summary = validate_tasks(
+        REPO / "tasks",
+        ["triton2triton/basic/gelu"],
+        out,
+        detect_device(),
+        ValidationOptions(mutants=("beyond_tolerance", "stale"), solutions=REPO / "solutions" / "examples"),
+        lambda _: None,
+    )
     report = read_report(out / "triton2triton/basic/gelu/validation_report.yaml")
     statuses = {c.name: c.status for c in report.checks}
     assert statuses.pop("aa_timing") is Status.WARN
-    assert set(statuses) == {"schema", "files_and_symbols", "self_containment", "reference_deterministic",
-                             "baseline_correct", "heldout_cases", "hang", "mutation"}
+    assert set(statuses) == {
+        "schema",
+        "files_and_symbols",
+        "self_containment",
+        "reference_deterministic",
+        "baseline_correct",
+        "heldout_cases",
+        "hang",
+        "mutation",
+    }
     assert set(statuses.values()) == {Status.PASS}, report.checks
     assert report.mutation is not None and report.mutation.score == 1.0
     assert [m.verdict for m in report.mutation.mutants] == [MutantVerdict.KILLED] * 2
@@ -147,8 +176,14 @@ def test_a_task_with_a_huge_tolerance_fails_naming_the_surviving_mutant(tasks_ro
     config = tasks_root / "triton2triton/mine/scale/config.yaml"
     config.write_text(config.read_text().replace("hidden_files: [heldout.py]", "hidden_files: []"))
     out = tmp_path / "out"
-    summary = validate_tasks(tasks_root, ["triton2triton/mine/scale"], out, detect_device(),
-                             ValidationOptions(mutants=("lower_precision", "transposed")), lambda _: None)
+    summary = validate_tasks(
+        tasks_root,
+        ["triton2triton/mine/scale"],
+        out,
+        detect_device(),
+        ValidationOptions(mutants=("lower_precision", "transposed")),
+        lambda _: None,
+    )
     report = read_report(out / "triton2triton/mine/scale/validation_report.yaml")
     mutation = next(c for c in report.checks if c.name == "mutation")
     assert report.overall_status is Status.FAIL and mutation.status is Status.FAIL
@@ -168,9 +203,25 @@ def test_cli_fails_a_task_whose_config_does_not_load(tasks_root: Path, tmp_path:
     broken.mkdir(parents=True)
     (broken / "config.yaml").write_text("task_type: triton2triton\nsource_file_path: 5\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "aka.cli", "validate", "triton2triton", "--tasks-root",
-                           str(tasks_root), "--output", str(tmp_path / "out"), "--no-mutants"],
-                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aka.cli",
+            "validate",
+            "triton2triton",
+            "--tasks-root",
+            str(tasks_root),
+            "--output",
+            str(tmp_path / "out"),
+            "--no-mutants",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 1, done.stderr
     summary = yaml.safe_load((tmp_path / "out" / "validation_summary.yaml").read_text())
     assert summary["overall_status"] == "FAIL" and summary["counts"]["FAIL"] == 1
@@ -183,8 +234,14 @@ def test_cli_fails_a_task_whose_config_does_not_load(tasks_root: Path, tmp_path:
 def test_mutation_score_and_recorded_exceptions(tmp_path: Path) -> None:
     def result(name: str, verdict: MutantVerdict) -> MutantResult:
         return MutantResult(name=name, description=name, verdict=verdict)
-    check, score = _mutation_check([result("zeros", MutantVerdict.KILLED), result("stale", MutantVerdict.SURVIVED),
-                                    result("transposed", MutantVerdict.NOT_APPLICABLE)])
+
+    check, score = _mutation_check(
+        [
+            result("zeros", MutantVerdict.KILLED),
+            result("stale", MutantVerdict.SURVIVED),
+            result("transposed", MutantVerdict.NOT_APPLICABLE),
+        ]
+    )
     assert check.status is Status.FAIL and "surviving mutant(s): stale" in check.message
     assert (score.killed, score.survived, score.not_applicable, score.score) == (1, 1, 1, 0.5)
     check, score = _mutation_check([result("zeros", MutantVerdict.KILLED), result("stale", MutantVerdict.EXCEPTED)])

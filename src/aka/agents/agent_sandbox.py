@@ -41,10 +41,21 @@ def bwrap_prefix(workspace: Path, home: Path, hidden: Iterable[Path]) -> tuple[s
     binary = shutil.which("bwrap")
     if binary is None:
         raise SandboxUnavailableError(
-            "agent option sandbox=bwrap, but bubblewrap is not installed (apt-get install bubblewrap)")
+            "agent option sandbox=bwrap, but bubblewrap is not installed (apt-get install bubblewrap)"
+        )
     argv = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for path in hidden:
         argv += ["--tmpfs", str(path)]
-    argv += ["--bind", str(workspace), str(workspace), "--bind", str(home), str(home),
-             "--unshare-pid", "--die-with-parent", "--chdir", str(workspace)]
+    argv += [
+        "--bind",
+        str(workspace),
+        str(workspace),
+        "--bind",
+        str(home),
+        str(home),
+        "--unshare-pid",
+        "--die-with-parent",
+        "--chdir",
+        str(workspace),
+    ]
     return tuple(argv)

@@ -57,8 +57,15 @@ def installed_version(binary: Path) -> str | None:
     """`<binary> --version`, run with a throw-away home so that it leaves nothing behind."""
     with tempfile.TemporaryDirectory(prefix="aka-version-") as home:
         try:
-            out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60,
-                                 env=isolated_env(Path(home), Path(home)), cwd=home, check=False)
+            out = subprocess.run(
+                [str(binary), "--version"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=isolated_env(Path(home), Path(home)),
+                cwd=home,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
     match = VERSION_PATTERN.search(out.stdout + out.stderr)
@@ -114,20 +121,27 @@ def _options(name: str, options: BaseModel | None) -> tuple[BaseModel | None, li
         return None, _missing_options(exc)
 
 
-def _check_llm(name: str, live: bool, settings: AgentSettings, options: LlmOptions | None,
-               missing: list[str]) -> AgentCheck:
+def _check_llm(
+    name: str, live: bool, settings: AgentSettings, options: LlmOptions | None, missing: list[str]
+) -> AgentCheck:
     base_url = options.base_url if options is not None else None
     api_key_env = options.api_key_env if options is not None else None
     needs = llm_needs(settings, base_url, api_key_env, os.environ)
     needs += [m for m in missing if "base_url" not in m]
     result = "-"
     if live and not needs and options is not None and base_url:
-        result = live_call(settings, options.api, base_url, api_key_env, LIVE_PROMPT, LIVE_TIMEOUT_SECONDS,
-                           options.extra_body)
+        result = live_call(
+            settings, options.api, base_url, api_key_env, LIVE_PROMPT, LIVE_TIMEOUT_SECONDS, options.extra_body
+        )
         if result.startswith("FAILED"):
             needs.append("a working endpoint (the live call failed)")
-    return AgentCheck(name, not needs, credentials=llm_uses(base_url, api_key_env, os.environ), live=result,
-                      needs="; ".join(needs) or "-")
+    return AgentCheck(
+        name,
+        not needs,
+        credentials=llm_uses(base_url, api_key_env, os.environ),
+        live=result,
+        needs="; ".join(needs) or "-",
+    )
 
 
 def _needs_credentials(spec: CliAgentSpec, options: CliOptions) -> str:
@@ -139,8 +153,9 @@ def _needs_credentials(spec: CliAgentSpec, options: CliOptions) -> str:
     return f"a key (${', $'.join(spec.key_vars)})" + (f" or an endpoint ({endpoint})" if endpoint else "")
 
 
-def check_agent(name: str, live: bool, settings: AgentSettings | None = None,
-                options: BaseModel | None = None) -> AgentCheck:
+def check_agent(
+    name: str, live: bool, settings: AgentSettings | None = None, options: BaseModel | None = None
+) -> AgentCheck:
     spec = cli_agents().get(name)
     settings = settings or _agent_settings(name)
     if spec is None:
@@ -151,8 +166,9 @@ def check_agent(name: str, live: bool, settings: AgentSettings | None = None,
     cli_options = options if isinstance(options, CliOptions) else spec.options_model()
     binary = find_binary(spec.package.binary)
     if binary is None:
-        return AgentCheck(name, False, f"not installed ({spec.package.install})",
-                          needs=f"the CLI: {spec.package.install}")
+        return AgentCheck(
+            name, False, f"not installed ({spec.package.install})", needs=f"the CLI: {spec.package.install}"
+        )
     version = installed_version(binary) or "unknown"
     if version != spec.package.version:
         version += f" (tested: {spec.package.version})"
@@ -161,8 +177,9 @@ def check_agent(name: str, live: bool, settings: AgentSettings | None = None,
     needs = [] if credentials is not None else [_needs_credentials(spec, cli_options)]
     if result.startswith("FAILED"):
         needs.append("a working endpoint and key (the live call failed)")
-    return AgentCheck(name, not needs, str(binary), version, credentials or "none found", result,
-                      "; ".join(needs) or "-")
+    return AgentCheck(
+        name, not needs, str(binary), version, credentials or "none found", result, "; ".join(needs) or "-"
+    )
 
 
 def run_checks(agents: str, live: bool, config: Path | None) -> list[AgentCheck]:
@@ -183,6 +200,7 @@ def checks_table(checks: list[AgentCheck]) -> Table:
     for header in ("agent", "ready", "binary", "version", "credentials / endpoint", "live call", "needs"):
         table.add_column(header, overflow="fold")
     for c in checks:
-        table.add_row(c.name, "[green]yes[/]" if c.ready else "[red]no[/]", c.binary, c.version, c.credentials, c.live,
-                      c.needs)
+        table.add_row(
+            c.name, "[green]yes[/]" if c.ready else "[red]no[/]", c.binary, c.version, c.credentials, c.live, c.needs
+        )
     return table

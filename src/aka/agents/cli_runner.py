@@ -187,29 +187,56 @@ def isolated_env(home: Path, workspace: Path, base: Mapping[str, str] | None = N
     """`base` (default: this process's environment) with HOME, the XDG folders, TMPDIR and PWD moved
     to the run's own."""
     env = dict(os.environ if base is None else base)
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
-               XDG_CACHE_HOME=str(home / ".cache"), XDG_STATE_HOME=str(home / ".local/state"), PWD=str(workspace),
-               TMPDIR=str(home / "tmp"))
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local/share"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_STATE_HOME=str(home / ".local/state"),
+        PWD=str(workspace),
+        TMPDIR=str(home / "tmp"),
+    )
     return env
 
 
-def new_request(workspace: Path, log_path: Path, prompt: str, settings: AgentSettings, options: CliOptions,
-                binary: Path, sandbox: tuple[str, ...] = (), base_env: Mapping[str, str] | None = None) -> CliRequest:
+def new_request(
+    workspace: Path,
+    log_path: Path,
+    prompt: str,
+    settings: AgentSettings,
+    options: CliOptions,
+    binary: Path,
+    sandbox: tuple[str, ...] = (),
+    base_env: Mapping[str, str] | None = None,
+) -> CliRequest:
     """A request with a fresh, empty home beside `log_path`; the CLI's environment is `base_env`
     (default: this process's) with that home."""
     home = log_path.parent / HOME_DIR_NAME
     shutil.rmtree(home, ignore_errors=True)
     (home / "tmp").mkdir(parents=True)
-    return CliRequest(workspace=workspace, home=home, transcript=log_path.parent / TRANSCRIPT_NAME,
-                      log_path=log_path, prompt=prompt, settings=settings,
-                      base_url=getattr(options, "base_url", None), api_key_env=options.api_key_env,
-                      binary=binary, env=isolated_env(home, workspace, base_env), sandbox=sandbox)
+    return CliRequest(
+        workspace=workspace,
+        home=home,
+        transcript=log_path.parent / TRANSCRIPT_NAME,
+        log_path=log_path,
+        prompt=prompt,
+        settings=settings,
+        base_url=getattr(options, "base_url", None),
+        api_key_env=options.api_key_env,
+        binary=binary,
+        env=isolated_env(home, workspace, base_env),
+        sandbox=sandbox,
+    )
 
 
 def not_installed(spec: CliAgentSpec) -> AgentOutcome:
-    return AgentOutcome.ended(spec.name, "not_installed", None,
-                              message=f"'{spec.package.binary}' is neither in {agent_cli_dir()} nor on PATH; "
-                                      f"install it with: {spec.package.install}")
+    return AgentOutcome.ended(
+        spec.name,
+        "not_installed",
+        None,
+        message=f"'{spec.package.binary}' is neither in {agent_cli_dir()} nor on PATH; "
+        f"install it with: {spec.package.install}",
+    )
 
 
 def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) -> AgentOutcome:
@@ -220,14 +247,18 @@ def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) ->
         return not_installed(spec)
     home = context.log_path.parent / HOME_DIR_NAME
     try:
-        sandbox = (bwrap_prefix(workspace.resolve(), home.resolve(), hidden_from_agent(context))
-                   if context.options.sandbox == "bwrap" else ())
+        sandbox = (
+            bwrap_prefix(workspace.resolve(), home.resolve(), hidden_from_agent(context))
+            if context.options.sandbox == "bwrap"
+            else ()
+        )
     except SandboxUnavailableError as exc:
         return AgentOutcome.ended(spec.name, "not_configured", None, message=str(exc))
     keep = [context.options.api_key_env] if context.options.api_key_env else []
     base_env = agent_environment(context.task, context.device, workspace, keep)
-    request = new_request(workspace, context.log_path, context.prompt, context.settings, context.options, binary,
-                          sandbox, base_env)
+    request = new_request(
+        workspace, context.log_path, context.prompt, context.settings, context.options, binary, sandbox, base_env
+    )
     return run_headless(spec, request)
 
 
@@ -244,11 +275,16 @@ def run_headless(spec: CliAgentSpec, request: CliRequest) -> AgentOutcome:
     turn_limit = None if spec.own_turn_limit else request.settings.max_iterations
     stream = EventStream(request.transcript, TurnCounter(spec.marks), turn_limit)
     try:
-        argv = ["/bin/bash", "-c", _REDIRECT_STDOUT, "aka-agent", str(stream.write_fd), *request.sandbox,
-                *command.argv]
+        argv = ["/bin/bash", "-c", _REDIRECT_STDOUT, "aka-agent", str(stream.write_fd), *request.sandbox, *command.argv]
         try:
-            started = StartedCommand(argv, request.workspace, {**command.env, RUN_MARKER_ENV: marker},
-                                     request.log_path, command.stdin is not None, pass_fds=(stream.write_fd,))
+            started = StartedCommand(
+                argv,
+                request.workspace,
+                {**command.env, RUN_MARKER_ENV: marker},
+                request.log_path,
+                command.stdin is not None,
+                pass_fds=(stream.write_fd,),
+            )
         except BaseException:
             stream.abandon()
             raise
@@ -285,14 +321,17 @@ def kill_escaped(marker: str) -> list[int]:
     return sorted(killed)
 
 
-def _outcome(name: str, summary: RunSummary, stream: EventStream, result: CommandOutcome,
-             request: CliRequest) -> AgentOutcome:
+def _outcome(
+    name: str, summary: RunSummary, stream: EventStream, result: CommandOutcome, request: CliRequest
+) -> AgentOutcome:
     """The one outcome rule (`AgentOutcome.ended`) on what the stream and the exit say."""
     reason, message = summary.exit_reason, summary.message
     timeout = request.settings.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
     if stream.stopped_at_limit:
-        reason, message = "max_iterations", (f"stopped by the platform after {stream.counter.turns} model turns "
-                                             f"(max_iterations={stream.turn_limit})")
+        reason, message = (
+            "max_iterations",
+            (f"stopped by the platform after {stream.counter.turns} model turns (max_iterations={stream.turn_limit})"),
+        )
     elif result.timed_out:
         reason, message = "timeout", f"killed after {timeout:g} s (timeout_seconds)"
     elif reason == "finished" and result.exit_code != 0:
@@ -300,9 +339,16 @@ def _outcome(name: str, summary: RunSummary, stream: EventStream, result: Comman
     elif reason == "error":
         message = f"{message}; {result.describe()}" if message else result.describe()
     return AgentOutcome.ended(
-        name, reason, stream.counter.turns, message=clip(message), wall_seconds=round(result.seconds, 3),
-        tool_calls=summary.tool_calls, input_tokens=summary.input_tokens, output_tokens=summary.output_tokens,
-        cost_usd=summary.cost_usd, transcript=str(request.transcript),
+        name,
+        reason,
+        stream.counter.turns,
+        message=clip(message),
+        wall_seconds=round(result.seconds, 3),
+        tool_calls=summary.tool_calls,
+        input_tokens=summary.input_tokens,
+        output_tokens=summary.output_tokens,
+        cost_usd=summary.cost_usd,
+        transcript=str(request.transcript),
     )
 
 

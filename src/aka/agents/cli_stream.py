@@ -95,8 +95,12 @@ class EventStream:
         self.events.append(event)
         settled = self.counter.feed(event)
         limit, turns = self.turn_limit, self.counter.turns
-        if (limit is not None and (turns > limit or (settled and turns >= limit))
-                and not self.stopped_at_limit and self._pgid is not None):
+        if (
+            limit is not None
+            and (turns > limit or (settled and turns >= limit))
+            and not self.stopped_at_limit
+            and self._pgid is not None
+        ):
             self.stopped_at_limit = True
             logger.info("turn limit %d reached: ending the agent's process group %d", self.turn_limit, self._pgid)
             with contextlib.suppress(ProcessLookupError):

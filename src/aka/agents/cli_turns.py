@@ -53,8 +53,9 @@ class TurnCounter:
         marks = list(self.marks(event))
         for mark in marks:
             if mark.kind == "model":
-                self._output(new=(mark.key != self._response) if mark.key is not None else not self._in_output,
-                             key=mark.key)
+                self._output(
+                    new=(mark.key != self._response) if mark.key is not None else not self._in_output, key=mark.key
+                )
             elif mark.kind in ("call", "step") and (mark.key is None or mark.key not in self._seen):
                 new = not self._in_output or (mark.kind == "step" and self._calls > 0)
                 self._output(new, self._response if not new else None)

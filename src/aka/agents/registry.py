@@ -80,9 +80,7 @@ class AgentSpec:
 _REGISTRY: dict[str, AgentSpec] = {}
 
 
-def register_agent(
-    name: str, options: type[BaseModel] = NoOptions
-) -> Callable[[AgentLauncher], AgentLauncher]:
+def register_agent(name: str, options: type[BaseModel] = NoOptions) -> Callable[[AgentLauncher], AgentLauncher]:
     """Register `launch_agent` under `name`; its `agent_config.yaml` sits next to its module."""
 
     def decorator(launch: AgentLauncher) -> AgentLauncher:

@@ -33,6 +33,7 @@ FAMILIES = tuple(f.name for f in REGISTERED.values() if f.importable)  # torch2t
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 STEPS = ("compile", "correctness", "performance")
 
+
 class ImportProblemError(AkaError):
     """No such folder, or an unknown family."""
 
@@ -65,17 +66,22 @@ class _BlockDumper(yaml.SafeDumper):
     """Multi-line strings (the prompt) as readable `|` blocks."""
 
 
-_BlockDumper.add_representer(str, lambda dumper, value: dumper.represent_scalar(
-    "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None))
+_BlockDumper.add_representer(
+    str,
+    lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None),
+)
 
 
 def _config(name: str, family: str, tolerances: Mapping[str, float]) -> dict[str, object]:
-    return {"task_type": family, "source_file_path": ["kernel.py"] + (["kernel.cu"] if family == "torch2cuda" else []),
-            "target_kernel_functions": ["kernel"],
-            **{f"{step}_command": [f"python3 harness.py {step}"] for step in STEPS},
-            **{f"{step}_timeout": timeout for step, timeout in zip(STEPS, (600, 900, 900), strict=True)},
-            "baseline": "reference",
-            "prompt": {"instructions": instructions(name, family, tolerances), "cheatsheet": CHEATSHEET}}
+    return {
+        "task_type": family,
+        "source_file_path": ["kernel.py"] + (["kernel.cu"] if family == "torch2cuda" else []),
+        "target_kernel_functions": ["kernel"],
+        **{f"{step}_command": [f"python3 harness.py {step}"] for step in STEPS},
+        **{f"{step}_timeout": timeout for step, timeout in zip(STEPS, (600, 900, 900), strict=True)},
+        "baseline": "reference",
+        "prompt": {"instructions": instructions(name, family, tolerances), "cheatsheet": CHEATSHEET},
+    }
 
 
 def parse_tolerances(values: Sequence[str]) -> dict[str, float]:
@@ -95,8 +101,9 @@ def parse_tolerances(values: Sequence[str]) -> dict[str, float]:
     return tolerances
 
 
-def write_task(problem: Path, task_dir: Path, task_name: str, family: str,
-               tolerances: Mapping[str, float] = KERNELBENCH_TOLERANCES) -> None:
+def write_task(
+    problem: Path, task_dir: Path, task_name: str, family: str, tolerances: Mapping[str, float] = KERNELBENCH_TOLERANCES
+) -> None:
     """One task folder from one problem file (reference.py is the file, byte for byte)."""
     name = task_dir.name
     task_dir.mkdir(parents=True, exist_ok=True)
@@ -105,25 +112,40 @@ def write_task(problem: Path, task_dir: Path, task_name: str, family: str,
     (task_dir / "kernel.py").write_text(KERNEL.substitute(name=name, family=family, **KERNEL_PARTS[family]))
     if family == "torch2cuda":
         (task_dir / "kernel.cu").write_text(KERNEL_CU)
-    (task_dir / "config.yaml").write_text(yaml.dump(_config(name, family, tolerances), Dumper=_BlockDumper,
-                                                    sort_keys=False))
+    (task_dir / "config.yaml").write_text(
+        yaml.dump(_config(name, family, tolerances), Dumper=_BlockDumper, sort_keys=False)
+    )
 
 
-def write_import_report(path: Path, source: Path, family: str, tolerances: Mapping[str, float],
-                        result: ImportResult) -> None:
+def write_import_report(
+    path: Path, source: Path, family: str, tolerances: Mapping[str, float], result: ImportResult
+) -> None:
     """Per problem: the reference probe's status and checks; problems skipped, with why."""
     counts = {status: sum(p.status == status for p in result.probes.values()) for status in ("PASS", "WARN", "FAIL")}
-    write_yaml_atomic(path, {
-        "source": str(source), "family": family, "tolerances": dict(tolerances),
-        "tolerance_source": "KernelBench src/kernelbench/eval.py get_tolerance_for_precision (atol = rtol)",
-        "counts": counts, "skipped": result.skipped,
-        "tasks": {name: probe.to_dict() for name, probe in sorted(result.probes.items())},
-    })
+    write_yaml_atomic(
+        path,
+        {
+            "source": str(source),
+            "family": family,
+            "tolerances": dict(tolerances),
+            "tolerance_source": "KernelBench src/kernelbench/eval.py get_tolerance_for_precision (atol = rtol)",
+            "counts": counts,
+            "skipped": result.skipped,
+            "tasks": {name: probe.to_dict() for name, probe in sorted(result.probes.items())},
+        },
+    )
 
 
-def import_kernelbench(source: Path, family: str, out: Path, level: int | None = None,
-                       suite: str | None = None, tolerances: Mapping[str, float] = KERNELBENCH_TOLERANCES,
-                       probe: bool = True, probe_timeout_s: float = PROBE_TIMEOUT_S) -> ImportResult:
+def import_kernelbench(
+    source: Path,
+    family: str,
+    out: Path,
+    level: int | None = None,
+    suite: str | None = None,
+    tolerances: Mapping[str, float] = KERNELBENCH_TOLERANCES,
+    probe: bool = True,
+    probe_timeout_s: float = PROBE_TIMEOUT_S,
+) -> ImportResult:
     """Write a task per valid problem file of `source` (or `source/level{N}`); report the rest. With
     `probe`, each task's reference is checked and the verdicts written to the suite's import report."""
     if family not in FAMILIES:

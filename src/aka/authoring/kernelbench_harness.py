@@ -126,13 +126,13 @@ class ModelNew(Model):
     def forward(self, *args: torch.Tensor) -> torch.Tensor:
         return super().forward(*args)  # TODO: your kernels instead of the PyTorch reference
 ''')
-TRITON_PLACEHOLDER = '''
+TRITON_PLACEHOLDER = """
 
 @triton.jit
 def kernel(out_ptr, in_ptr, n, BLOCK: tl.constexpr):  # placeholder (a copy): replace it
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out_ptr + offs, tl.load(in_ptr + offs, mask=offs < n), mask=offs < n)
-'''
+"""
 CUDA_PLACEHOLDER = '''
 KERNEL_CU = CudaSource("kernel.cu")  # built by the compile step (nvcc), cached by its source hash
 
@@ -142,15 +142,21 @@ def cuda_launcher(name: str = "launch_kernel"):
     return KERNEL_CU.launcher(Path(__file__).resolve().parent, name)
 '''
 KERNEL_PARTS = {
-    "torch2triton": {"also": "", "how": "launches your Triton kernels",
-                     "imports": "import triton\nimport triton.language as tl\n", "placeholder": TRITON_PLACEHOLDER},
-    "torch2cuda": {"also": " (with kernel.cu)", "placeholder": CUDA_PLACEHOLDER,
-                   "imports": "from pathlib import Path\n\n"
-                              "from aka.harness import CudaSource, call_launcher  # noqa: F401\n",
-                   "how": "calls kernel.cu through `cuda_launcher()` and `call_launcher`"},
+    "torch2triton": {
+        "also": "",
+        "how": "launches your Triton kernels",
+        "imports": "import triton\nimport triton.language as tl\n",
+        "placeholder": TRITON_PLACEHOLDER,
+    },
+    "torch2cuda": {
+        "also": " (with kernel.cu)",
+        "placeholder": CUDA_PLACEHOLDER,
+        "imports": "from pathlib import Path\n\nfrom aka.harness import CudaSource, call_launcher  # noqa: F401\n",
+        "how": "calls kernel.cu through `cuda_launcher()` and `call_launcher`",
+    },
 }
 
-KERNEL_CU = '''// Placeholder target kernel `kernel`: replace it with the kernel(s) that compute Model's forward.
+KERNEL_CU = """// Placeholder target kernel `kernel`: replace it with the kernel(s) that compute Model's forward.
 #include <cuda_runtime.h>
 
 __global__ void kernel(float* out, const float* in, long long n) {
@@ -162,9 +168,9 @@ extern "C" int launch_kernel(float* out, const float* in, long long n, cudaStrea
     kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(out, in, n);
     return (int)cudaGetLastError();
 }
-'''
+"""
 
-INSTRUCTIONS = Template('''Replace the PyTorch `Model` of reference.py (KernelBench problem `$name`) with `ModelNew` in
+INSTRUCTIONS = Template("""Replace the PyTorch `Model` of reference.py (KernelBench problem `$name`) with `ModelNew` in
 kernel.py that computes the same forward pass with your own $language kernels, faster than the reference.
 
 Contract (checked by harness.py, which you cannot change):
@@ -179,13 +185,13 @@ Contract (checked by harness.py, which you cannot change):
 - The baseline is the reference Model itself; the speedup is reference time / your time.
 
 Check your work with `python3 harness.py correctness` and `python3 harness.py performance`.
-''')
+""")
 
-CHEATSHEET = '''- The shapes get_inputs() returns in reference.py are the ones timed.
+CHEATSHEET = """- The shapes get_inputs() returns in reference.py are the ones timed.
 - Fuse consecutive elementwise operations into one kernel: each avoided round trip saves a full
   read and write. Matrix products: tile (tl.dot / shared memory, tensor cores), accumulate in float32.
 - Python work in forward is timed too: allocate with torch.empty, cache launch parameters per shape.
-'''
+"""
 
 
 def tolerance_literal(tolerances: Mapping[str, float]) -> str:
@@ -202,14 +208,24 @@ def tolerance_note(tolerances: Mapping[str, float]) -> str:
 def harness_source(name: str, task_name: str, family: str, tolerances: Mapping[str, float]) -> str:
     cuda = family == "torch2cuda"
     return HARNESS.substitute(
-        name=name, task_name=task_name, tolerances=tolerance_literal(tolerances),
-        tolerance_note=tolerance_note(tolerances), cuda_import=", CudaSource" if cuda else "",
-        build=', build=CudaSource("kernel.cu").build' if cuda else "")
+        name=name,
+        task_name=task_name,
+        tolerances=tolerance_literal(tolerances),
+        tolerance_note=tolerance_note(tolerances),
+        cuda_import=", CudaSource" if cuda else "",
+        build=', build=CudaSource("kernel.cu").build' if cuda else "",
+    )
 
 
 def instructions(name: str, family: str, tolerances: Mapping[str, float]) -> str:
     language = "Triton" if family == "torch2triton" else "CUDA"
-    note = ("\n- kernel.cu is compiled by the compile step (nvcc); an nvcc error fails it. `cuda_launcher()` in\n"
-            "  kernel.py binds its `extern \"C\"` launcher.") if family == "torch2cuda" else ""
+    note = (
+        (
+            "\n- kernel.cu is compiled by the compile step (nvcc); an nvcc error fails it. `cuda_launcher()` in\n"
+            '  kernel.py binds its `extern "C"` launcher.'
+        )
+        if family == "torch2cuda"
+        else ""
+    )
     tolerance = ", ".join(f"{value:g} ({dtype})" for dtype, value in tolerances.items())
     return INSTRUCTIONS.substitute(name=name, language=language, tolerance=tolerance, cuda_note=note)

@@ -61,8 +61,10 @@ def _outputs(value: Output) -> list[torch.Tensor]:
 
 def _like(expected: Output, fill: str) -> Output:
     """A stand-in output: zeros, or each tensor's first element everywhere (a constant kernel)."""
+
     def one(t: torch.Tensor) -> torch.Tensor:
         return torch.zeros_like(t) if fill == "zeros" or t.numel() == 0 else torch.full_like(t, t.reshape(-1)[0].item())
+
     return one(expected) if isinstance(expected, torch.Tensor) else tuple(one(t) for t in expected)
 
 
@@ -93,18 +95,31 @@ def _case_checks(task: KernelTask, case_id: str, expected: Sequence[Output]) -> 
     checks = [ProbeCheck("finite", "PASS", f"{case_id}: {len(expected)} seeds")]
     tolerances = task.tolerances
     if all(compare_outputs(_like(e, "zeros"), e, tolerances).correct for e in expected):
-        checks.append(ProbeCheck("zeros kernel rejected", "FAIL",
-                                 f"{case_id}: an all-zeros output matches the reference on every seed"))
+        checks.append(
+            ProbeCheck(
+                "zeros kernel rejected", "FAIL", f"{case_id}: an all-zeros output matches the reference on every seed"
+            )
+        )
     else:
         checks.append(ProbeCheck("zeros kernel rejected", "PASS", case_id))
     if all(compare_outputs(_like(e, "first"), e, tolerances).correct for e in expected):
-        checks.append(ProbeCheck("constant kernel rejected", "WARN",
-                                 f"{case_id}: near-constant: one value everywhere matches it on every seed"))
+        checks.append(
+            ProbeCheck(
+                "constant kernel rejected",
+                "WARN",
+                f"{case_id}: near-constant: one value everywhere matches it on every seed",
+            )
+        )
     else:
         checks.append(ProbeCheck("constant kernel rejected", "PASS", case_id))
     if len(expected) > 1 and all(compare_outputs(expected[0], e, tolerances).correct for e in expected[1:]):
-        checks.append(ProbeCheck("inputs matter", "WARN", f"{case_id}: the same output for every seed's inputs: "
-                                                          "a kernel returning a stored answer passes"))
+        checks.append(
+            ProbeCheck(
+                "inputs matter",
+                "WARN",
+                f"{case_id}: the same output for every seed's inputs: a kernel returning a stored answer passes",
+            )
+        )
     else:
         checks.append(ProbeCheck("inputs matter", "PASS", case_id))
     return checks
@@ -127,12 +142,21 @@ def probe_in_child(task_dir: Path, seeds: int = SEED_COUNT, timeout_s: float = P
     started = time.monotonic()
     env = {**os.environ, "AKA_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
     try:
-        done = subprocess.run([sys.executable, "-m", "aka.authoring.reference_probe", str(task_dir),
-                               "--seeds", str(seeds)], cwd=task_dir, env=env, capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "aka.authoring.reference_probe", str(task_dir), "--seeds", str(seeds)],
+            cwd=task_dir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
-        return ProbeResult("FAIL", [ProbeCheck("reference runs", "FAIL", f"no answer within {timeout_s:g} s")],
-                           time.monotonic() - started)
+        return ProbeResult(
+            "FAIL",
+            [ProbeCheck("reference runs", "FAIL", f"no answer within {timeout_s:g} s")],
+            time.monotonic() - started,
+        )
     lines = done.stdout.strip().splitlines()
     try:
         data = json.loads(lines[-1]) if lines else None
@@ -140,8 +164,11 @@ def probe_in_child(task_dir: Path, seeds: int = SEED_COUNT, timeout_s: float = P
         data = None
     if done.returncode != 0 or not isinstance(data, dict):
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return ProbeResult("FAIL", [ProbeCheck("reference runs", "FAIL", f"exit {done.returncode}: {tail}"[:500])],
-                           time.monotonic() - started)
+        return ProbeResult(
+            "FAIL",
+            [ProbeCheck("reference runs", "FAIL", f"exit {done.returncode}: {tail}"[:500])],
+            time.monotonic() - started,
+        )
     checks = [ProbeCheck(str(c["name"]), c["status"], str(c["message"])) for c in data["checks"]]
     return ProbeResult(data["status"], checks, float(data["seconds"]))
 

@@ -49,7 +49,7 @@ def scale(x: torch.Tensor) -> torch.Tensor:
     scale_kernel[(triton.cdiv(x.numel(), BLOCK_SIZE),)](x, out, x.numel(), BLOCK_SIZE=BLOCK_SIZE)
     return out
 '''
-CUDA_KERNEL = '''// The editable source: scale_kernel computes out = 2 * x; scale_launch is called through ctypes.
+CUDA_KERNEL = """// The editable source: scale_kernel computes out = 2 * x; scale_launch is called through ctypes.
 #include <cuda_runtime.h>
 
 #define THREADS_PER_BLOCK 256
@@ -65,7 +65,7 @@ extern "C" int scale_launch(const float* x, float* out, long long n, cudaStream_
     scale_kernel<<<static_cast<unsigned int>(blocks), THREADS_PER_BLOCK, 0, stream>>>(x, out, n);
     return static_cast<int>(cudaGetLastError());
 }
-'''
+"""
 TRITON_IMPORTS = """
 import torch
 
@@ -82,10 +82,10 @@ from aka.harness import Case, CudaSource, KernelTask, call_launcher, random_tens
 SOURCE = CudaSource("kernel.cu")
 """
 TRITON_LOADER = 'load_candidate=candidate_function("kernel", "scale"),'
-CUDA_LOADER = '''load_candidate=load_candidate,
+CUDA_LOADER = """load_candidate=load_candidate,
     build=SOURCE.build,
-    requires_gpu=True,'''
-CUDA_HELPERS = '''
+    requires_gpu=True,"""
+CUDA_HELPERS = """
 
 def load_candidate(directory: Path) -> Callable[[torch.Tensor], torch.Tensor]:
     launch = SOURCE.launcher(directory, "scale_launch")
@@ -96,7 +96,7 @@ def load_candidate(directory: Path) -> Callable[[torch.Tensor], torch.Tensor]:
         return out
 
     return scale
-'''
+"""
 HARNESS = '''"""Evaluation steps: `python3 harness.py compile|correctness|performance` (see docs/tasks.md)."""
 {imports}
 
@@ -131,7 +131,7 @@ from aka.harness import Case
 CASES = [Case.make(n=n, dtype="float32") for n in (777, 65_537, 3_000_017, 9_999_991)]
 CI_CASES = [Case.make(n=n, dtype="float32") for n in (777, 2051)]
 '''
-CONFIG = '''task_type: {family}
+CONFIG = """task_type: {family}
 source_file_path: [{source}]
 target_kernel_functions: [scale_kernel]
 compile_command: [python3 harness.py compile]
@@ -150,7 +150,7 @@ prompt:
     Make {source} faster without changing its results: y = 2 * x for a contiguous 1-D tensor.
   cheatsheet: |
     Memory-bound: one read and one write per element. Larger blocks amortize per-block overhead.
-'''
+"""
 
 
 def scaffold_task(root: Path, name: str) -> Path:
@@ -169,13 +169,22 @@ def scaffold_task(root: Path, name: str) -> Path:
     target.mkdir(parents=True)
     source = "kernel.cu" if cuda else "kernel.py"
     (target / source).write_text(CUDA_KERNEL if cuda else TRITON_KERNEL)
-    (target / "harness.py").write_text(HARNESS.format(
-        imports=imports, helpers=CUDA_HELPERS if cuda else "", name=name, loader=CUDA_LOADER if cuda else TRITON_LOADER,
-        dtypes='"float32",' if cuda else '"float32", "float16"'))
+    (target / "harness.py").write_text(
+        HARNESS.format(
+            imports=imports,
+            helpers=CUDA_HELPERS if cuda else "",
+            name=name,
+            loader=CUDA_LOADER if cuda else TRITON_LOADER,
+            dtypes='"float32",' if cuda else '"float32", "float16"',
+        )
+    )
     (target / "heldout.py").write_text(HELDOUT)
     baseline = "reference" if family.startswith(("torch2", "instruction2")) else "source"
-    (target / "config.yaml").write_text(CONFIG.format(family=family, source=source, baseline=baseline,
-                                                      knob="THREADS_PER_BLOCK" if cuda else "BLOCK_SIZE"))
+    (target / "config.yaml").write_text(
+        CONFIG.format(
+            family=family, source=source, baseline=baseline, knob="THREADS_PER_BLOCK" if cuda else "BLOCK_SIZE"
+        )
+    )
     return target
 
 
@@ -186,8 +195,9 @@ class TaskCheck:
     detail: str
 
 
-def check_task(root: Path, task_dir: Path, device: DeviceInfo, solution: Path | None = None,
-               heldout_through: int = 3) -> list[TaskCheck]:
+def check_task(
+    root: Path, task_dir: Path, device: DeviceInfo, solution: Path | None = None, heldout_through: int = 3
+) -> list[TaskCheck]:
     """Static checks, then the real evaluator on this machine: baseline, candidate, held-out.
 
     The candidate is the task's own editable sources (the noop agent), or `solution`'s copies of
@@ -217,14 +227,23 @@ def check_task(root: Path, task_dir: Path, device: DeviceInfo, solution: Path | 
         with phase(Phase.BASELINE):
             baseline = measure_baseline(scratch, task, task_identity(task), device, scratch / "baseline")
         skipped = baseline.status is FailureKind.SKIPPED
-        checks.append(TaskCheck("baseline", baseline.usable or skipped,
-                                baseline.message or f"{len(baseline.cases)} case(s) timed"))
+        checks.append(
+            TaskCheck(
+                "baseline", baseline.usable or skipped, baseline.message or f"{len(baseline.cases)} case(s) timed"
+            )
+        )
         candidate = solution or task.directory
         name = "solution" if solution else "noop candidate"
         for heldout in (False, True) if "heldout.py" in task.config.hidden_files else (False,):
             with phase(Phase.HELDOUT) if heldout else contextlib.nullcontext():
-                outcomes = evaluate_candidate(task, candidate, scratch / f"candidate{heldout}", device,
-                                              heldout=heldout, through=heldout_through if heldout else 3)
+                outcomes = evaluate_candidate(
+                    task,
+                    candidate,
+                    scratch / f"candidate{heldout}",
+                    device,
+                    heldout=heldout,
+                    through=heldout_through if heldout else 3,
+                )
             failed = next((o for o in outcomes if not o.passed), None)
             label = f"held-out cases ({name})" if heldout else name
             if skeleton:  # a skeleton fails cleanly (a failure kind, not a harness fault); a given kernel passes

@@ -179,11 +179,17 @@ def summarize_arm(arm: ArmData, options: CompareOptions) -> ArmSummary:
     results = [a.result for a in arm.attempts]
     families = sorted({a.family for a in arm.attempts})
     return ArmSummary(
-        label=arm.label, run_dir=str(arm.run_dir), tasks=len(tasks), attempts=len(arm.attempts),
-        repeats=len(arm.attempts) / len(tasks), infra_errors=arm.infra_errors,
-        correct_rate=mean_of(_correct), mean_log_speedup=mean_of(_log_speedup(options)),
+        label=arm.label,
+        run_dir=str(arm.run_dir),
+        tasks=len(tasks),
+        attempts=len(arm.attempts),
+        repeats=len(arm.attempts) / len(tasks),
+        infra_errors=arm.infra_errors,
+        correct_rate=mean_of(_correct),
+        mean_log_speedup=mean_of(_log_speedup(options)),
         geomean_speedup=math.exp(mean_of(_log_speedup(options))),
-        fast_p={f"{p:g}": mean_of(_faster_than(p)) for p in FAST_P_THRESHOLDS}, mean_score=mean_of(_score),
+        fast_p={f"{p:g}": mean_of(_faster_than(p)) for p in FAST_P_THRESHOLDS},
+        mean_score=mean_of(_score),
         seed_overall=compute_stats(results),
         seed_by_family={f: compute_stats([r for r in results if r.task_type == f]) for f in families},
     )
@@ -193,15 +199,32 @@ def _estimate(interval: ab_stats.Interval) -> Estimate:
     return Estimate(mean=interval.mean, se=interval.se, low=interval.low, high=interval.high, p_value=interval.p_value)
 
 
-def _rows(tasks: list[str], families: dict[str, str], a: FloatArray, b: FloatArray, ca: FloatArray, cb: FloatArray,
-          bands: FloatArray) -> list[TaskRow]:
+def _rows(
+    tasks: list[str],
+    families: dict[str, str],
+    a: FloatArray,
+    b: FloatArray,
+    ca: FloatArray,
+    cb: FloatArray,
+    bands: FloatArray,
+) -> list[TaskRow]:
     rows = []
     for i, task in enumerate(tasks):
         diff = float(b[i] - a[i])
         outcome = "tie" if abs(diff) <= bands[i] else ("win" if diff > 0 else "loss")
-        rows.append(TaskRow(task=task, family=families[task], control_speedup=math.exp(a[i]),
-                            treatment_speedup=math.exp(b[i]), control_correct=float(ca[i]),
-                            treatment_correct=float(cb[i]), log_diff=diff, tie_band=float(bands[i]), outcome=outcome))
+        rows.append(
+            TaskRow(
+                task=task,
+                family=families[task],
+                control_speedup=math.exp(a[i]),
+                treatment_speedup=math.exp(b[i]),
+                control_correct=float(ca[i]),
+                treatment_correct=float(cb[i]),
+                log_diff=diff,
+                tie_band=float(bands[i]),
+                outcome=outcome,
+            )
+        )
     return rows
 
 
@@ -228,32 +251,43 @@ def _power(parts: ab_stats.VarianceParts, n: int, options: CompareOptions) -> Po
     mde = ab_stats.minimum_detectable_effect(sd, n, options.alpha, options.power)
     target = math.log(options.target_ratio)
     return PowerAnalysis(
-        sd_diff=sd, within_control=parts.within_a, within_treatment=parts.within_b,
-        within_difference=parts.within_diff, between_tasks=parts.between,
-        mde_log=mde, mde_ratio=math.exp(mde) if mde is not None else None, target_ratio=options.target_ratio,
+        sd_diff=sd,
+        within_control=parts.within_a,
+        within_treatment=parts.within_b,
+        within_difference=parts.within_diff,
+        between_tasks=parts.between,
+        mde_log=mde,
+        mde_ratio=math.exp(mde) if mde is not None else None,
+        target_ratio=options.target_ratio,
         power_at_target=ab_stats.t_test_power(target, sd, n, options.alpha),
         repeats_needed=ab_stats.repeats_needed(parts, target, n, options.alpha, options.power),
     )
 
 
-def _warnings(control: ArmData, treatment: ArmData, n: int, only_a: list[str], only_b: list[str],
-              la: FloatArray, lb: FloatArray) -> list[str]:
+def _warnings(
+    control: ArmData, treatment: ArmData, n: int, only_a: list[str], only_b: list[str], la: FloatArray, lb: FloatArray
+) -> list[str]:
     found = []
     if n < FEW_TASKS:
         found.append(f"only {n} paired tasks (< {FEW_TASKS}): intervals are wide and the normal approximations rough")
     for arm, values in ((control, la), (treatment, lb)):
         if ab_stats.mean_repeats(values) < 2:
-            found.append(f"arm '{arm.label}' has one repeat per task: run-to-run variance cannot be separated "
-                         "from task differences (use repeats: 2 or more)")
+            found.append(
+                f"arm '{arm.label}' has one repeat per task: run-to-run variance cannot be separated "
+                "from task differences (use repeats: 2 or more)"
+            )
     if only_a or only_b:
-        found.append(f"the arms' task sets differ: {len(only_a)} tasks only in '{control.label}', {len(only_b)} only "
-                     f"in '{treatment.label}'; compared on the {n} common tasks")
+        found.append(
+            f"the arms' task sets differ: {len(only_a)} tasks only in '{control.label}', {len(only_b)} only "
+            f"in '{treatment.label}'; compared on the {n} common tasks"
+        )
     for arm in (control, treatment):
         if arm.infra_errors:
             found.append(f"arm '{arm.label}': {arm.infra_errors} attempts were infrastructure errors, left out")
         if arm.skipped:
-            found.append(f"arm '{arm.label}': {arm.skipped} attempts were skipped (cannot run on this machine), "
-                         "left out")
+            found.append(
+                f"arm '{arm.label}': {arm.skipped} attempts were skipped (cannot run on this machine), left out"
+            )
     return found
 
 
@@ -264,8 +298,10 @@ def _verdict(pair: PairComparison, options: CompareOptions) -> str:
     p, holm = pair.log_speedup.p_value, pair.holm["log_speedup_t"]
     if p < options.alpha:
         direction = "faster" if pair.log_speedup.mean > 0 else "slower"
-        text = (f"'{pair.treatment}' is {direction} than '{pair.control}': geomean speedup ratio {ratio}, "
-                f"paired t p={p:.3g} (Holm-adjusted {holm:.3g})")
+        text = (
+            f"'{pair.treatment}' is {direction} than '{pair.control}': geomean speedup ratio {ratio}, "
+            f"paired t p={p:.3g} (Holm-adjusted {holm:.3g})"
+        )
     else:
         text = f"no significant speed difference: ratio {ratio}, paired t p={p:.3g}"
         power = pair.power
@@ -273,14 +309,17 @@ def _verdict(pair: PairComparison, options: CompareOptions) -> str:
             text += f"; the smallest ratio detectable with {options.power:.0%} power here is {power.mde_ratio:.3f}x"
         if power.repeats_needed is not None:
             more = power.repeats_needed - math.ceil(min(pair.repeats_control, pair.repeats_treatment))
-            text += (f"; {power.repeats_needed} repeats per arm ({max(more, 0)} more than now) would detect "
-                     f"{power.target_ratio:g}x with {options.power:.0%} power")
+            text += (
+                f"; {power.repeats_needed} repeats per arm ({max(more, 0)} more than now) would detect "
+                f"{power.target_ratio:g}x with {options.power:.0%} power"
+            )
         elif power.between_tasks is not None:
             text += f"; no number of repeats detects {power.target_ratio:g}x on {pair.tasks} tasks: add tasks"
     if pair.holm["correctness_mcnemar"] < options.alpha:
         better = pair.treatment if pair.correctness.mean > 0 else pair.control
-        text += (f". Correctness differs (Holm p={pair.holm['correctness_mcnemar']:.3g}): "
-                 f"'{better}' is more often correct")
+        text += (
+            f". Correctness differs (Holm p={pair.holm['correctness_mcnemar']:.3g}): '{better}' is more often correct"
+        )
     return text
 
 
@@ -288,8 +327,10 @@ def compare_pair(control: ArmData, treatment: ArmData, options: CompareOptions) 
     """Paired statistics of `treatment` against `control` on their common tasks."""
     tasks = sorted(control.tasks & treatment.tasks)
     if not tasks:
-        raise CompareError(f"arms '{control.label}' and '{treatment.label}' have no task in common "
-                           "(compare runs of the same task selection)")
+        raise CompareError(
+            f"arms '{control.label}' and '{treatment.label}' have no task in common "
+            "(compare runs of the same task selection)"
+        )
     n = len(tasks)
     la, lb = (_matrix(arm, tasks, _log_speedup(options)) for arm in (control, treatment))
     ca, cb = (ab_stats.task_means(_matrix(arm, tasks, _correct)) for arm in (control, treatment))
@@ -297,28 +338,55 @@ def compare_pair(control: ArmData, treatment: ArmData, options: CompareOptions) 
     a, b = ab_stats.task_means(la), ab_stats.task_means(lb)
     diffs = b - a
     log_t = ab_stats.paired_t(diffs, options.alpha)
-    boot_low, boot_high = ab_stats.bootstrap_interval(diffs, np.random.default_rng(options.seed), options.alpha,
-                                                      options.bootstrap_resamples)
+    boot_low, boot_high = ab_stats.bootstrap_interval(
+        diffs, np.random.default_rng(options.seed), options.alpha, options.bootstrap_resamples
+    )
     b_only, a_only = ab_stats.discordant_counts(ca, cb)
-    p_values = {"log_speedup_t": log_t.p_value, "log_speedup_wilcoxon": ab_stats.wilcoxon_p(diffs),
-                "correctness_mcnemar": ab_stats.exact_mcnemar_p(b_only, a_only),
-                "score_t": ab_stats.paired_t(sb - sa, options.alpha).p_value}
-    rows = _rows(tasks, {t.task: t.family for t in control.attempts + treatment.attempts}, a, b, ca, cb,
-                 _tie_bands(control, treatment, tasks, options))
+    p_values = {
+        "log_speedup_t": log_t.p_value,
+        "log_speedup_wilcoxon": ab_stats.wilcoxon_p(diffs),
+        "correctness_mcnemar": ab_stats.exact_mcnemar_p(b_only, a_only),
+        "score_t": ab_stats.paired_t(sb - sa, options.alpha).p_value,
+    }
+    rows = _rows(
+        tasks,
+        {t.task: t.family for t in control.attempts + treatment.attempts},
+        a,
+        b,
+        ca,
+        cb,
+        _tie_bands(control, treatment, tasks, options),
+    )
     parts = ab_stats.variance_parts(la, lb)
     only_a, only_b = sorted(control.tasks - treatment.tasks), sorted(treatment.tasks - control.tasks)
     pair = PairComparison(
-        control=control.label, treatment=treatment.label, tasks=n, repeats_control=ab_stats.mean_repeats(la),
-        repeats_treatment=ab_stats.mean_repeats(lb), only_in_control=only_a, only_in_treatment=only_b,
-        log_speedup=_estimate(log_t), bootstrap_low=boot_low, bootstrap_high=boot_high,
-        wilcoxon_p=p_values["log_speedup_wilcoxon"], speedup_ratio=math.exp(log_t.mean),
-        speedup_ratio_low=math.exp(log_t.low), speedup_ratio_high=math.exp(log_t.high),
-        correctness=_estimate(ab_stats.paired_t(cb - ca, options.alpha)), correct_b_only=b_only,
-        correct_a_only=a_only, mcnemar_p=p_values["correctness_mcnemar"],
-        score=_estimate(ab_stats.paired_t(sb - sa, options.alpha)), holm=ab_stats.holm(p_values),
-        wins=sum(r.outcome == "win" for r in rows), losses=sum(r.outcome == "loss" for r in rows),
-        ties=sum(r.outcome == "tie" for r in rows), correlation=ab_stats.correlation(a, b),
-        power=_power(parts, n, options), verdict="", warnings=_warnings(control, treatment, n, only_a, only_b, la, lb),
+        control=control.label,
+        treatment=treatment.label,
+        tasks=n,
+        repeats_control=ab_stats.mean_repeats(la),
+        repeats_treatment=ab_stats.mean_repeats(lb),
+        only_in_control=only_a,
+        only_in_treatment=only_b,
+        log_speedup=_estimate(log_t),
+        bootstrap_low=boot_low,
+        bootstrap_high=boot_high,
+        wilcoxon_p=p_values["log_speedup_wilcoxon"],
+        speedup_ratio=math.exp(log_t.mean),
+        speedup_ratio_low=math.exp(log_t.low),
+        speedup_ratio_high=math.exp(log_t.high),
+        correctness=_estimate(ab_stats.paired_t(cb - ca, options.alpha)),
+        correct_b_only=b_only,
+        correct_a_only=a_only,
+        mcnemar_p=p_values["correctness_mcnemar"],
+        score=_estimate(ab_stats.paired_t(sb - sa, options.alpha)),
+        holm=ab_stats.holm(p_values),
+        wins=sum(r.outcome == "win" for r in rows),
+        losses=sum(r.outcome == "loss" for r in rows),
+        ties=sum(r.outcome == "tie" for r in rows),
+        correlation=ab_stats.correlation(a, b),
+        power=_power(parts, n, options),
+        verdict="",
+        warnings=_warnings(control, treatment, n, only_a, only_b, la, lb),
         rows=rows,
     )
     pair.verdict = _verdict(pair, options)
@@ -328,8 +396,11 @@ def compare_pair(control: ArmData, treatment: ArmData, options: CompareOptions) 
 def compare_arms(arms: list[ArmData], options: CompareOptions | None = None) -> Comparison:
     """Every arm summarized; every arm after the first compared with the first."""
     options = options or CompareOptions()
-    return Comparison(options=options, arms=[summarize_arm(arm, options) for arm in arms],
-                      pairs=[compare_pair(arms[0], arm, options) for arm in arms[1:]])
+    return Comparison(
+        options=options,
+        arms=[summarize_arm(arm, options) for arm in arms],
+        pairs=[compare_pair(arms[0], arm, options) for arm in arms[1:]],
+    )
 
 
 def default_output_dir(run_dirs: list[Path]) -> Path:

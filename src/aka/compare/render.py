@@ -17,8 +17,17 @@ from aka.results.task_result import write_text_atomic
 JSON_NAME = "comparison.json"
 MARKDOWN_NAME = "comparison.md"
 DISTRIBUTION_PLOT = "speedup_distribution.png"
-SEED_FIELDS = ("task_count", "average_score", "compile_rate", "correct_rate", "speedup_gt1_rate",
-               "average_speedup", "median_speedup", "std_speedup", "geomean_speedup")
+SEED_FIELDS = (
+    "task_count",
+    "average_score",
+    "compile_rate",
+    "correct_rate",
+    "speedup_gt1_rate",
+    "average_speedup",
+    "median_speedup",
+    "std_speedup",
+    "geomean_speedup",
+)
 
 
 def _num(value: object, digits: int = 3) -> str:
@@ -34,10 +43,30 @@ def _p(value: float) -> str:
 
 
 def arm_rows(arms: list[ArmSummary]) -> tuple[list[str], list[list[str]]]:
-    head = ["arm", "tasks", "repeats", "correct", "geomean speedup", "fast_1", "fast_1.2", "fast_1.5", "fast_2",
-            "mean score"]
-    rows = [[a.label, str(a.tasks), f"{a.repeats:.2f}", f"{a.correct_rate:.3f}", f"{a.geomean_speedup:.3f}x",
-             *(f"{a.fast_p[k]:.3f}" for k in ("1", "1.2", "1.5", "2")), f"{a.mean_score:.2f}"] for a in arms]
+    head = [
+        "arm",
+        "tasks",
+        "repeats",
+        "correct",
+        "geomean speedup",
+        "fast_1",
+        "fast_1.2",
+        "fast_1.5",
+        "fast_2",
+        "mean score",
+    ]
+    rows = [
+        [
+            a.label,
+            str(a.tasks),
+            f"{a.repeats:.2f}",
+            f"{a.correct_rate:.3f}",
+            f"{a.geomean_speedup:.3f}x",
+            *(f"{a.fast_p[k]:.3f}" for k in ("1", "1.2", "1.5", "2")),
+            f"{a.mean_score:.2f}",
+        ]
+        for a in arms
+    ]
     return head, rows
 
 
@@ -55,15 +84,35 @@ def pair_rows(pair: PairComparison) -> tuple[list[str], list[list[str]]]:
     head = ["metric (treatment - control)", "estimate", "95% CI", "p", "Holm p"]
     ls, c, s = pair.log_speedup, pair.correctness, pair.score
     rows = [
-        ["log-speedup (t)", f"{ls.mean:+.4f}", f"{ls.low:+.4f} .. {ls.high:+.4f}", _p(ls.p_value),
-         _p(pair.holm["log_speedup_t"])],
-        ["log-speedup (bootstrap over tasks)", f"{ls.mean:+.4f}",
-         f"{pair.bootstrap_low:+.4f} .. {pair.bootstrap_high:+.4f}", "", ""],
+        [
+            "log-speedup (t)",
+            f"{ls.mean:+.4f}",
+            f"{ls.low:+.4f} .. {ls.high:+.4f}",
+            _p(ls.p_value),
+            _p(pair.holm["log_speedup_t"]),
+        ],
+        [
+            "log-speedup (bootstrap over tasks)",
+            f"{ls.mean:+.4f}",
+            f"{pair.bootstrap_low:+.4f} .. {pair.bootstrap_high:+.4f}",
+            "",
+            "",
+        ],
         ["log-speedup (Wilcoxon signed-rank)", "", "", _p(pair.wilcoxon_p), _p(pair.holm["log_speedup_wilcoxon"])],
-        ["geomean speedup ratio", f"{pair.speedup_ratio:.4f}x",
-         f"{pair.speedup_ratio_low:.4f} .. {pair.speedup_ratio_high:.4f}", "", ""],
-        ["correctness rate (exact McNemar)", f"{c.mean:+.4f}", f"{c.low:+.4f} .. {c.high:+.4f}", _p(pair.mcnemar_p),
-         _p(pair.holm["correctness_mcnemar"])],
+        [
+            "geomean speedup ratio",
+            f"{pair.speedup_ratio:.4f}x",
+            f"{pair.speedup_ratio_low:.4f} .. {pair.speedup_ratio_high:.4f}",
+            "",
+            "",
+        ],
+        [
+            "correctness rate (exact McNemar)",
+            f"{c.mean:+.4f}",
+            f"{c.low:+.4f} .. {c.high:+.4f}",
+            _p(pair.mcnemar_p),
+            _p(pair.holm["correctness_mcnemar"]),
+        ],
         ["score (t)", f"{s.mean:+.3f}", f"{s.low:+.3f} .. {s.high:+.3f}", _p(s.p_value), _p(pair.holm["score_t"])],
     ]
     return head, rows
@@ -72,8 +121,13 @@ def pair_rows(pair: PairComparison) -> tuple[list[str], list[list[str]]]:
 def pair_facts(pair: PairComparison) -> list[str]:
     power = pair.power
     corr = "n/a" if pair.correlation is None else f"{pair.correlation:.3f}"
-    repeats = ("unknown (needs K >= 2)" if power.within_difference is None
-               else str(power.repeats_needed) if power.repeats_needed is not None else "none suffices: add tasks")
+    repeats = (
+        "unknown (needs K >= 2)"
+        if power.within_difference is None
+        else str(power.repeats_needed)
+        if power.repeats_needed is not None
+        else "none suffices: add tasks"
+    )
     return [
         f"paired tasks: {pair.tasks}; wins/losses/ties: {pair.wins}/{pair.losses}/{pair.ties} "
         f"(ties: inside the recorded timing intervals); correct only in treatment/control: "
@@ -91,17 +145,57 @@ def _markdown_table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def render_markdown(comparison: Comparison) -> str:
-    lines = ["# aka compare", "", "## Arms", "", *_markdown_table(*arm_rows(comparison.arms)), "",
-             "## Seed aggregates", "", *_markdown_table(*seed_rows(comparison.arms))]
+    lines = [
+        "# aka compare",
+        "",
+        "## Arms",
+        "",
+        *_markdown_table(*arm_rows(comparison.arms)),
+        "",
+        "## Seed aggregates",
+        "",
+        *_markdown_table(*seed_rows(comparison.arms)),
+    ]
     for pair in comparison.pairs:
-        lines += ["", f"## {pair.treatment} vs {pair.control}", "", f"**Verdict:** {pair.verdict}", "",
-                  *_markdown_table(*pair_rows(pair)), "", *(f"- {fact}" for fact in pair_facts(pair)),
-                  *(f"- warning: {w}" for w in pair.warnings), "", "### Per task", "",
-                  *_markdown_table(["task", "control speedup", "treatment speedup", "control correct",
-                                    "treatment correct", "log diff", "tie band", "outcome"],
-                                   [[r.task, f"{r.control_speedup:.3f}", f"{r.treatment_speedup:.3f}",
-                                     f"{r.control_correct:.2f}", f"{r.treatment_correct:.2f}", f"{r.log_diff:+.4f}",
-                                     f"{r.tie_band:.4f}", r.outcome] for r in pair.rows])]
+        lines += [
+            "",
+            f"## {pair.treatment} vs {pair.control}",
+            "",
+            f"**Verdict:** {pair.verdict}",
+            "",
+            *_markdown_table(*pair_rows(pair)),
+            "",
+            *(f"- {fact}" for fact in pair_facts(pair)),
+            *(f"- warning: {w}" for w in pair.warnings),
+            "",
+            "### Per task",
+            "",
+            *_markdown_table(
+                [
+                    "task",
+                    "control speedup",
+                    "treatment speedup",
+                    "control correct",
+                    "treatment correct",
+                    "log diff",
+                    "tie band",
+                    "outcome",
+                ],
+                [
+                    [
+                        r.task,
+                        f"{r.control_speedup:.3f}",
+                        f"{r.treatment_speedup:.3f}",
+                        f"{r.control_correct:.2f}",
+                        f"{r.treatment_correct:.2f}",
+                        f"{r.log_diff:+.4f}",
+                        f"{r.tie_band:.4f}",
+                        r.outcome,
+                    ]
+                    for r in pair.rows
+                ],
+            ),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -147,8 +241,11 @@ def write_plots(comparison: Comparison, out_dir: Path) -> list[Path]:
         ax.axvline(0.0, color="grey", lw=0.8)
         ax.set_yticks([*ys, -1.5], [*(r.task for r in rows), "mean (95% CI)"], fontsize=7)
         ax.set_xlabel(f"log-speedup difference ({pair.treatment} - {pair.control})")
-        ax.set_title(f"{pair.treatment} vs {pair.control}: ratio {pair.speedup_ratio:.3f}x "
-                     "(blue bars: the tasks' timing tie bands; red: the mean with its 95% t-interval)", fontsize=8)
+        ax.set_title(
+            f"{pair.treatment} vs {pair.control}: ratio {pair.speedup_ratio:.3f}x "
+            "(blue bars: the tasks' timing tie bands; red: the mean with its 95% t-interval)",
+            fontsize=8,
+        )
         fig.tight_layout()
         path = out_dir / f"forest_{_slug(pair.treatment)}_vs_{_slug(pair.control)}.png"
         fig.savefig(path, dpi=110)
@@ -189,4 +286,3 @@ def write_outputs(comparison: Comparison, out_dir: Path, plots: bool) -> tuple[l
     except ImportError:
         return written, "plots skipped: matplotlib is not installed (pip install 'agentkernelarena[plots]')"
     return written + write_plots(comparison, out_dir), None
-

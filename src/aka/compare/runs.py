@@ -76,9 +76,16 @@ def _log_halfwidth(result: TaskResult) -> float | None:
 
 def _attempt(result: TaskResult) -> Attempt:
     speedup = trusted_speedup(result)
-    return Attempt(task=result.task_name, family=result.task_type, repeat=result.repeat or 1,
-                   correct=result.pass_correctness,
-                   speedup=speedup, score=counted_score(result), log_halfwidth=_log_halfwidth(result), result=result)
+    return Attempt(
+        task=result.task_name,
+        family=result.task_type,
+        repeat=result.repeat or 1,
+        correct=result.pass_correctness,
+        speedup=speedup,
+        score=counted_score(result),
+        log_halfwidth=_log_halfwidth(result),
+        result=result,
+    )
 
 
 def read_run(run_dir: Path) -> dict[str | None, ArmData]:
@@ -108,8 +115,9 @@ def _declared_arms(run_dir: Path) -> list[str]:
     try:
         manifest = json.loads((run_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise CompareError(f"{run_dir / MANIFEST_NAME}: unreadable ({type(exc).__name__}); "
-                           "is this a run directory made by aka run?") from exc
+        raise CompareError(
+            f"{run_dir / MANIFEST_NAME}: unreadable ({type(exc).__name__}); is this a run directory made by aka run?"
+        ) from exc
     arms = manifest.get("arms", []) if isinstance(manifest, dict) else []
     return [str(arm) for arm in arms]
 
@@ -122,8 +130,9 @@ def _pick(arms: list[ArmData], label: str) -> ArmData:
         return (exact or short)[0]
     known = ", ".join(arm.label for arm in arms)
     if short:
-        raise CompareError(f"--arms: '{label}' names several arms ({', '.join(a.label for a in short)}); "
-                           "use the full label")
+        raise CompareError(
+            f"--arms: '{label}' names several arms ({', '.join(a.label for a in short)}); use the full label"
+        )
     raise CompareError(f"--arms: unknown arm '{label}' (the runs have: {known})")
 
 
@@ -150,6 +159,8 @@ def load_arms(run_dirs: list[Path], pick: list[str] | None = None) -> list[ArmDa
             raise CompareError(f"--arms: '{twice}' is given twice; name each arm once, the control first")
         found = [_pick(found, label) for label in pick]
     if len(found) < 2:
-        raise CompareError("aka compare needs two arms: pass a multi-arm run, or two or more run directories "
-                           f"(found only {', '.join(a.label for a in found) or 'none'})")
+        raise CompareError(
+            "aka compare needs two arms: pass a multi-arm run, or two or more run directories "
+            f"(found only {', '.join(a.label for a in found) or 'none'})"
+        )
     return found

@@ -78,15 +78,28 @@ def _draw(s: Scenario, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray
 
 def _attempt(task: int, repeat: int, log_speedup: float, correct: bool, timing_sd: float) -> Attempt:
     speedup = math.exp(log_speedup)
-    result = TaskResult(task_name=f"sim/t{task:03d}", task_type="sim", pass_compilation=True, pass_correctness=correct,
-                        speedup_ratio=speedup if correct else None,
-                        speedup_ci_low=speedup * math.exp(-Z95 * timing_sd) if correct else None,
-                        speedup_ci_high=speedup * math.exp(Z95 * timing_sd) if correct else None,
-                        score=120.0 + 100.0 * speedup if correct else 20.0,
-                        status=TaskStatus.PASS if correct else TaskStatus.PARTIAL, repeat=repeat)
-    return Attempt(task=result.task_name, family="sim", repeat=repeat, correct=correct,
-                   speedup=speedup if correct else None, score=result.score,
-                   log_halfwidth=Z95 * timing_sd if correct else None, result=result)
+    result = TaskResult(
+        task_name=f"sim/t{task:03d}",
+        task_type="sim",
+        pass_compilation=True,
+        pass_correctness=correct,
+        speedup_ratio=speedup if correct else None,
+        speedup_ci_low=speedup * math.exp(-Z95 * timing_sd) if correct else None,
+        speedup_ci_high=speedup * math.exp(Z95 * timing_sd) if correct else None,
+        score=120.0 + 100.0 * speedup if correct else 20.0,
+        status=TaskStatus.PASS if correct else TaskStatus.PARTIAL,
+        repeat=repeat,
+    )
+    return Attempt(
+        task=result.task_name,
+        family="sim",
+        repeat=repeat,
+        correct=correct,
+        speedup=speedup if correct else None,
+        score=result.score,
+        log_halfwidth=Z95 * timing_sd if correct else None,
+        result=result,
+    )
 
 
 def simulated_arms(s: Scenario, rng: np.random.Generator) -> tuple[ArmData, ArmData]:
@@ -94,8 +107,11 @@ def simulated_arms(s: Scenario, rng: np.random.Generator) -> tuple[ArmData, ArmD
     arms = []
     for arm, label in enumerate(("A", "B")):
         data = ArmData(label=label, run_dir=Path("simulated"))
-        data.attempts = [_attempt(t, k + 1, float(measured[arm, t, k]), bool(correct[arm, t, k]), s.timing_sd)
-                         for t in range(s.tasks) for k in range(s.repeats)]
+        data.attempts = [
+            _attempt(t, k + 1, float(measured[arm, t, k]), bool(correct[arm, t, k]), s.timing_sd)
+            for t in range(s.tasks)
+            for k in range(s.repeats)
+        ]
         arms.append(data)
     return arms[0], arms[1]
 
@@ -138,18 +154,29 @@ def calibrate(s: Scenario, experiments: int, seed: int = 0, bootstrap_resamples:
         pair: PairComparison = compare_pair(*simulated_arms(s, rng), options)
         t_cover += pair.log_speedup.low <= effect <= pair.log_speedup.high
         boot_cover += pair.bootstrap_low <= effect <= pair.bootstrap_high
-        for name, p in ({"log_speedup_t": pair.log_speedup.p_value, "log_speedup_wilcoxon": pair.wilcoxon_p,
-                         "correctness_mcnemar": pair.mcnemar_p, "score_t": pair.score.p_value}).items():
+        for name, p in (
+            {
+                "log_speedup_t": pair.log_speedup.p_value,
+                "log_speedup_wilcoxon": pair.wilcoxon_p,
+                "correctness_mcnemar": pair.mcnemar_p,
+                "score_t": pair.score.p_value,
+            }
+        ).items():
             reject[name] = reject.get(name, 0) + (p < options.alpha)
         holm_any += min(pair.holm.values()) < options.alpha
         estimated_power += t_test_power(effect, pair.power.sd_diff, s.tasks, options.alpha)
     return Calibration(
-        scenario=s, experiments=experiments, true_effect=effect, t_coverage=t_cover / experiments,
-        bootstrap_coverage=boot_cover / experiments, rejections={k: v / experiments for k, v in reject.items()},
-        holm_any=holm_any / experiments, predicted_power_true_sd=t_test_power(effect, sd_true, s.tasks, options.alpha),
-        predicted_power_estimated=estimated_power / experiments, t_detection=reject["log_speedup_t"] / experiments,
+        scenario=s,
+        experiments=experiments,
+        true_effect=effect,
+        t_coverage=t_cover / experiments,
+        bootstrap_coverage=boot_cover / experiments,
+        rejections={k: v / experiments for k, v in reject.items()},
+        holm_any=holm_any / experiments,
+        predicted_power_true_sd=t_test_power(effect, sd_true, s.tasks, options.alpha),
+        predicted_power_estimated=estimated_power / experiments,
+        t_detection=reject["log_speedup_t"] / experiments,
     )
-
 
 
 def planned_repeats(s: Scenario, experiments: int, seed: int = 0) -> list[int | None]:

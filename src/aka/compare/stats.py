@@ -87,8 +87,9 @@ def paired_t(diffs: FloatArray, alpha: float = 0.05) -> Interval:
     return Interval(mean, se, float(ci.low), float(ci.high), float(test.pvalue))
 
 
-def bootstrap_interval(diffs: FloatArray, rng: np.random.Generator, alpha: float = 0.05,
-                       resamples: int = 2000) -> tuple[float, float]:
+def bootstrap_interval(
+    diffs: FloatArray, rng: np.random.Generator, alpha: float = 0.05, resamples: int = 2000
+) -> tuple[float, float]:
     """Studentized (bootstrap-t) interval of the mean difference, resampling whole tasks.
 
     A task is resampled with its repeats (they are already averaged into its difference), so
@@ -182,8 +183,9 @@ def t_test_power(effect: float, sd_diff: float, n: int, alpha: float = 0.05) -> 
     return min(1.0, max(alpha, power)) if effect != 0.0 else alpha
 
 
-def minimum_detectable_effect(sd_diff: float, n: int, alpha: float = 0.05,
-                              power: float = DEFAULT_POWER) -> float | None:
+def minimum_detectable_effect(
+    sd_diff: float, n: int, alpha: float = 0.05, power: float = DEFAULT_POWER
+) -> float | None:
     """The smallest true difference the paired t-test detects with probability `power`."""
     if n < 2 or sd_diff <= 0.0:
         return None
@@ -198,8 +200,9 @@ def diff_sd_at(parts: VarianceParts, repeats: float) -> float | None:
     return math.sqrt(parts.between + parts.within_diff / repeats)
 
 
-def repeats_needed(parts: VarianceParts, effect: float, n: int, alpha: float = 0.05,
-                   power: float = DEFAULT_POWER) -> int | None:
+def repeats_needed(
+    parts: VarianceParts, effect: float, n: int, alpha: float = 0.05, power: float = DEFAULT_POWER
+) -> int | None:
     """The fewest repeats per arm at which the test detects `effect` with `power` over the same n tasks.
 
     None when it cannot be known (K = 1: no within-task estimate) or no number of repeats is

@@ -117,22 +117,31 @@ def _case(raw: object, index: int, action: str, result_status: str, methods: fro
             _object(case[key], f"case {case_id}: {key}")
     if action == "validate-task":
         checks = case.get("checks")
-        if (not isinstance(checks, list) or not checks or len(set(checks)) != len(checks)
-                or any(c not in CHECKS for c in checks) or ("performance" in checks and "correctness" not in checks)):
-            raise ArenaProtocolError(f"case {case_id}: checks must be a nonempty subset of correctness, performance "
-                                     "(performance needs correctness)")
+        if (
+            not isinstance(checks, list)
+            or not checks
+            or len(set(checks)) != len(checks)
+            or any(c not in CHECKS for c in checks)
+            or ("performance" in checks and "correctness" not in checks)
+        ):
+            raise ArenaProtocolError(
+                f"case {case_id}: checks must be a nonempty subset of correctness, performance "
+                "(performance needs correctness)"
+            )
     if action == "performance" and status == "PASS":
         ms, method = case.get("execution_time_ms"), case.get("benchmark_method")
         if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms <= 0:
             raise ArenaProtocolError(f"case {case_id}: execution_time_ms is not a positive finite number")
         if method not in methods:
-            raise ArenaProtocolError(f"case {case_id}: benchmark_method '{method}' is not one of "
-                                     f"{', '.join(sorted(methods))}")
+            raise ArenaProtocolError(
+                f"case {case_id}: benchmark_method '{method}' is not one of {', '.join(sorted(methods))}"
+            )
     return ArenaCase(case_id, str(status), case)
 
 
-def parse_command_result(lines: list[str], *, role: str, action: str, returncode: int | None,
-                         cpu: bool = False) -> ArenaResult:
+def parse_command_result(
+    lines: list[str], *, role: str, action: str, returncode: int | None, cpu: bool = False
+) -> ArenaResult:
     """The one result line of an invocation, checked against it; `ArenaProtocolError` otherwise.
     `cpu`: the evaluation runs on the CPU, where the CPU timer is the only method there is."""
     found = result_lines(lines)
@@ -143,8 +152,9 @@ def parse_command_result(lines: list[str], *, role: str, action: str, returncode
     if returncode is None or returncode < 0:
         raise ArenaProtocolError("the command was killed by a signal")
     try:
-        data = json.loads(found[0][len(RESULT_PREFIX):], object_pairs_hook=_pairs_without_duplicates,
-                          parse_constant=_no_constant)
+        data = json.loads(
+            found[0][len(RESULT_PREFIX) :], object_pairs_hook=_pairs_without_duplicates, parse_constant=_no_constant
+        )
     except json.JSONDecodeError as exc:
         raise ArenaProtocolError(f"not valid JSON: {exc.msg}") from None
     result = _object(data, "the result")
@@ -155,8 +165,9 @@ def parse_command_result(lines: list[str], *, role: str, action: str, returncode
     if result.get("protocol") != PROTOCOL:
         raise ArenaProtocolError(f"protocol is '{result.get('protocol')}', not '{PROTOCOL}'")
     if result.get("role") != role or result.get("action") != action:
-        raise ArenaProtocolError(f"says role/action {result.get('role')}/{result.get('action')}, "
-                                 f"the invocation was {role}/{action}")
+        raise ArenaProtocolError(
+            f"says role/action {result.get('role')}/{result.get('action')}, the invocation was {role}/{action}"
+        )
     status = result.get("status")
     if status not in ("PASS", "FAIL"):
         raise ArenaProtocolError("status is not PASS or FAIL")
@@ -178,11 +189,21 @@ def parse_command_result(lines: list[str], *, role: str, action: str, returncode
     ids = [c.test_case_id for c in cases]
     if len(set(ids)) != len(ids):
         raise ArenaProtocolError("duplicate test_case_id")
-    if action == "validate-task" and status == "PASS" and metadata.get("candidate_state") not in (
-            "implemented", "unimplemented"):
+    if (
+        action == "validate-task"
+        and status == "PASS"
+        and metadata.get("candidate_state") not in ("implemented", "unimplemented")
+    ):
         raise ArenaProtocolError("validate-task must report metadata.candidate_state implemented or unimplemented")
-    return ArenaResult(role, action, str(status), cases, reason if isinstance(reason, str) else None,
-                       kind if isinstance(kind, str) else None, metadata)
+    return ArenaResult(
+        role,
+        action,
+        str(status),
+        cases,
+        reason if isinstance(reason, str) else None,
+        kind if isinstance(kind, str) else None,
+        metadata,
+    )
 
 
 def merge_results(results: list[ArenaResult]) -> ArenaResult:
@@ -192,10 +213,15 @@ def merge_results(results: list[ArenaResult]) -> ArenaResult:
     if len({c.test_case_id for c in cases}) != len(cases):
         raise ArenaProtocolError("two commands of one action reported the same test_case_id")
     failed = [r for r in results if not r.passed]
-    return ArenaResult(first.role, first.action, "FAIL" if failed else "PASS", tuple(cases),
-                       "; ".join(r.reason or "" for r in failed) or None,
-                       failed[0].failure_kind if failed else None,
-                       {k: v for r in results for k, v in r.metadata.items()})
+    return ArenaResult(
+        first.role,
+        first.action,
+        "FAIL" if failed else "PASS",
+        tuple(cases),
+        "; ".join(r.reason or "" for r in failed) or None,
+        failed[0].failure_kind if failed else None,
+        {k: v for r in results for k, v in r.metadata.items()},
+    )
 
 
 @dataclass(frozen=True)

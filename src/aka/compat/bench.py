@@ -160,8 +160,9 @@ def _capture(torch: Any, stream: Any, fn: Fn, n: int) -> _Graph:
     return _Graph(torch, stream, graph, n, outputs)
 
 
-def _paired_samples(candidate: Callable[[], float], baseline: Callable[[], float] | None, repetition: int,
-                    prepare: Fn | None) -> tuple[list[float], Any]:
+def _paired_samples(
+    candidate: Callable[[], float], baseline: Callable[[], float] | None, repetition: int, prepare: Fn | None
+) -> tuple[list[float], Any]:
     """`repetition` candidate samples; with a baseline, each taken in a pair with one of its
     samples, the side that goes first alternating; `prepare` before every sample of either side;
     the candidate runs last."""
@@ -197,8 +198,14 @@ def _pair_metadata(reason: str, pairs: Any) -> dict[str, Any]:
     if pairs is None or len(pairs.base) < 2:
         return {"aka_pairing": reason if pairs is None else "too few usable pairs"}
     speedup, low, high = pairs.estimate()
-    return {"aka_pairing": "paired", "aka_baseline_time_ms": statistics.fmean(pairs.base), "aka_speedup": speedup,
-            "aka_speedup_ci_low": low, "aka_speedup_ci_high": high, "aka_pairs": len(pairs.base)}
+    return {
+        "aka_pairing": "paired",
+        "aka_baseline_time_ms": statistics.fmean(pairs.base),
+        "aka_speedup": speedup,
+        "aka_speedup_ci_low": low,
+        "aka_speedup_ci_high": high,
+        "aka_pairs": len(pairs.base),
+    }
 
 
 def _warm(fn: Fn, twin: Twin | None, warmup: int, prepare: Fn | None) -> None:
@@ -209,8 +216,9 @@ def _warm(fn: Fn, twin: Twin | None, warmup: int, prepare: Fn | None) -> None:
             side()
 
 
-def _per_call(fn: Fn, twin: Twin | None, repetition: int, prepare: Fn | None,
-              reason: str) -> tuple[list[float], dict[str, Any]]:
+def _per_call(
+    fn: Fn, twin: Twin | None, repetition: int, prepare: Fn | None, reason: str
+) -> tuple[list[float], dict[str, Any]]:
     torch = _torch()
     cuda = _cuda(torch)
 
@@ -221,27 +229,48 @@ def _per_call(fn: Fn, twin: Twin | None, repetition: int, prepare: Fn | None,
     return samples, _pair_metadata(reason, pairs)
 
 
-def measure_samples(fn: Fn, *, warmup: int = 10, repetition: int = 100, target_ms: float = 1.0,
-                    estimate_reps: int = 5, max_graph_repeats: int = 1000, prepare_fn: Fn | None = None,
-                    use_cuda_graph: bool = True, fallback_reason: str | None = None,
-                    timed_run: _TimedRun | None = None, pair: bool = True) -> tuple[list[float], dict[str, Any]]:
+def measure_samples(
+    fn: Fn,
+    *,
+    warmup: int = 10,
+    repetition: int = 100,
+    target_ms: float = 1.0,
+    estimate_reps: int = 5,
+    max_graph_repeats: int = 1000,
+    prepare_fn: Fn | None = None,
+    use_cuda_graph: bool = True,
+    fallback_reason: str | None = None,
+    timed_run: _TimedRun | None = None,
+    pair: bool = True,
+) -> tuple[list[float], dict[str, Any]]:
     """Per-call samples of `fn` and the record's metadata (`benchmark_*`, and `aka_*` when paired;
     `pair=False` for something that is not the candidate, e.g. a PyTorch reference)."""
     twin, reason = baseline_twin(fn) if pair and pairing_requested() else (None, "not requested")
     torch = _torch()
     repetition, max_graph_repeats = max(1, int(repetition)), max(1, int(max_graph_repeats))
-    metadata: dict[str, Any] = {"benchmark_target_ms": float(target_ms), "benchmark_samples": repetition,
-                                "benchmark_max_repeats": max_graph_repeats}
+    metadata: dict[str, Any] = {
+        "benchmark_target_ms": float(target_ms),
+        "benchmark_samples": repetition,
+        "benchmark_max_repeats": max_graph_repeats,
+    }
     if os.environ.get(FORCE_EVENT_ENV):
         use_cuda_graph, fallback_reason = False, fallback_reason or "forced_event_timing"
 
     def fallback(method: str, why: str) -> tuple[list[float], dict[str, Any]]:
         if timed_run is not None:
-            raise RuntimeError(f"{why}; timed_run requires an observable CUDA-graph replay and cannot validate a "
-                               "separate post-timing invocation")
+            raise RuntimeError(
+                f"{why}; timed_run requires an observable CUDA-graph replay and cannot validate a "
+                "separate post-timing invocation"
+            )
         samples, paired = _per_call(fn, twin, repetition, prepare_fn, reason)
-        metadata.update({"benchmark_method": method, "benchmark_effective_repeats": repetition,
-                         "benchmark_fallback_reason": fallback_reason or why, **paired})
+        metadata.update(
+            {
+                "benchmark_method": method,
+                "benchmark_effective_repeats": repetition,
+                "benchmark_fallback_reason": fallback_reason or why,
+                **paired,
+            }
+        )
         return samples, metadata
 
     _warm(fn, twin, warmup, prepare_fn)
@@ -259,54 +288,111 @@ def measure_samples(fn: Fn, *, warmup: int = 10, repetition: int = 100, target_m
         n = max_graph_repeats if estimate_ms == 0 else min(max_graph_repeats, max(1, int(target_ms / estimate_ms)))
         graph = _capture(torch, stream, fn, n)
         twin_graph = _capture(torch, stream, twin.fn, n) if twin else None
-        samples, pairs = _paired_samples(graph.sample, twin_graph.sample if twin_graph else None, repetition,
-                                         prepare_fn)
+        samples, pairs = _paired_samples(
+            graph.sample, twin_graph.sample if twin_graph else None, repetition, prepare_fn
+        )
     except Exception as exc:
         try:
             torch.cuda.synchronize()
         except Exception:  # the failed capture may have left the context unusable; the fallback will say so
             pass
         if timed_run is not None:
-            raise RuntimeError("CUDA-graph capture failed; timed_run cannot validate the separate CUDA-event "
-                               "fallback invocation") from exc
+            raise RuntimeError(
+                "CUDA-graph capture failed; timed_run cannot validate the separate CUDA-event fallback invocation"
+            ) from exc
         _warm(fn, twin, min(3, max(1, int(warmup))), prepare_fn)
         return fallback("cuda_event_fallback", f"cuda_graph_failed: {type(exc).__name__}: {str(exc)[:160]}")
     if statistics.fmean(samples) < EMPTY_GRAPH_FLOOR_MS:
         return fallback("cuda_event_fallback", "empty_cuda_graph_capture")
-    metadata.update({"benchmark_method": "cuda_graph", "benchmark_effective_repeats": n,
-                     **_pair_metadata(reason, pairs)})
+    metadata.update(
+        {"benchmark_method": "cuda_graph", "benchmark_effective_repeats": n, **_pair_metadata(reason, pairs)}
+    )
     if timed_run is not None:
         timed_run._bind(graph.replay_once, graph.outputs)
     return samples, metadata
 
 
 def benchmark_cuda_graph_or_events_samples(
-        fn: Fn, warmup: int = 10, repetition: int = 100, target_ms: float = 1.0, n_retries: int = 5,
-        estimate_reps: int = 5, max_graph_repeats: int = 1000, prepare_fn: Fn | None = None,
-        use_cuda_graph: bool = True, fallback_reason: str | None = None,
-        timed_run: _TimedRun | None = None) -> tuple[list[float], dict[str, Any]]:
+    fn: Fn,
+    warmup: int = 10,
+    repetition: int = 100,
+    target_ms: float = 1.0,
+    n_retries: int = 5,
+    estimate_reps: int = 5,
+    max_graph_repeats: int = 1000,
+    prepare_fn: Fn | None = None,
+    use_cuda_graph: bool = True,
+    fallback_reason: str | None = None,
+    timed_run: _TimedRun | None = None,
+) -> tuple[list[float], dict[str, Any]]:
     """The v2 helpers' name and signature. `n_retries` is accepted; as in the original, nothing retries."""
-    return measure_samples(fn, warmup=warmup, repetition=repetition, target_ms=target_ms, estimate_reps=estimate_reps,
-                           max_graph_repeats=max_graph_repeats, prepare_fn=prepare_fn, use_cuda_graph=use_cuda_graph,
-                           fallback_reason=fallback_reason, timed_run=timed_run)
+    return measure_samples(
+        fn,
+        warmup=warmup,
+        repetition=repetition,
+        target_ms=target_ms,
+        estimate_reps=estimate_reps,
+        max_graph_repeats=max_graph_repeats,
+        prepare_fn=prepare_fn,
+        use_cuda_graph=use_cuda_graph,
+        fallback_reason=fallback_reason,
+        timed_run=timed_run,
+    )
 
 
-def benchmark_cuda_graph_or_events(fn: Fn, warmup: int = 10, repetition: int = 100, target_ms: float = 1.0,
-                                   n_retries: int = 5, estimate_reps: int = 5, max_graph_repeats: int = 1000,
-                                   prepare_fn: Fn | None = None, use_cuda_graph: bool = True,
-                                   fallback_reason: str | None = None,
-                                   timed_run: _TimedRun | None = None) -> tuple[float, dict[str, Any]]:
+def benchmark_cuda_graph_or_events(
+    fn: Fn,
+    warmup: int = 10,
+    repetition: int = 100,
+    target_ms: float = 1.0,
+    n_retries: int = 5,
+    estimate_reps: int = 5,
+    max_graph_repeats: int = 1000,
+    prepare_fn: Fn | None = None,
+    use_cuda_graph: bool = True,
+    fallback_reason: str | None = None,
+    timed_run: _TimedRun | None = None,
+) -> tuple[float, dict[str, Any]]:
     """The mean per-call time of `fn` (ms) and the record's metadata."""
     samples, metadata = benchmark_cuda_graph_or_events_samples(
-        fn, warmup, repetition, target_ms, n_retries, estimate_reps, max_graph_repeats, prepare_fn, use_cuda_graph,
-        fallback_reason, timed_run)
+        fn,
+        warmup,
+        repetition,
+        target_ms,
+        n_retries,
+        estimate_reps,
+        max_graph_repeats,
+        prepare_fn,
+        use_cuda_graph,
+        fallback_reason,
+        timed_run,
+    )
     return statistics.fmean(samples), metadata
 
 
-def _benchmark_cuda_graph_or_events(fn: Fn, warmup: int = 10, repetition: int = 100, target_ms: float = 1.0,
-                                    n_retries: int = 5, estimate_reps: int = 5, max_graph_repeats: int = 1000,
-                                    use_cuda_graph: bool = True, fallback_reason: str | None = None,
-                                    timed_run: _TimedRun | None = None) -> tuple[float, dict[str, Any]]:
+def _benchmark_cuda_graph_or_events(
+    fn: Fn,
+    warmup: int = 10,
+    repetition: int = 100,
+    target_ms: float = 1.0,
+    n_retries: int = 5,
+    estimate_reps: int = 5,
+    max_graph_repeats: int = 1000,
+    use_cuda_graph: bool = True,
+    fallback_reason: str | None = None,
+    timed_run: _TimedRun | None = None,
+) -> tuple[float, dict[str, Any]]:
     """The vllm runners' name and signature (no `prepare_fn`)."""
-    return benchmark_cuda_graph_or_events(fn, warmup, repetition, target_ms, n_retries, estimate_reps,
-                                          max_graph_repeats, None, use_cuda_graph, fallback_reason, timed_run)
+    return benchmark_cuda_graph_or_events(
+        fn,
+        warmup,
+        repetition,
+        target_ms,
+        n_retries,
+        estimate_reps,
+        max_graph_repeats,
+        None,
+        use_cuda_graph,
+        fallback_reason,
+        timed_run,
+    )

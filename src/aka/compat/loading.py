@@ -38,8 +38,10 @@ def speaks_step_report(task_dir: Path) -> bool:
 def task_format(task_dir: Path, raw: dict[str, Any]) -> TaskFormat:
     if "schema_version" in raw:
         if raw["schema_version"] != 2:
-            raise ConfigError(f"{task_dir / 'config.yaml'}: field 'schema_version': {raw['schema_version']!r} is not "
-                              "supported; aka reads the original's schema 2 (or a config without schema_version)")
+            raise ConfigError(
+                f"{task_dir / 'config.yaml'}: field 'schema_version': {raw['schema_version']!r} is not "
+                "supported; aka reads the original's schema 2 (or a config without schema_version)"
+            )
         return TaskFormat.ORIGINAL_V2
     return TaskFormat.AKA if speaks_step_report(task_dir) else TaskFormat.ORIGINAL_V1
 

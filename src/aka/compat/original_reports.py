@@ -45,24 +45,39 @@ def _speedup(result: TaskResult) -> float:
 
 
 def _rows(results: Sequence[TaskResult]) -> list[dict[str, Any]]:
-    return [{"task_name": r.task_name, "score": counted_score(r), "pass_compilation": r.pass_compilation,
-             "pass_correctness": r.pass_correctness, "speedup_ratio": _speedup(r), "error": failure_text(r) or None,
-             "summary": r.optimization_summary}
-            for r in sorted(results, key=lambda r: r.task_name) if r.status is not TaskStatus.SKIP]
+    return [
+        {
+            "task_name": r.task_name,
+            "score": counted_score(r),
+            "pass_compilation": r.pass_compilation,
+            "pass_correctness": r.pass_correctness,
+            "speedup_ratio": _speedup(r),
+            "error": failure_text(r) or None,
+            "summary": r.optimization_summary,
+        }
+        for r in sorted(results, key=lambda r: r.task_name)
+        if r.status is not TaskStatus.SKIP
+    ]
 
 
 def _speedup_stats(values: list[float]) -> dict[str, float]:
     if not values:
-        return dict.fromkeys(("average_speedup", "median_speedup", "std_dev_speedup", "p25_speedup", "p75_speedup",
-                              "p90_speedup"), 0.0)
+        return dict.fromkeys(
+            ("average_speedup", "median_speedup", "std_dev_speedup", "p25_speedup", "p75_speedup", "p90_speedup"), 0.0
+        )
     if len(values) == 1:
         p25 = p75 = p90 = values[0]
     else:
         cuts = statistics.quantiles(values, n=100)
         p25, p75, p90 = cuts[24], cuts[74], cuts[89]
-    return {"average_speedup": sum(values) / len(values), "median_speedup": statistics.median(values),
-            "std_dev_speedup": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "p25_speedup": p25, "p75_speedup": p75, "p90_speedup": p90}
+    return {
+        "average_speedup": sum(values) / len(values),
+        "median_speedup": statistics.median(values),
+        "std_dev_speedup": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "p25_speedup": p25,
+        "p75_speedup": p75,
+        "p90_speedup": p90,
+    }
 
 
 def _stats(rows: list[dict[str, Any]], count_key: str) -> dict[str, Any]:
@@ -73,11 +88,19 @@ def _stats(rows: list[dict[str, Any]], count_key: str) -> dict[str, Any]:
     judged = [row["speedup_ratio"] for row in rows if row["pass_compilation"] and row["pass_correctness"]]
     faster = sum(1 for s in judged if s > 1.0)
     valid = [s for s in judged if s > 0]
-    return {count_key: n, "total_score": total, "average_score": total / n if n else 0.0,
-            "compilation_pass_count": compiled, "compilation_pass_rate": compiled / n * 100 if n else 0.0,
-            "correctness_pass_count": correct, "correctness_pass_rate": correct / n * 100 if n else 0.0,
-            "speedup_gt_1_count": faster, "speedup_gt_1_rate": faster / n * 100 if n else 0.0,
-            **_speedup_stats(valid), "valid_speedup_count": len(valid)}
+    return {
+        count_key: n,
+        "total_score": total,
+        "average_score": total / n if n else 0.0,
+        "compilation_pass_count": compiled,
+        "compilation_pass_rate": compiled / n * 100 if n else 0.0,
+        "correctness_pass_count": correct,
+        "correctness_pass_rate": correct / n * 100 if n else 0.0,
+        "speedup_gt_1_count": faster,
+        "speedup_gt_1_rate": faster / n * 100 if n else 0.0,
+        **_speedup_stats(valid),
+        "valid_speedup_count": len(valid),
+    }
 
 
 def _family(name: str) -> str:
@@ -85,8 +108,10 @@ def _family(name: str) -> str:
 
 
 def _by_type(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {family: _stats([row for row in rows if _family(row["task_name"]) == family], "count")
-            for family in sorted({_family(row["task_name"]) for row in rows})}
+    return {
+        family: _stats([row for row in rows if _family(row["task_name"]) == family], "count")
+        for family in sorted({_family(row["task_name"]) for row in rows})
+    }
 
 
 def _timestamp(header: RunHeader) -> str:
@@ -96,9 +121,16 @@ def _timestamp(header: RunHeader) -> str:
 @report_writer(BREAKDOWN_JSON_NAME, report_format=ORIGINAL_FORMAT)
 def render_breakdown(results: Sequence[TaskResult], header: RunHeader) -> str:
     rows = _rows(results)
-    return json.dumps({"run_timestamp": _timestamp(header), "agent": header.agent,
-                       "target_gpu": header.target_gpu_model, "overall": _stats(rows, "total_tasks"),
-                       "task_types": _by_type(rows)}, indent=2)
+    return json.dumps(
+        {
+            "run_timestamp": _timestamp(header),
+            "agent": header.agent,
+            "target_gpu": header.target_gpu_model,
+            "overall": _stats(rows, "total_tasks"),
+            "task_types": _by_type(rows),
+        },
+        indent=2,
+    )
 
 
 def _overall_lines(o: dict[str, Any]) -> list[str]:
@@ -148,26 +180,42 @@ def render_report(results: Sequence[TaskResult], header: RunHeader) -> str:
     rows = _rows(results)
     overall, types = _stats(rows, "total_tasks"), _by_type(rows)
     n = overall["total_tasks"]
-    lines = [RULE, "AgentKernelArena Task Results Report", RULE, f"Run: {_timestamp(header)}",
-             f"Agent: {header.agent}", f"Target GPU: {header.target_gpu_model}", RULE, *_overall_lines(overall)]
+    lines = [
+        RULE,
+        "AgentKernelArena Task Results Report",
+        RULE,
+        f"Run: {_timestamp(header)}",
+        f"Agent: {header.agent}",
+        f"Target GPU: {header.target_gpu_model}",
+        RULE,
+        *_overall_lines(overall),
+    ]
     if types:
         lines += ["", "TASK TYPE BREAKDOWN:", ""]
         for family, stats in types.items():
             lines += _type_lines(family, stats)
-    lines += ["TOTAL PERFORMANCE SUMMARY:",
-              f"  Overall Average Speedup:  {overall['average_speedup']:.2f}x",
-              f"  Tasks with Speedup > 1.0: {overall['speedup_gt_1_count']}/{n} ({overall['speedup_gt_1_rate']:.1f}%)"]
-    judged = [(row["speedup_ratio"], row["task_name"]) for row in rows
-              if row["pass_compilation"] and row["pass_correctness"] and row["speedup_ratio"] > 0]
+    lines += [
+        "TOTAL PERFORMANCE SUMMARY:",
+        f"  Overall Average Speedup:  {overall['average_speedup']:.2f}x",
+        f"  Tasks with Speedup > 1.0: {overall['speedup_gt_1_count']}/{n} ({overall['speedup_gt_1_rate']:.1f}%)",
+    ]
+    judged = [
+        (row["speedup_ratio"], row["task_name"])
+        for row in rows
+        if row["pass_compilation"] and row["pass_correctness"] and row["speedup_ratio"] > 0
+    ]
     if judged:
         best, worst = max(judged, key=lambda item: item[0]), min(judged, key=lambda item: item[0])
-        lines += [f"  Best Speedup:            {best[0]:.2f}x (task: {best[1]})",
-                  f"  Worst Speedup:           {worst[0]:.2f}x (task: {worst[1]})"]
+        lines += [
+            f"  Best Speedup:            {best[0]:.2f}x (task: {best[1]})",
+            f"  Worst Speedup:           {worst[0]:.2f}x (task: {worst[1]})",
+        ]
     lines += ["", "TASK DETAILS:", THIN]
     for row in rows:
         status = "PASS" if row["pass_correctness"] else ("PARTIAL" if row["pass_compilation"] else "FAIL")
-        lines.append(f"{status:<8} {row['task_name']:<40} Score: {row['score']:>6.1f}  "
-                     f"Speedup: {row['speedup_ratio']:.2f}x")
+        lines.append(
+            f"{status:<8} {row['task_name']:<40} Score: {row['score']:>6.1f}  Speedup: {row['speedup_ratio']:.2f}x"
+        )
         if row["error"]:
             lines.append(f"         Error: {row['error']}")
     lines.append(RULE)
@@ -181,7 +229,13 @@ def render_summary_csv(results: Sequence[TaskResult], header: RunHeader) -> str:
     writer.writeheader()
     for row in _rows(results):
         name = row["task_name"]
-        writer.writerow({"Task Name": name, "Task Type": name.split("/", 1)[0] if "/" in name else "",
-                         "Score": f"{float(row['score']):.4f}", "Speedup": f"{float(row['speedup_ratio']):.4f}",
-                         "Optimization_summary": row["summary"].strip()})
+        writer.writerow(
+            {
+                "Task Name": name,
+                "Task Type": name.split("/", 1)[0] if "/" in name else "",
+                "Score": f"{float(row['score']):.4f}",
+                "Speedup": f"{float(row['speedup_ratio']):.4f}",
+                "Optimization_summary": row["summary"].strip(),
+            }
+        )
     return buffer.getvalue()

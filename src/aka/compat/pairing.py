@@ -42,8 +42,11 @@ class Twin:
 def pairing_requested() -> bool:
     """The evaluator asked for it: a candidate's performance step of a task whose baseline is
     the pristine editable files."""
-    return (os.environ.get(ENV_PAIRING) == "1" and os.environ.get(ENV_TARGET) == "candidate"
-            and bool(os.environ.get(ENV_BASELINE_DIR)))
+    return (
+        os.environ.get(ENV_PAIRING) == "1"
+        and os.environ.get(ENV_TARGET) == "candidate"
+        and bool(os.environ.get(ENV_BASELINE_DIR))
+    )
 
 
 class _Rebinder:
@@ -90,8 +93,11 @@ class _Rebinder:
             func = self.rebind(obj.func, depth + 1)
             args = tuple(self.rebind(a, depth + 1) for a in obj.args)
             keywords = {k: self.rebind(v, depth + 1) for k, v in obj.keywords.items()}
-            same = func is obj.func and all(a is b for a, b in zip(args, obj.args, strict=True)) and all(
-                keywords[k] is v for k, v in obj.keywords.items())
+            same = (
+                func is obj.func
+                and all(a is b for a, b in zip(args, obj.args, strict=True))
+                and all(keywords[k] is v for k, v in obj.keywords.items())
+            )
             return obj if same else functools.partial(func, *args, **keywords)
         inner = getattr(obj, "fn", None)  # a Triton JITFunction (or an autotuner around one)
         if isinstance(inner, types.FunctionType) and depth > 0:

@@ -25,10 +25,10 @@ MARK_START = "# >>> AKA-GENERATED"
 MARK_END = "# <<< AKA-GENERATED <<<"
 SKIPPED_PARTS = frozenset({BASELINE_SOURCES_DIR, "__pycache__", ".git", "build"})
 
-_PATH_LINES = f'''import sys as _aka_sys
+_PATH_LINES = f"""import sys as _aka_sys
 if {str(SRC_ROOT)!r} not in _aka_sys.path:
     _aka_sys.path.insert(0, {str(SRC_ROOT)!r})
-'''
+"""
 PYTEST_SHIM = f'''"""Written by AgentKernelArena (aka) before every step: the original's performance_utils_pytest."""
 {_PATH_LINES}from aka.compat.pytest_bench import *  # noqa: E402,F403
 from aka.compat.pytest_bench import _BENCHMARK_RESULTS, _compute_timing_stats  # noqa: E402,F401
@@ -38,11 +38,11 @@ AKA_BENCHMARK_SHIM = f'''"""Written by AgentKernelArena (aka) before every step:
     TimedRun, benchmark_cuda_event_samples, benchmark_cuda_graph_or_events, benchmark_cuda_graph_or_events_samples,
 )
 '''
-VLLM_BLOCK = f'''# Written by AgentKernelArena (aka) before every step: the original's CUDA-graph benchmark helpers.
+VLLM_BLOCK = f"""# Written by AgentKernelArena (aka) before every step: the original's CUDA-graph benchmark helpers.
 {_PATH_LINES}from aka.compat.bench import (  # noqa: E402,F401
     _benchmark_cuda_graph_or_events, _measure_cuda_event_fallback, _TimedRun,
 )
-'''
+"""
 IMPORTS_AKA_BENCHMARK = re.compile(r"^\s*(from\s+_aka_benchmark\s+import|import\s+_aka_benchmark)", re.MULTILINE)
 
 
@@ -73,7 +73,8 @@ def helper_files(root: Path, editable: set[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     top = [p for p in root.glob("*.py") if p.name != PYTEST_HELPER]
     if (root / PYTEST_HELPER).is_file() or any(
-            "performance_utils_pytest" in p.read_text(encoding="utf-8", errors="replace") for p in top):
+        "performance_utils_pytest" in p.read_text(encoding="utf-8", errors="replace") for p in top
+    ):
         found[PYTEST_HELPER] = PYTEST_SHIM
     for path in _python_files(root):
         rel = path.relative_to(root).as_posix()

@@ -31,12 +31,16 @@ def read_platform(raw: object, where: str) -> tuple[OriginalPlatform, list[str]]
         return OriginalPlatform(), []
     if not isinstance(raw, dict):
         return OriginalPlatform(), [f"{where}: field 'platform_support' is not a mapping; ignored (the task runs)"]
-    warnings = [f"{where}: field 'platform_support.{key}' is not used by aka; ignored"
-                for key in raw if key not in ("status", "required_arch", "skip_reason")]
+    warnings = [
+        f"{where}: field 'platform_support.{key}' is not used by aka; ignored"
+        for key in raw
+        if key not in ("status", "required_arch", "skip_reason")
+    ]
     status = str(raw.get("status") or "active").strip().lower()
     if status not in ("active", "skip"):
-        warnings.append(f"{where}: field 'platform_support.status': '{status}' is neither active nor skip; "
-                        "the task runs")
+        warnings.append(
+            f"{where}: field 'platform_support.status': '{status}' is neither active nor skip; the task runs"
+        )
         status = "active"
     required = raw.get("required_arch")
     arches: tuple[str, ...] = ()
@@ -45,8 +49,10 @@ def read_platform(raw: object, where: str) -> tuple[OriginalPlatform, list[str]]
     elif isinstance(required, list) and all(isinstance(a, str) and a.strip() for a in required):
         arches = tuple(a.strip() for a in required)
     elif required:
-        warnings.append(f"{where}: field 'platform_support.required_arch' is neither a string nor a list of "
-                        "strings; ignored (the task runs)")
+        warnings.append(
+            f"{where}: field 'platform_support.required_arch' is neither a string nor a list of "
+            "strings; ignored (the task runs)"
+        )
     reason = raw.get("skip_reason")
     return OriginalPlatform(status, arches, str(reason).strip() if reason else None), warnings
 

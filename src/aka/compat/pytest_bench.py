@@ -41,14 +41,27 @@ def _compute_timing_stats(times_ms: list[float], config: BenchConfig) -> dict[st
     """mean, median (upper middle), p90 (nearest rank), min, max, and the config's counts."""
     ordered = sorted(times_ms)
     n = len(ordered)
-    return {"mean": sum(ordered) / n, "median": ordered[n // 2], "p90": ordered[min(n - 1, round(0.9 * (n - 1)))],
-            "min": ordered[0], "max": ordered[-1], "repetition": config.repetition, "warm_up": config.warm_up}
+    return {
+        "mean": sum(ordered) / n,
+        "median": ordered[n // 2],
+        "p90": ordered[min(n - 1, round(0.9 * (n - 1)))],
+        "min": ordered[0],
+        "max": ordered[-1],
+        "repetition": config.repetition,
+        "warm_up": config.warm_up,
+    }
 
 
 class PytestBenchmarker:
-    def __init__(self, op_callable: Callable[[], Any], op_name: str, config: BenchConfig,
-                 prepare_fn: Callable[[], Any] | None = None, use_cuda_graph: bool = True,
-                 fallback_reason: str | None = None) -> None:
+    def __init__(
+        self,
+        op_callable: Callable[[], Any],
+        op_name: str,
+        config: BenchConfig,
+        prepare_fn: Callable[[], Any] | None = None,
+        use_cuda_graph: bool = True,
+        fallback_reason: str | None = None,
+    ) -> None:
         self.op_callable = op_callable
         self.op_name = op_name
         self.config = config
@@ -57,18 +70,31 @@ class PytestBenchmarker:
         self.fallback_reason = fallback_reason
 
     def _measure(self, fn: Callable[[], Any], pair: bool = True) -> tuple[list[float], dict[str, Any]]:
-        return measure_samples(fn, warmup=self.config.warm_up, repetition=self.config.repetition,
-                               prepare_fn=self.prepare_fn, use_cuda_graph=self.use_cuda_graph,
-                               fallback_reason=self.fallback_reason, pair=pair)
+        return measure_samples(
+            fn,
+            warmup=self.config.warm_up,
+            repetition=self.config.repetition,
+            prepare_fn=self.prepare_fn,
+            use_cuda_graph=self.use_cuda_graph,
+            fallback_reason=self.fallback_reason,
+            pair=pair,
+        )
 
-    def run_benchmark(self, current_params_dict: Params,
-                      gbps_calculator: Callable[[Params, float], float] | None = None,
-                      tflops_calculator: Callable[[Params, float], float] | None = None,
-                      baseline_callable: Callable[[], Any] | None = None) -> dict[str, Any]:
+    def run_benchmark(
+        self,
+        current_params_dict: Params,
+        gbps_calculator: Callable[[Params, float], float] | None = None,
+        tflops_calculator: Callable[[Params, float], float] | None = None,
+        baseline_callable: Callable[[], Any] | None = None,
+    ) -> dict[str, Any]:
         times, metadata = self._measure(self.op_callable)
         stats = _compute_timing_stats(times, self.config)
-        result: dict[str, Any] = {"op_name": self.op_name, "params": current_params_dict, "timing_ms": stats,
-                                  **metadata}
+        result: dict[str, Any] = {
+            "op_name": self.op_name,
+            "params": current_params_dict,
+            "timing_ms": stats,
+            **metadata,
+        }
         for key, calculator in (("gbps", gbps_calculator), ("tflops", tflops_calculator)):
             if calculator is not None:
                 try:
@@ -88,5 +114,6 @@ class PytestBenchmarker:
 def save_all_benchmark_results(output_directory: str) -> None:
     folder = Path(output_directory)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "benchmark_results.json").write_text(json.dumps(_BENCHMARK_RESULTS, indent=2, sort_keys=True),
-                                                   encoding="utf-8")
+    (folder / "benchmark_results.json").write_text(
+        json.dumps(_BENCHMARK_RESULTS, indent=2, sort_keys=True), encoding="utf-8"
+    )

@@ -27,11 +27,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PERFORMANCE_REPORTS = ("build/performance_report.json", "performance_report.json", "build/perf_report.json",
-                       "perf_report.json", "perf/benchmark_results.json")
+PERFORMANCE_REPORTS = (
+    "build/performance_report.json",
+    "performance_report.json",
+    "build/perf_report.json",
+    "perf_report.json",
+    "perf/benchmark_results.json",
+)
 STEP_REPORTS = {"compile": "build/compile_report.json", "correctness": "build/correctness_report.json"}
-DEVICE_KEYS = ("device_time_ms", "gpu_time_ms", "kernel_time_ms", "cuda_event_time_ms", "cuda_graph_time_ms",
-               "execution_time_ms")
+DEVICE_KEYS = (
+    "device_time_ms",
+    "gpu_time_ms",
+    "kernel_time_ms",
+    "cuda_event_time_ms",
+    "cuda_graph_time_ms",
+    "execution_time_ms",
+)
 AMBIGUOUS_KEYS = ("execution_time", "time_ms", "time")
 HOST_KEYS = ("host_time_ms", "wall_time_ms", "elapsed_time_ms", "total_time_ms", "end_to_end_time_ms")
 GEAK_LINE = re.compile(r"^GEAK_RESULT_LATENCY_MS=([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)\s*$")
@@ -107,8 +118,10 @@ def record_time(record: dict[str, Any], family: str = "", baseline: bool = False
 def _scalars(params: object) -> dict[str, Scalar]:
     if not isinstance(params, dict):
         return {}
-    return {str(k): v if isinstance(v, (str, int, float, bool)) or v is None else json.dumps(v, sort_keys=True)
-            for k, v in params.items()}
+    return {
+        str(k): v if isinstance(v, (str, int, float, bool)) or v is None else json.dumps(v, sort_keys=True)
+        for k, v in params.items()
+    }
 
 
 def _case_id(record: dict[str, Any], index: int) -> str:
@@ -131,10 +144,15 @@ def _records(data: object) -> list[dict[str, Any]]:
     if isinstance(data, dict):
         if record_time(data) is not None:
             return [{"test_case_id": data.get("test_case_id", "test_case_0"), **data}]
-        return [{"test_case_id": key.removesuffix("_ms") if len(keys) == 1 else f"{key.removesuffix('_ms')}_{i}",
-                 "execution_time_ms": data[key], "shape": data.get("shape") or data.get("shapes")}
-                for keys in [sorted(k for k in data if k.endswith("_ms") and k not in HOST_KEYS)]
-                for i, key in enumerate(keys)]
+        return [
+            {
+                "test_case_id": key.removesuffix("_ms") if len(keys) == 1 else f"{key.removesuffix('_ms')}_{i}",
+                "execution_time_ms": data[key],
+                "shape": data.get("shape") or data.get("shapes"),
+            }
+            for keys in [sorted(k for k in data if k.endswith("_ms") and k not in HOST_KEYS)]
+            for i, key in enumerate(keys)
+        ]
     return []
 
 
@@ -156,8 +174,15 @@ def read_cases(path: Path, family: str = "", baseline: bool = False) -> list[Fil
         if seen[case_id] > 1:
             case_id = f"{case_id}#{seen[case_id]}"
         method = record.get("benchmark_method")
-        cases.append(FileCase(case_id, time_ms, _scalars(record.get("params")),
-                              str(method) if isinstance(method, str) else None, record))
+        cases.append(
+            FileCase(
+                case_id,
+                time_ms,
+                _scalars(record.get("params")),
+                str(method) if isinstance(method, str) else None,
+                record,
+            )
+        )
     return cases
 
 

@@ -94,8 +94,10 @@ def invocations(task: Task, step: Step, target: Target, measuring_baseline: bool
     role = "baseline" if measuring_baseline or target is Target.BASELINE else "candidate"
     found = []
     if measuring_baseline and step is Step.COMPILE:
-        found += [Invocation(shlex.join(argv), "task", "validate-task")
-                  for argv in spec.arena.commands.argvs("task", "validate-task")]
+        found += [
+            Invocation(shlex.join(argv), "task", "validate-task")
+            for argv in spec.arena.commands.argvs("task", "validate-task")
+        ]
     argvs = spec.arena.commands.argvs(role, step.value)
     return found + [Invocation(shlex.join(argv), role, step.value) for argv in argvs]
 
@@ -128,12 +130,21 @@ def output_lines(process: StepProcess, prefixes: tuple[str, ...]) -> list[str]:
 
 
 def _case_report(case: FileCase, paired: dict[str, float] | None) -> CaseReport:
-    fields: dict[str, Any] = {"id": case.id, "params": case.params, "time_ms": case.time_ms,
-                              "timing_method": case.method}
+    fields: dict[str, Any] = {
+        "id": case.id,
+        "params": case.params,
+        "time_ms": case.time_ms,
+        "timing_method": case.method,
+    }
     if paired is not None:
-        fields.update(baseline_time_ms=paired["aka_baseline_time_ms"], baseline_timing_method=case.method,
-                      speedup=paired["aka_speedup"], speedup_ci_low=paired["aka_speedup_ci_low"],
-                      speedup_ci_high=paired["aka_speedup_ci_high"], samples=int(paired["aka_pairs"]))
+        fields.update(
+            baseline_time_ms=paired["aka_baseline_time_ms"],
+            baseline_timing_method=case.method,
+            speedup=paired["aka_speedup"],
+            speedup_ci_low=paired["aka_speedup_ci_low"],
+            speedup_ci_high=paired["aka_speedup_ci_high"],
+            samples=int(paired["aka_pairs"]),
+        )
     try:
         return CaseReport.model_validate(fields)
     except ValidationError as exc:
@@ -144,9 +155,11 @@ def _timed_cases(cases: list[FileCase], source: str) -> tuple[list[CaseReport], 
     """Cases and whether every one was paired; a failed case (`-1.0`) fails the step."""
     failed = [c.id for c in cases if c.failed]
     if failed:
-        raise StepFailure(FailureKind.PERFORMANCE_ERROR,
-                          f"{len(failed)}/{len(cases)} case(s) failed in the performance step (no positive time in "
-                          f"{source}, e.g. -1.0): {', '.join(failed[:5])}")
+        raise StepFailure(
+            FailureKind.PERFORMANCE_ERROR,
+            f"{len(failed)}/{len(cases)} case(s) failed in the performance step (no positive time in "
+            f"{source}, e.g. -1.0): {', '.join(failed[:5])}",
+        )
     reports, paired_all = [], True
     for case in cases:
         try:
@@ -158,8 +171,9 @@ def _timed_cases(cases: list[FileCase], source: str) -> tuple[list[CaseReport], 
     return reports, paired_all
 
 
-def _v1_result(task: Task, step: Step, eval_dir: Path, ran: CommandOutcome, lines: list[str],
-               measuring_baseline: bool) -> tuple[list[CaseReport], Trust | None]:
+def _v1_result(
+    task: Task, step: Step, eval_dir: Path, ran: CommandOutcome, lines: list[str], measuring_baseline: bool
+) -> tuple[list[CaseReport], Trust | None]:
     if step is Step.COMPILE:
         problem = None if ran.ok else ran.describe()
         problem = problem or step_report_problem(eval_dir, "compile")
@@ -172,8 +186,9 @@ def _v1_result(task: Task, step: Step, eval_dir: Path, ran: CommandOutcome, line
         problem = step_report_problem(eval_dir, "correctness")
         if problem:
             raise StepFailure(FailureKind.INCORRECT, problem)
-        return [CaseReport(id="task_checks", correct=True,
-                           message="the task's own checks passed (exit status 0)")], None
+        return [
+            CaseReport(id="task_checks", correct=True, message="the task's own checks passed (exit status 0)")
+        ], None
     if not ran.ok:
         raise StepFailure(FailureKind.CRASH, ran.describe())
     try:
@@ -188,9 +203,11 @@ def _v1_result(task: Task, step: Step, eval_dir: Path, ran: CommandOutcome, line
     except ResultFileError as exc:
         raise StepFailure(FailureKind.TAMPERING, str(exc)) from None
     if latency is None:
-        raise StepFailure(FailureKind.PERFORMANCE_ERROR,
-                          f"`{ran.command}` exited 0 but wrote no result file with cases "
-                          f"({', '.join(PERFORMANCE_REPORTS)}) and printed no {GEAK_PREFIX} line")
+        raise StepFailure(
+            FailureKind.PERFORMANCE_ERROR,
+            f"`{ran.command}` exited 0 but wrote no result file with cases "
+            f"({', '.join(PERFORMANCE_REPORTS)}) and printed no {GEAK_PREFIX} line",
+        )
     reports, _ = _timed_cases([FileCase("test_case_0", latency, method="geak_harness")], GEAK_PREFIX)
     return reports, Trust.TASK_STDOUT_LINE
 
@@ -199,8 +216,9 @@ def _arena_cases(result: ArenaResult) -> tuple[list[CaseReport], bool]:
     reports, paired_all = [], True
     for case in result.cases:
         raw = case.raw
-        params: dict[str, Scalar] = {str(k): v for k, v in (raw.get("params") or {}).items()
-                                     if isinstance(v, (str, int, float, bool))}
+        params: dict[str, Scalar] = {
+            str(k): v for k, v in (raw.get("params") or {}).items() if isinstance(v, (str, int, float, bool))
+        }
         if isinstance(raw.get("dtype"), str):
             params["dtype"] = raw["dtype"]
         file_case = FileCase(case.test_case_id, raw.get("execution_time_ms"), params, raw.get("benchmark_method"))
@@ -217,19 +235,24 @@ def _arena_cases(result: ArenaResult) -> tuple[list[CaseReport], bool]:
     return reports, paired_all
 
 
-def _arena_result(task: Task, invocation: Invocation, ran: CommandOutcome, lines: list[str], cpu: bool,
-                  measuring_baseline: bool) -> ArenaResult:
+def _arena_result(
+    task: Task, invocation: Invocation, ran: CommandOutcome, lines: list[str], cpu: bool, measuring_baseline: bool
+) -> ArenaResult:
     """The invocation's checked result; a protocol break is tampering (the task's fault in validate-task)."""
     spec = _spec(task)
     assert spec.arena is not None
     blame = FailureKind.INFRA_ERROR if invocation.role == "task" else FailureKind.TAMPERING
     if not any(line.startswith(RESULT_PREFIX) for line in lines):
-        kind = FailureKind.INFRA_ERROR if invocation.role == "task" else (
-            FailureKind.COMPILE_ERROR if invocation.action == "compile" else FailureKind.CRASH)
+        kind = (
+            FailureKind.INFRA_ERROR
+            if invocation.role == "task"
+            else (FailureKind.COMPILE_ERROR if invocation.action == "compile" else FailureKind.CRASH)
+        )
         raise StepFailure(kind, f"{ran.describe()} (printed no {RESULT_PREFIX} line)")
     try:
-        result = parse_command_result(lines, role=invocation.role, action=invocation.action,
-                                      returncode=ran.exit_code, cpu=cpu)
+        result = parse_command_result(
+            lines, role=invocation.role, action=invocation.action, returncode=ran.exit_code, cpu=cpu
+        )
         if spec.arena.manifest is not None:
             spec.arena.manifest.validate(result)
     except ArenaProtocolError as exc:
@@ -258,8 +281,9 @@ def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutco
     task, spec = setup.task, _spec(setup.task)
     measuring = setup.measuring_baseline
     outcome = StepOutcome(step, isolation=list(detect_sandbox().features), trust=default_trust(spec.schema).value)
-    env_setup = dataclasses.replace(setup, extra_env={**setup.extra_env,
-                                                      **original_environment(task, target, measuring)})
+    env_setup = dataclasses.replace(
+        setup, extra_env={**setup.extra_env, **original_environment(task, target, measuring)}
+    )
     arena: list[ArenaResult] = []
     try:
         for invocation in invocations(task, step, target, measuring):
@@ -279,8 +303,9 @@ def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutco
             if ran.stopped or ran.breach:
                 raise StepFailure(FailureKind.TAMPERING, ran.describe())
             if ran.flooded is not None:  # its result lines cannot be trusted to be its own last word
-                raise StepFailure(FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH,
-                                  ran.describe())
+                raise StepFailure(
+                    FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH, ran.describe()
+                )
             if spec.arena is None:
                 cases, trust = _v1_result(task, step, setup.eval_dir, ran, lines, measuring)
                 outcome.cases += cases
@@ -291,8 +316,9 @@ def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutco
                 arena.append(result)
         if arena:
             merged = merge_results(arena)
-            failure = _arena_failure(merged, step, measuring and spec.arena is not None
-                                     and spec.arena.diagnostic_baseline)
+            failure = _arena_failure(
+                merged, step, measuring and spec.arena is not None and spec.arena.diagnostic_baseline
+            )
             if failure is not None:
                 raise failure
             cases, paired = _arena_cases(merged)

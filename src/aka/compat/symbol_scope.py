@@ -56,10 +56,14 @@ def scope_violations(scope: EditScope, pristine: Path, candidate: Path) -> list[
         return []
     (names_before, others_before), (names_after, others_after) = before, after
     listed = set(scope.symbols)
-    problems = [f"{name} changed" for name in sorted(names_before)
-                if name not in listed and names_before[name] != names_after.get(name)]
-    problems += [f"{name} removed (a declared editable symbol must stay)" for name in scope.symbols
-                 if name not in names_after]
+    problems = [
+        f"{name} changed"
+        for name in sorted(names_before)
+        if name not in listed and names_before[name] != names_after.get(name)
+    ]
+    problems += [
+        f"{name} removed (a declared editable symbol must stay)" for name in scope.symbols if name not in names_after
+    ]
     if others_before - others_after:
         problems.append("module-level statements outside the editable symbols changed")
     if not scope.allow_new_helpers:

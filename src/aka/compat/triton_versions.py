@@ -38,8 +38,11 @@ def valid_specifier(text: str) -> str:
 
 
 def uses_block_pointers(task_dir: Path) -> bool:
-    return any(BLOCK_POINTERS.search(path.read_text(encoding="utf-8", errors="replace"))
-               for path in sorted(task_dir.rglob("*.py")) if not SKIPPED_PARTS & set(path.parts))
+    return any(
+        BLOCK_POINTERS.search(path.read_text(encoding="utf-8", errors="replace"))
+        for path in sorted(task_dir.rglob("*.py"))
+        if not SKIPPED_PARTS & set(path.parts)
+    )
 
 
 def triton_need(task_dir: Path, declared: str | None, language: str) -> TritonNeed | None:

@@ -35,15 +35,37 @@ from aka.errors import ConfigError, describe_validation_error
 
 COMMAND_FIELDS = ("compile_command", "correctness_command", "performance_command")
 TIMEOUT_FIELDS = ("compile_timeout", "correctness_timeout", "performance_timeout")
-MAPPED_FIELDS = frozenset({
-    "task_type", "source_file_path", "target_kernel_functions", *COMMAND_FIELDS, *TIMEOUT_FIELDS, "prompt",
-    "platform_support", "harness_path", "task_result_template", "image_repo_path", "repo_url", "repository_language",
-    "repo_subdir", "post_clone_install", "post_clone_install_mode", "triton_versions",
-})
-UNUSED_FIELDS = frozenset({  # the original's, read by nothing that decides a Triton task's verdict
-    "target_file_path", "kernel_identity", "source_origin", "supported_archs", "editable_sources", "aiter_commit",
-    "image_repo_exclude",
-})
+MAPPED_FIELDS = frozenset(
+    {
+        "task_type",
+        "source_file_path",
+        "target_kernel_functions",
+        *COMMAND_FIELDS,
+        *TIMEOUT_FIELDS,
+        "prompt",
+        "platform_support",
+        "harness_path",
+        "task_result_template",
+        "image_repo_path",
+        "repo_url",
+        "repository_language",
+        "repo_subdir",
+        "post_clone_install",
+        "post_clone_install_mode",
+        "triton_versions",
+    }
+)
+UNUSED_FIELDS = frozenset(
+    {  # the original's, read by nothing that decides a Triton task's verdict
+        "target_file_path",
+        "kernel_identity",
+        "source_origin",
+        "supported_archs",
+        "editable_sources",
+        "aiter_commit",
+        "image_repo_exclude",
+    }
+)
 PROMPT_FIELDS = ("source_code", "instructions", "cheatsheet")
 PYTEST_LINE = re.compile(r"^\s*pytest(\s|$)")
 
@@ -101,8 +123,11 @@ def _warnings(raw: dict[str, Any], where: str) -> list[str]:
             found.append(f"{where}: field '{key}' is unknown; ignored")
     prompt = raw.get("prompt")
     if isinstance(prompt, dict):
-        found += [f"{where}: field 'prompt.{key}' is not used by aka; ignored"
-                  for key in prompt if key not in PROMPT_FIELDS and not (key == "task_type" and prompt[key] is None)]
+        found += [
+            f"{where}: field 'prompt.{key}' is not used by aka; ignored"
+            for key in prompt
+            if key not in PROMPT_FIELDS and not (key == "task_type" and prompt[key] is None)
+        ]
     return found
 
 
@@ -119,8 +144,10 @@ def _skip_reason(raw: dict[str, Any], family: str) -> str | None:
     if raw.get("repository_language") and (reason := language_skip_reason(str(raw["repository_language"]))):
         return reason
     if raw.get("image_repo_path"):
-        return (f"runs inside the original's ROCm container image (image_repo_path {raw['image_repo_path']}), "
-                "whose tree aka does not materialize")
+        return (
+            f"runs inside the original's ROCm container image (image_repo_path {raw['image_repo_path']}), "
+            "whose tree aka does not materialize"
+        )
     if family == "repository":
         return "the original's repository tasks clone an unpinned revision (repo_url without repo_revision)"
     return None
@@ -141,14 +168,18 @@ def load_v1(task_dir: Path, raw: dict[str, Any]) -> tuple[TaskConfig, OriginalSp
     if not sources and kernels:
         found = defining_file(task_dir, kernels[0])
         if found is None:
-            raise ConfigError(f"{path}: field 'source_file_path' is empty and no Python file of the task defines "
-                              f"'{kernels[0]}'; list the file that holds the target kernel")
+            raise ConfigError(
+                f"{path}: field 'source_file_path' is empty and no Python file of the task defines "
+                f"'{kernels[0]}'; list the file that holds the target kernel"
+            )
         sources = [found]
     prompt: dict[str, Any] = raw["prompt"] if isinstance(raw.get("prompt"), dict) else {}
     own = {key: raw[key] for key in TaskConfig.model_fields if key in raw and key not in MAPPED_FIELDS}
     fields: dict[str, Any] = {
         **own,
-        "task_type": family, "source_file_path": sources, "target_kernel_functions": kernels,
+        "task_type": family,
+        "source_file_path": sources,
+        "target_kernel_functions": kernels,
         **{key: [normalized_command(str(c)) for c in as_list(raw[key])] for key in COMMAND_FIELDS if key in raw},
         **{key: raw[key] for key in TIMEOUT_FIELDS if raw.get(key) is not None},
         "baseline": raw.get("baseline", "source"),

@@ -34,8 +34,13 @@ ACTIONS = ("compile", "correctness", "performance")
 def task_path(raw: str) -> str:
     """A normalized path inside the task folder (no absolute path, backslash, drive, `.` or `..`)."""
     path = PurePosixPath(raw)
-    if (not raw or "\\" in raw or path.is_absolute() or (len(raw) > 1 and raw[1] == ":")
-            or any(part in ("", ".", "..") for part in raw.split("/"))):
+    if (
+        not raw
+        or "\\" in raw
+        or path.is_absolute()
+        or (len(raw) > 1 and raw[1] == ":")
+        or any(part in ("", ".", "..") for part in raw.split("/"))
+    ):
         raise ValueError(f"'{raw}' is not a normalized path inside the task folder")
     return raw
 
@@ -73,8 +78,9 @@ class Entrypoint(_Lenient):
     @model_validator(mode="after")
     def _symbol(self) -> Entrypoint:
         if (self.kind == "executable") == (self.symbol is not None):
-            raise ValueError("symbol is required for function, builder and class entrypoints, and forbidden for "
-                             "executable ones")
+            raise ValueError(
+                "symbol is required for function, builder and class entrypoints, and forbidden for executable ones"
+            )
         return self
 
 
@@ -173,8 +179,10 @@ def _extras(model: BaseModel, where: str) -> list[str]:
 def _family(spec: TaskSpecV2, hint: str) -> str:
     if family_named(hint) is not None:
         return hint
-    derived = f"{spec.baseline.language or spec.candidate.initial_language or spec.candidate.language}2" \
-              f"{spec.candidate.language}"
+    derived = (
+        f"{spec.baseline.language or spec.candidate.initial_language or spec.candidate.language}2"
+        f"{spec.candidate.language}"
+    )
     return derived if family_named(derived) is not None else hint
 
 
@@ -206,8 +214,10 @@ def _protected(spec: TaskSpecV2, scopes: list[EditScope], path: Path) -> None:
     whole = {scope.path for scope in scopes if not scope.symbols}
     clash = sorted(protected & whole)
     if clash:
-        raise ConfigError(f"{path}: field 'candidate.editable': '{clash[0]}' is protected (config, README, "
-                          "instructions, workloads, baseline sources) and may not be editable")
+        raise ConfigError(
+            f"{path}: field 'candidate.editable': '{clash[0]}' is protected (config, README, "
+            "instructions, workloads, baseline sources) and may not be editable"
+        )
 
 
 def _commands(evaluation: Evaluation, path: Path) -> ArenaCommands:
@@ -225,26 +235,30 @@ def _commands(evaluation: Evaluation, path: Path) -> ArenaCommands:
         if override is not None and override.timeout_s is not None:
             timeouts[(role, action)] = float(override.timeout_s)
         if (role, action) not in overrides and not evaluation.runner:
-            raise ConfigError(f"{path}: field 'evaluation.runner' is missing and {role} {action} has no commands; "
-                              "give a runner argv")
+            raise ConfigError(
+                f"{path}: field 'evaluation.runner' is missing and {role} {action} has no commands; give a runner argv"
+            )
     return ArenaCommands(tuple(evaluation.runner or ()), overrides, timeouts, float(evaluation.timeout_s))
 
 
 def _manifest(spec: TaskSpecV2, task_dir: Path, path: Path) -> tuple[CaseManifest | None, list[str]]:
     workloads = spec.evaluation.workloads
     if not workloads:
-        return None, [f"{path}: no evaluation.workloads: the cases an action reports are not checked against a "
-                      "manifest"]
+        return None, [
+            f"{path}: no evaluation.workloads: the cases an action reports are not checked against a manifest"
+        ]
     file = task_dir / task_path(workloads)
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: field 'evaluation.workloads': {workloads} is not a readable JSON file "
-                          f"({type(exc).__name__})") from None
+        raise ConfigError(
+            f"{path}: field 'evaluation.workloads': {workloads} is not a readable JSON file ({type(exc).__name__})"
+        ) from None
     rows = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
-        return None, [f"{path}: {workloads} lists no cases: the cases an action reports are not checked against a "
-                      "manifest"]
+        return None, [
+            f"{path}: {workloads} lists no cases: the cases an action reports are not checked against a manifest"
+        ]
     try:
         return CaseManifest.from_rows(rows, str(file)), []
     except ArenaProtocolError as exc:
@@ -264,8 +278,10 @@ def _prompt(spec: TaskSpecV2, task_dir: Path, path: Path) -> str | None:
 def _export_command(export: Export) -> str:
     """The export's argv, then its output copied into the run's export folder."""
     folder = str(PurePosixPath(export.output).parent)
-    return (f"{shlex.join(export.command)} && mkdir -p \"$AKA_EXPORT_DIR\"/{shlex.quote(folder)} && "
-            f"cp -- {shlex.quote(export.output)} \"$AKA_EXPORT_DIR\"/{shlex.quote(export.output)}")
+    return (
+        f'{shlex.join(export.command)} && mkdir -p "$AKA_EXPORT_DIR"/{shlex.quote(folder)} && '
+        f'cp -- {shlex.quote(export.output)} "$AKA_EXPORT_DIR"/{shlex.quote(export.output)}'
+    )
 
 
 def load_v2(task_dir: Path, raw: dict[str, Any], family_hint: str) -> tuple[TaskConfig, OriginalSpec]:
@@ -279,14 +295,19 @@ def load_v2(task_dir: Path, raw: dict[str, Any], family_hint: str) -> tuple[Task
     family = _family(spec, family_hint)
     skip = language_skip_reason(spec.candidate.language)
     if spec.workspace is not None and (spec.workspace.sources or spec.workspace.setup):
-        skip = skip or "needs workspace sources or setup commands (an image tree or a git checkout), which aka does " \
-                       "not materialize yet"
+        skip = (
+            skip
+            or "needs workspace sources or setup commands (an image tree or a git checkout), which aka does "
+            "not materialize yet"
+        )
     if skip is not None:
         return placeholder_config(family), OriginalSpec(2, (), platform, tuple(warnings), skip)
     if family_named(family) is None:
-        raise ConfigError(f"{path}: the task's folder '{family_hint}' names no task family and candidate.language "
-                          f"'{spec.candidate.language}' implies none; put the task under a family folder "
-                          "(e.g. triton2triton/)")
+        raise ConfigError(
+            f"{path}: the task's folder '{family_hint}' names no task family and candidate.language "
+            f"'{spec.candidate.language}' implies none; put the task under a family folder "
+            "(e.g. triton2triton/)"
+        )
     scopes = _scopes(spec, task_dir, path)
     _protected(spec, scopes, path)
     commands = _commands(spec.evaluation, path)
@@ -294,14 +315,21 @@ def load_v2(task_dir: Path, raw: dict[str, Any], family_hint: str) -> tuple[Task
     kernels = [e.symbol for e in spec.candidate.entrypoints if e.kind == "function" and e.symbol]
     kernels += [s for scope in scopes for s in scope.symbols if s not in kernels]
     if not kernels:
-        raise ConfigError(f"{path}: field 'candidate.entrypoints' names no function and no editable symbol; aka needs "
-                          "one to check the candidate (add a function entrypoint)")
+        raise ConfigError(
+            f"{path}: field 'candidate.entrypoints' names no function and no editable symbol; aka needs "
+            "one to check the candidate (add a function entrypoint)"
+        )
     fields: dict[str, Any] = {
-        "task_type": family, "source_file_path": [scope.path for scope in scopes], "target_kernel_functions": kernels,
-        **{f"{action}_command": [shlex.join(argv) for argv in commands.argvs("candidate", action)]
-           for action in ACTIONS},
+        "task_type": family,
+        "source_file_path": [scope.path for scope in scopes],
+        "target_kernel_functions": kernels,
+        **{
+            f"{action}_command": [shlex.join(argv) for argv in commands.argvs("candidate", action)]
+            for action in ACTIONS
+        },
         **{f"{action}_timeout": commands.timeout("candidate", action) for action in ACTIONS},
-        "baseline": "source", "prompt": {"instructions": _prompt(spec, task_dir, path)},
+        "baseline": "source",
+        "prompt": {"instructions": _prompt(spec, task_dir, path)},
         "export_command": [_export_command(export) for export in spec.exports],
         "triton_versions": spec.triton_versions,
     }
@@ -314,8 +342,16 @@ def load_v2(task_dir: Path, raw: dict[str, Any], family_hint: str) -> tuple[Task
     initial = spec.candidate.initial_state == "implemented"
     baseline_kind = spec.baseline.kind or ("initial_candidate" if initial else "provided")
     if baseline_kind == "initial_candidate" and not initial:
-        raise ConfigError(f"{path}: field 'baseline.kind': initial_candidate needs an implemented candidate; "
-                          "use provided with source_files")
+        raise ConfigError(
+            f"{path}: field 'baseline.kind': initial_candidate needs an implemented candidate; "
+            "use provided with source_files"
+        )
     arena = ArenaSpec(commands, manifest, baseline_kind, spec.baseline.correctness_policy == "diagnostic")
-    return config, OriginalSpec(2, tuple(scopes), platform, tuple(warnings + manifest_warnings), arena=arena,
-                                pairing=baseline_kind == "initial_candidate")
+    return config, OriginalSpec(
+        2,
+        tuple(scopes),
+        platform,
+        tuple(warnings + manifest_warnings),
+        arena=arena,
+        pairing=baseline_kind == "initial_candidate",
+    )

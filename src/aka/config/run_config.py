@@ -140,8 +140,9 @@ def _agent_settings(spec: AgentSpec, section: AgentSection) -> AgentSettings:
             base = AgentFileConfig.model_validate(yaml.safe_load(spec.config_path.read_text()) or {})
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(spec.config_path, exc)) from exc
-    merged = {f: getattr(section, f) if getattr(section, f) is not None else getattr(base, f)
-              for f in AGENT_COMMON_FIELDS}
+    merged = {
+        f: getattr(section, f) if getattr(section, f) is not None else getattr(base, f) for f in AGENT_COMMON_FIELDS
+    }
     return AgentSettings(**merged)
 
 
@@ -163,8 +164,10 @@ def _load_arm(path: Path, section: AgentSection, field: str, label: str | None) 
 
 def _check_arms(path: Path, config: RunConfig) -> None:
     if (config.agent is None) == (config.arms is None):
-        raise ConfigError(f"{path}: fields 'agent' and 'arms': give exactly one (agent: for one agent, "
-                          "arms: a list of {label, agent} for an experiment)")
+        raise ConfigError(
+            f"{path}: fields 'agent' and 'arms': give exactly one (agent: for one agent, "
+            "arms: a list of {label, agent} for an experiment)"
+        )
     if config.arms is None:
         return
     if len(config.arms) < 2:
@@ -172,8 +175,9 @@ def _check_arms(path: Path, config: RunConfig) -> None:
     seen: set[str] = set()
     for i, arm in enumerate(config.arms):
         if not ARM_LABEL_PATTERN.match(arm.label) or "__" in arm.label:
-            raise ConfigError(f"{path}: field 'arms.{i}.label': '{arm.label}': use letters, digits, '.', '_' "
-                              "and '-' (no '__')")
+            raise ConfigError(
+                f"{path}: field 'arms.{i}.label': '{arm.label}': use letters, digits, '.', '_' and '-' (no '__')"
+            )
         if arm.label in seen:
             raise ConfigError(f"{path}: field 'arms.{i}.label': '{arm.label}' is used twice; labels are unique")
         seen.add(arm.label)

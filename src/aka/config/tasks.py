@@ -155,8 +155,9 @@ def skip_reason(task: Task, arch: str | None, installed: str | None) -> str | No
     if reason is not None:
         return reason
     family = family_named(task.family)
-    return mismatch(triton_need(task.directory, task.config.triton_versions, family.language if family else ""),
-                    installed)
+    return mismatch(
+        triton_need(task.directory, task.config.triton_versions, family.language if family else ""), installed
+    )
 
 
 def gate_tasks(tasks: list[Task], arch: str | None) -> tuple[list[Task], list[tuple[Task, str]]]:

@@ -37,9 +37,15 @@ from aka.run.runner import RunManifest
 
 SITE_SCHEMA_VERSION = 1
 COMPARE_DIR = "compare"  # RUN/reports/compare/: where `aka compare` writes by default
-TRIAL_FILES = (("result", "task_result.yaml"), ("prompt", "prompt.md"), ("agent log", "agent.log"),
-               ("agent transcript", "agent_transcript.jsonl"), ("evaluation log", "evaluation.log"),
-               ("held-out log", "evaluation_heldout.log"), ("autotune variants", "autotune_variants.json"))
+TRIAL_FILES = (
+    ("result", "task_result.yaml"),
+    ("prompt", "prompt.md"),
+    ("agent log", "agent.log"),
+    ("agent transcript", "agent_transcript.jsonl"),
+    ("evaluation log", "evaluation.log"),
+    ("held-out log", "evaluation_heldout.log"),
+    ("autotune variants", "autotune_variants.json"),
+)
 
 
 class ColumnStats(BaseModel):
@@ -187,11 +193,18 @@ def column_stats(results: Sequence[TaskResult]) -> ColumnStats:
     stats = compute_stats(results)
     verdicts = Counter(verdict(r) for r in results)
     return ColumnStats(
-        tasks=stats.task_count, skipped=stats.skipped_count, infra_errors=stats.infra_error_count,
-        correct=stats.correct_count, faster=verdicts[Verdict.FASTER], slower=verdicts[Verdict.SLOWER],
-        unchanged=verdicts[Verdict.UNCHANGED], geomean_speedup=stats.geomean_speedup,
-        mean_score=stats.average_score, total_score=stats.total_score,
-        failures={kind: n for kind, n in stats.failure_kinds.items() if kind != "skipped"})
+        tasks=stats.task_count,
+        skipped=stats.skipped_count,
+        infra_errors=stats.infra_error_count,
+        correct=stats.correct_count,
+        faster=verdicts[Verdict.FASTER],
+        slower=verdicts[Verdict.SLOWER],
+        unchanged=verdicts[Verdict.UNCHANGED],
+        geomean_speedup=stats.geomean_speedup,
+        mean_score=stats.average_score,
+        total_score=stats.total_score,
+        failures={kind: n for kind, n in stats.failure_kinds.items() if kind != "skipped"},
+    )
 
 
 def _finite(value: float | None) -> float | None:
@@ -200,10 +213,19 @@ def _finite(value: float | None) -> float | None:
 
 def _case(case: CaseTiming) -> Case:
     params = ", ".join(f"{name}={value}" for name, value in case.params.items())
-    return Case(id=case.id, params=params, correct=case.correct, base_ms=_finite(case.base_ms),
-                optimized_ms=_finite(case.optimized_ms), speedup=_finite(case.speedup),
-                ci_low=_finite(case.speedup_ci_low), ci_high=_finite(case.speedup_ci_high), paired=case.paired,
-                method=case.optimized_method, message=case.message)
+    return Case(
+        id=case.id,
+        params=params,
+        correct=case.correct,
+        base_ms=_finite(case.base_ms),
+        optimized_ms=_finite(case.optimized_ms),
+        speedup=_finite(case.speedup),
+        ci_low=_finite(case.speedup_ci_low),
+        ci_high=_finite(case.speedup_ci_high),
+        paired=case.paired,
+        method=case.optimized_method,
+        message=case.message,
+    )
 
 
 def _links(workspace: Path, site: Path) -> list[Link]:
@@ -222,19 +244,36 @@ def _tokens(result: TaskResult) -> str | None:
 def _trial(column: str, workspace: Path, result: TaskResult, site: Path) -> Trial:
     heldout = result.heldout
     return Trial(
-        column=column, task=result.task_name, family=result.task_type, repeat=result.repeat,
-        status=result.status.value, verdict=verdict(result).value, correct=result.pass_correctness,
-        score=counted_score(result), speedup=trusted_speedup(result), ci_low=_finite(result.speedup_ci_low),
-        ci_high=_finite(result.speedup_ci_high), failure=failure_text(result),
+        column=column,
+        task=result.task_name,
+        family=result.task_type,
+        repeat=result.repeat,
+        status=result.status.value,
+        verdict=verdict(result).value,
+        correct=result.pass_correctness,
+        score=counted_score(result),
+        speedup=trusted_speedup(result),
+        ci_low=_finite(result.speedup_ci_low),
+        ci_high=_finite(result.speedup_ci_high),
+        failure=failure_text(result),
         agent=result.agent.agent if result.agent else None,
-        agent_seconds=result.agent.wall_seconds if result.agent else None, agent_tokens=_tokens(result),
-        evaluation_seconds=result.evaluation_seconds, cases=[_case(c) for c in result.cases],
-        heldout=None if heldout is None else Heldout(
-            outcome=heldout.outcome.value, baseline_correct=heldout.baseline_correct,
-            candidate_correct=heldout.candidate_correct, speedup=_finite(heldout.speedup_ratio),
-            generalization_gap=_finite(heldout.generalization_gap), message=heldout.message,
-            cases=[_case(c) for c in heldout.cases]),
-        links=_links(workspace, site))
+        agent_seconds=result.agent.wall_seconds if result.agent else None,
+        agent_tokens=_tokens(result),
+        evaluation_seconds=result.evaluation_seconds,
+        cases=[_case(c) for c in result.cases],
+        heldout=None
+        if heldout is None
+        else Heldout(
+            outcome=heldout.outcome.value,
+            baseline_correct=heldout.baseline_correct,
+            candidate_correct=heldout.candidate_correct,
+            speedup=_finite(heldout.speedup_ratio),
+            generalization_gap=_finite(heldout.generalization_gap),
+            message=heldout.message,
+            cases=[_case(c) for c in heldout.cases],
+        ),
+        links=_links(workspace, site),
+    )
 
 
 def read_run_manifest(run_dir: Path) -> RunManifest:
@@ -245,8 +284,9 @@ def read_run_manifest(run_dir: Path) -> RunManifest:
         return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValidationError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise AkaError(f"{path}: not a run manifest this aka can read ({first}); pass a run made by aka "
-                       f"{__version__} or re-run it") from None
+        raise AkaError(
+            f"{path}: not a run manifest this aka can read ({first}); pass a run made by aka {__version__} or re-run it"
+        ) from None
 
 
 def _run_labels(run_dirs: list[Path]) -> list[str]:
@@ -265,8 +305,9 @@ def _arm_agent(manifest: RunManifest, arm: str | None) -> str:
     return manifest.agent if arm is None else arm
 
 
-def _columns(run_dir: Path, label: str, manifest: RunManifest, found: list[tuple[Path, TaskResult]],
-             site: Path) -> tuple[list[Column], list[Trial]]:
+def _columns(
+    run_dir: Path, label: str, manifest: RunManifest, found: list[tuple[Path, TaskResult]], site: Path
+) -> tuple[list[Column], list[Trial]]:
     arms: list[str | None] = list(manifest.arms) or [None]
     arms += sorted({r.arm for _, r in found if r.arm not in arms and r.arm is not None})
     columns, trials = [], []
@@ -276,27 +317,61 @@ def _columns(run_dir: Path, label: str, manifest: RunManifest, found: list[tuple
         results = [r for _, r in mine]
         families = sorted({r.task_type for r in results})
         device = manifest.device
-        columns.append(Column(
-            key=key, run=label, arm=arm, agent=_arm_agent(manifest, arm),
-            device=str(device.get("name", "")), target_gpu_model=manifest.target_gpu_model,
-            created=manifest.created_at, smoke_test=is_smoke_test(str(device.get("name", ""))),
-            run_dir=str(run_dir), stats=column_stats(results),
-            families={f: column_stats([r for r in results if r.task_type == f]) for f in families},
-            verdicts=dict(Counter(verdict(r).value for r in results)), heldout=heldout_summary(results)))
+        columns.append(
+            Column(
+                key=key,
+                run=label,
+                arm=arm,
+                agent=_arm_agent(manifest, arm),
+                device=str(device.get("name", "")),
+                target_gpu_model=manifest.target_gpu_model,
+                created=manifest.created_at,
+                smoke_test=is_smoke_test(str(device.get("name", ""))),
+                run_dir=str(run_dir),
+                stats=column_stats(results),
+                families={f: column_stats([r for r in results if r.task_type == f]) for f in families},
+                verdicts=dict(Counter(verdict(r).value for r in results)),
+                heldout=heldout_summary(results),
+            )
+        )
         trials += [_trial(key, w, r, site) for w, r in mine]
     return columns, trials
 
 
 def _pairs(comparison: Comparison) -> list[Pair]:
-    return [Pair(control=p.control, treatment=p.treatment, tasks=p.tasks, ratio=p.speedup_ratio,
-                 ratio_low=p.speedup_ratio_low, ratio_high=p.speedup_ratio_high, p_value=p.log_speedup.p_value,
-                 holm_p=p.holm["log_speedup_t"], log_mean=p.log_speedup.mean, log_low=p.log_speedup.low,
-                 log_high=p.log_speedup.high, wins=p.wins, losses=p.losses, ties=p.ties, verdict=p.verdict,
-                 warnings=p.warnings,
-                 rows=[PairRow(task=r.task, family=r.family, control_speedup=r.control_speedup,
-                               treatment_speedup=r.treatment_speedup, log_diff=r.log_diff, tie_band=r.tie_band,
-                               outcome=r.outcome) for r in p.rows])
-            for p in comparison.pairs]
+    return [
+        Pair(
+            control=p.control,
+            treatment=p.treatment,
+            tasks=p.tasks,
+            ratio=p.speedup_ratio,
+            ratio_low=p.speedup_ratio_low,
+            ratio_high=p.speedup_ratio_high,
+            p_value=p.log_speedup.p_value,
+            holm_p=p.holm["log_speedup_t"],
+            log_mean=p.log_speedup.mean,
+            log_low=p.log_speedup.low,
+            log_high=p.log_speedup.high,
+            wins=p.wins,
+            losses=p.losses,
+            ties=p.ties,
+            verdict=p.verdict,
+            warnings=p.warnings,
+            rows=[
+                PairRow(
+                    task=r.task,
+                    family=r.family,
+                    control_speedup=r.control_speedup,
+                    treatment_speedup=r.treatment_speedup,
+                    log_diff=r.log_diff,
+                    tie_band=r.tie_band,
+                    outcome=r.outcome,
+                )
+                for r in p.rows
+            ],
+        )
+        for p in comparison.pairs
+    ]
 
 
 def _written_comparison(run_dir: Path) -> ComparisonView | None:
@@ -307,8 +382,10 @@ def _written_comparison(run_dir: Path) -> ComparisonView | None:
         comparison = Comparison.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValidationError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise AkaError(f"{path}: not a comparison written by aka compare ({first}); run `aka compare "
-                       f"{run_dir}` again or remove the file") from None
+        raise AkaError(
+            f"{path}: not a comparison written by aka compare ({first}); run `aka compare "
+            f"{run_dir}` again or remove the file"
+        ) from None
     return ComparisonView(title=run_dir.name, source=str(path), pairs=_pairs(comparison))
 
 
@@ -317,8 +394,9 @@ def _computed_comparison(title: str, run_dirs: list[Path]) -> ComparisonView:
         comparison = compare_arms(load_arms(run_dirs))
     except AkaError as exc:
         return ComparisonView(title=title, source="computed by aka dashboard", pairs=[], note=str(exc))
-    return ComparisonView(title=title, source="computed by aka dashboard (aka compare's statistics)",
-                          pairs=_pairs(comparison))
+    return ComparisonView(
+        title=title, source="computed by aka dashboard (aka compare's statistics)", pairs=_pairs(comparison)
+    )
 
 
 def _comparisons(run_dirs: list[Path], manifests: list[RunManifest]) -> list[ComparisonView]:
@@ -351,6 +429,12 @@ def load_site_data(run_dirs: Sequence[Path], site: Path) -> SiteData:
         summary, reports = find_validation(run_dir)
         if summary is not None or reports:
             validation.append(ValidationView(run=label, summary=summary, reports=reports))
-    return SiteData(generated_at=now(), aka_version=__version__, columns=columns, trials=trials,
-                    comparisons=_comparisons(resolved, manifests), validation=validation,
-                    run_dirs=[str(d) for d in resolved])
+    return SiteData(
+        generated_at=now(),
+        aka_version=__version__,
+        columns=columns,
+        trials=trials,
+        comparisons=_comparisons(resolved, manifests),
+        validation=validation,
+        run_dirs=[str(d) for d in resolved],
+    )

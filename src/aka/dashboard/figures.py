@@ -16,8 +16,12 @@ from aka.dashboard.data import Pair, SiteData
 
 Figure = dict[str, Any]
 HEATMAP_COLORS = "RdYlGn"
-LAYOUT = {"margin": {"l": 170, "r": 30, "t": 50, "b": 60}, "font": {"size": 12}, "paper_bgcolor": "white",
-          "plot_bgcolor": "white"}
+LAYOUT = {
+    "margin": {"l": 170, "r": 30, "t": 50, "b": 60},
+    "font": {"size": 12},
+    "paper_bgcolor": "white",
+    "plot_bgcolor": "white",
+}
 
 
 def _plotly() -> Any:
@@ -63,13 +67,29 @@ def heatmap(data: SiteData) -> Figure:
         z.append(z_row)
         text.append(text_row)
     span = max([1.0, *(abs(v) for row in z for v in row if v is not None)])  # at least 0.5x..2x
-    figure = go.Figure(go.Heatmap(
-        z=z, x=keys, y=families, text=text, texttemplate="%{text}", colorscale=HEATMAP_COLORS, zmid=0.0,
-        zmin=-span, zmax=span, hoverongaps=False, colorbar={"title": {"text": "log2 speedup"}},
-        hovertemplate="%{y} in %{x}<br>%{text}<extra></extra>"))
-    figure.update_layout(title={"text": f"Geometric-mean speedup per family{_smoke(data)}"},
-                         height=140 + 45 * max(len(families), 1), xaxis={"type": "category"},
-                         yaxis={"type": "category", "autorange": "reversed"}, **LAYOUT)
+    figure = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=keys,
+            y=families,
+            text=text,
+            texttemplate="%{text}",
+            colorscale=HEATMAP_COLORS,
+            zmid=0.0,
+            zmin=-span,
+            zmax=span,
+            hoverongaps=False,
+            colorbar={"title": {"text": "log2 speedup"}},
+            hovertemplate="%{y} in %{x}<br>%{text}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title={"text": f"Geometric-mean speedup per family{_smoke(data)}"},
+        height=140 + 45 * max(len(families), 1),
+        xaxis={"type": "category"},
+        yaxis={"type": "category", "autorange": "reversed"},
+        **LAYOUT,
+    )
     return _json(figure)
 
 
@@ -79,13 +99,26 @@ def distributions(data: SiteData) -> Figure:
     figure = go.Figure()
     for column in data.columns:
         trials = [t for t in data.trials if t.column == column.key and t.speedup is not None]
-        figure.add_trace(go.Box(x=[t.speedup for t in trials], name=column.key, boxpoints="all", jitter=0.4,
-                                pointpos=0, orientation="h", text=[t.task for t in trials],
-                                hovertemplate="%{text}: %{x:.3f}x<extra>%{fullData.name}</extra>"))
+        figure.add_trace(
+            go.Box(
+                x=[t.speedup for t in trials],
+                name=column.key,
+                boxpoints="all",
+                jitter=0.4,
+                pointpos=0,
+                orientation="h",
+                text=[t.task for t in trials],
+                hovertemplate="%{text}: %{x:.3f}x<extra>%{fullData.name}</extra>",
+            )
+        )
     figure.add_vline(x=1.0, line={"color": "grey", "width": 1, "dash": "dot"})
-    figure.update_layout(title={"text": f"Speedup of each correct task{_smoke(data)}"}, showlegend=False,
-                         xaxis={"type": "log", "title": {"text": "speedup (log scale)"}},
-                         height=160 + 60 * max(len(data.columns), 1), **LAYOUT)
+    figure.update_layout(
+        title={"text": f"Speedup of each correct task{_smoke(data)}"},
+        showlegend=False,
+        xaxis={"type": "log", "title": {"text": "speedup (log scale)"}},
+        height=160 + 60 * max(len(data.columns), 1),
+        **LAYOUT,
+    )
     return _json(figure)
 
 
@@ -96,23 +129,46 @@ def forest(pair: Pair) -> Figure:
     rows = sorted(pair.rows, key=lambda r: r.log_diff)
     mean_label = "mean (95% CI)"
     figure = go.Figure()
-    figure.add_trace(go.Scatter(
-        x=[r.log_diff for r in rows], y=[r.task for r in rows], mode="markers", name="task",
-        error_x={"type": "data", "array": [r.tie_band for r in rows], "visible": True},
-        text=[f"{r.outcome}: {r.treatment_speedup:.3f}x vs {r.control_speedup:.3f}x" for r in rows],
-        hovertemplate="%{y}: %{x:+.3f} (%{text})<extra></extra>"))
-    figure.add_trace(go.Scatter(
-        x=[pair.log_mean], y=[mean_label], mode="markers", name=mean_label, marker={"symbol": "diamond", "size": 11},
-        error_x={"type": "data", "symmetric": False, "array": [pair.log_high - pair.log_mean],
-                 "arrayminus": [pair.log_mean - pair.log_low], "visible": True},
-        hovertemplate=f"ratio {pair.ratio:.3f}x ({pair.ratio_low:.3f}-{pair.ratio_high:.3f})<extra></extra>"))
+    figure.add_trace(
+        go.Scatter(
+            x=[r.log_diff for r in rows],
+            y=[r.task for r in rows],
+            mode="markers",
+            name="task",
+            error_x={"type": "data", "array": [r.tie_band for r in rows], "visible": True},
+            text=[f"{r.outcome}: {r.treatment_speedup:.3f}x vs {r.control_speedup:.3f}x" for r in rows],
+            hovertemplate="%{y}: %{x:+.3f} (%{text})<extra></extra>",
+        )
+    )
+    figure.add_trace(
+        go.Scatter(
+            x=[pair.log_mean],
+            y=[mean_label],
+            mode="markers",
+            name=mean_label,
+            marker={"symbol": "diamond", "size": 11},
+            error_x={
+                "type": "data",
+                "symmetric": False,
+                "array": [pair.log_high - pair.log_mean],
+                "arrayminus": [pair.log_mean - pair.log_low],
+                "visible": True,
+            },
+            hovertemplate=f"ratio {pair.ratio:.3f}x ({pair.ratio_low:.3f}-{pair.ratio_high:.3f})<extra></extra>",
+        )
+    )
     figure.add_vline(x=0.0, line={"color": "grey", "width": 1})
     figure.update_layout(
-        title={"text": f"{pair.treatment} vs {pair.control}: geomean ratio {pair.ratio:.3f}x "
-                       f"(95% CI {pair.ratio_low:.3f}-{pair.ratio_high:.3f})"},
+        title={
+            "text": f"{pair.treatment} vs {pair.control}: geomean ratio {pair.ratio:.3f}x "
+            f"(95% CI {pair.ratio_low:.3f}-{pair.ratio_high:.3f})"
+        },
         xaxis={"title": {"text": f"log-speedup difference ({pair.treatment} - {pair.control})"}},
         yaxis={"type": "category", "categoryorder": "array", "categoryarray": [mean_label, *(r.task for r in rows)]},
-        showlegend=False, height=160 + 28 * (len(rows) + 1), **LAYOUT)
+        showlegend=False,
+        height=160 + 28 * (len(rows) + 1),
+        **LAYOUT,
+    )
     return _json(figure)
 
 

@@ -24,8 +24,10 @@ LOOPBACK = "127.0.0.1"
 
 
 class _SiteHandler(SimpleHTTPRequestHandler):
-    extensions_map = {**SimpleHTTPRequestHandler.extensions_map,
-                      **dict.fromkeys((".log", ".yaml", ".jsonl", ".md"), "text/plain; charset=utf-8")}
+    extensions_map = {
+        **SimpleHTTPRequestHandler.extensions_map,
+        **dict.fromkeys((".log", ".yaml", ".jsonl", ".md"), "text/plain; charset=utf-8"),
+    }
 
     def __init__(self, *args: Any, allowed: tuple[Path, ...], home: str, **kwargs: Any) -> None:
         self.allowed, self.home = allowed, home

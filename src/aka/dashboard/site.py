@@ -31,8 +31,9 @@ def _asset(name: str) -> str:
 
 def embedded_json(value: object) -> str:
     """JSON that is safe inside a `<script>` element: no `</script>` or `<!--` can end it early."""
-    return json.dumps(value, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e").replace(
-        "&", "\\u0026")
+    return (
+        json.dumps(value, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    )
 
 
 def render_page(data: SiteData, single_file: bool) -> str:
@@ -46,8 +47,13 @@ def render_page(data: SiteData, single_file: bool) -> str:
         app = f'<script src="{ASSETS_DIR}/{APP_NAME}"></script>'
         style = f'<link rel="stylesheet" href="{ASSETS_DIR}/{STYLE_NAME}">'
     page = _asset(INDEX_NAME)
-    for mark, text in (("{{STYLE}}", style), ("{{DATA}}", embedded_json(data.model_dump(mode="json"))),
-                       ("{{FIGURES}}", embedded_json(figures)), ("{{PLOTLY}}", plotly), ("{{APP}}", app)):
+    for mark, text in (
+        ("{{STYLE}}", style),
+        ("{{DATA}}", embedded_json(data.model_dump(mode="json"))),
+        ("{{FIGURES}}", embedded_json(figures)),
+        ("{{PLOTLY}}", plotly),
+        ("{{APP}}", app),
+    ):
         page = page.replace(mark, text, 1)
     return page
 
@@ -75,8 +81,11 @@ def built_run_dirs(out: Path) -> list[Path]:
     try:
         return [Path(d) for d in SiteData.model_validate_json(path.read_text(encoding="utf-8")).run_dirs]
     except FileNotFoundError:
-        raise AkaError(f"--out {out}: no dashboard here ({DATA_NAME} missing); build one with "
-                       "`aka dashboard RUN... --out DIR`") from None
+        raise AkaError(
+            f"--out {out}: no dashboard here ({DATA_NAME} missing); build one with `aka dashboard RUN... --out DIR`"
+        ) from None
     except (OSError, ValueError) as exc:
-        raise AkaError(f"{path}: not a dashboard's data ({type(exc).__name__}); build it again with "
-                       "`aka dashboard RUN... --out DIR`") from None
+        raise AkaError(
+            f"{path}: not a dashboard's data ({type(exc).__name__}); build it again with "
+            "`aka dashboard RUN... --out DIR`"
+        ) from None

@@ -20,8 +20,20 @@ from aka.errors import AkaError
 
 REPORT_NAME = "validation_report.yaml"
 SUMMARY_NAME = "validation_summary.yaml"
-NOT_SEARCHED = frozenset({"work", "evaluation", "evaluation_heldout", "heldout_baseline", "baseline", "repos",
-                          "baselines", ".parallel", "exports", "__pycache__"})
+NOT_SEARCHED = frozenset(
+    {
+        "work",
+        "evaluation",
+        "evaluation_heldout",
+        "heldout_baseline",
+        "baseline",
+        "repos",
+        "baselines",
+        ".parallel",
+        "exports",
+        "__pycache__",
+    }
+)
 
 
 class ValidationStatus(str, Enum):
@@ -58,8 +70,9 @@ def _check(name: str, entry: object) -> ValidationCheck:
     if not isinstance(entry, dict):
         return ValidationCheck(name=name, status=_text(entry))
     message = entry.get("message", entry.get("detail", entry.get("details", entry.get("reason", ""))))
-    return ValidationCheck(name=str(entry.get("name", name)), status=_text(entry.get("status", "")),
-                           message=_text(message))
+    return ValidationCheck(
+        name=str(entry.get("name", name)), status=_text(entry.get("status", "")), message=_text(message)
+    )
 
 
 def _checks(raw: object, path: Path) -> list[ValidationCheck]:
@@ -69,8 +82,10 @@ def _checks(raw: object, path: Path) -> list[ValidationCheck]:
         return [_check(str(name), entry) for name, entry in raw.items()]
     if isinstance(raw, list):
         return [_check(f"check {i + 1}", entry) for i, entry in enumerate(raw)]
-    raise AkaError(f"{path}: field 'checks': expected a list of checks or a mapping of check names; "
-                   "rewrite the file with `aka validate`")
+    raise AkaError(
+        f"{path}: field 'checks': expected a list of checks or a mapping of check names; "
+        "rewrite the file with `aka validate`"
+    )
 
 
 def read_validation(path: Path, root: Path) -> ValidationReport:
@@ -78,24 +93,32 @@ def read_validation(path: Path, root: Path) -> ValidationReport:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise AkaError(f"{path}: not readable YAML ({type(exc).__name__}); rewrite it with `aka validate` "
-                       "or remove it") from None
+        raise AkaError(
+            f"{path}: not readable YAML ({type(exc).__name__}); rewrite it with `aka validate` or remove it"
+        ) from None
     if not isinstance(raw, dict):
         raise AkaError(f"{path}: not a validation report (not a mapping); rewrite it with `aka validate`")
     status = raw.get("overall_status")
     if status not in {s.value for s in ValidationStatus}:
-        raise AkaError(f"{path}: field 'overall_status': {status!r} is not PASS, WARN or FAIL; rewrite the file "
-                       "with `aka validate`")
+        raise AkaError(
+            f"{path}: field 'overall_status': {status!r} is not PASS, WARN or FAIL; rewrite the file "
+            "with `aka validate`"
+        )
     folder = path.parent.relative_to(root).as_posix() if path.parent != root else root.name
     subject = str(raw.get("task_name") or raw.get("task") or folder)
-    details = {str(k): _text(v) for k, v in raw.items()
-               if k not in ("overall_status", "checks", "task_name", "task")}
+    details = {str(k): _text(v) for k, v in raw.items() if k not in ("overall_status", "checks", "task_name", "task")}
     try:
-        return ValidationReport(path=str(path), subject=subject, overall_status=ValidationStatus(status),
-                                checks=_checks(raw.get("checks"), path), details=details)
+        return ValidationReport(
+            path=str(path),
+            subject=subject,
+            overall_status=ValidationStatus(status),
+            checks=_checks(raw.get("checks"), path),
+            details=details,
+        )
     except ValidationError as exc:
-        raise AkaError(f"{path}: not a validation report ({exc.errors()[0]['msg']}); rewrite it with "
-                       "`aka validate`") from None
+        raise AkaError(
+            f"{path}: not a validation report ({exc.errors()[0]['msg']}); rewrite it with `aka validate`"
+        ) from None
 
 
 def find_validation(run_dir: Path) -> tuple[ValidationReport | None, list[ValidationReport]]:

@@ -90,7 +90,10 @@ def measure_baseline(run_dir: Path, task: Task, identity: str, device: DeviceInf
     outcomes = run_steps(setup, [*steps, (Step.PERFORMANCE, Target.BASELINE)], shared_cache=builds)
     problem = _first_problem(outcomes)
     record = BaselineRecord(
-        task_name=task.name, task_identity=identity, device=device.name, source=source,
+        task_name=task.name,
+        task_identity=identity,
+        device=device.name,
+        source=source,
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         cases=outcomes[-1].cases if problem is None else [],
     )
@@ -112,4 +115,5 @@ def frozen_or_measured(run_dir: Path, task: Task, identity: str, device: DeviceI
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(path.with_name(f"{path.stem}.lock")):
         return load_frozen_baseline(run_dir, task, identity, device) or measure_baseline(
-            run_dir, task, identity, device, work_dir)
+            run_dir, task, identity, device, work_dir
+        )

@@ -20,8 +20,18 @@ import sys
 import time
 from pathlib import Path
 
-WARM_MODULES = ("torch", "triton", "triton.language", "triton.compiler", "triton.testing",
-                "aka.harness", "aka.harness.runner", "aka.harness.checks", "aka.harness.perf", "aka.harness.worker")
+WARM_MODULES = (
+    "torch",
+    "triton",
+    "triton.language",
+    "triton.compiler",
+    "triton.testing",
+    "aka.harness",
+    "aka.harness.runner",
+    "aka.harness.checks",
+    "aka.harness.perf",
+    "aka.harness.worker",
+)
 WARM_TIMEOUT_S = 600
 log = logging.getLogger(__name__)
 
@@ -32,14 +42,17 @@ def warm_bytecode(src_root: Path, modules: tuple[str, ...] = WARM_MODULES) -> fl
     failure is logged and ignored: the steps then compile from source, as before)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AKA_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src_root), env.get("PYTHONPATH", "")) if p)
-    code = ("import importlib\n"
-            f"for name in {modules!r}:\n"
-            "    try:\n        importlib.import_module(name)\n"
-            "    except Exception:\n        pass\n")
+    code = (
+        "import importlib\n"
+        f"for name in {modules!r}:\n"
+        "    try:\n        importlib.import_module(name)\n"
+        "    except Exception:\n        pass\n"
+    )
     start = time.perf_counter()
     try:
-        subprocess.run([sys.executable, "-c", code], env=env, cwd=src_root, capture_output=True,
-                       timeout=WARM_TIMEOUT_S, check=True)
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, cwd=src_root, capture_output=True, timeout=WARM_TIMEOUT_S, check=True
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         log.warning("could not pre-compile the step processes' bytecode: %s", exc)
     return time.perf_counter() - start

@@ -38,4 +38,4 @@ class ResultPipe:
         """Everything sent after the `ready` line (the report), once the pipe is closed."""
         self._reader.join(timeout=wait)
         data = b"".join(self.chunks)
-        return data[len(READY_LINE):] if data.startswith(READY_LINE) else data
+        return data[len(READY_LINE) :] if data.startswith(READY_LINE) else data

@@ -65,8 +65,12 @@ _CAPABILITY_VERSION_3 = 0x20080522
 DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 ACCELERATOR_NODES = ("nvidia*", "dri", "kfd")
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
-DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-             ("stderr", "/proc/self/fd/2"))
+DEV_LINKS = (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+)
 # Per-mount flags a remount must repeat (in a user namespace they are locked: leaving one out is EPERM).
 _KEPT_FLAGS = {b"nosuid": MS_NOSUID, b"nodev": MS_NODEV, b"noexec": MS_NOEXEC}
 KERNEL_TREES = ("/proc", "/dev")  # handled on their own (/sys is remounted read-only like the rest)
@@ -97,9 +101,16 @@ def _check(result: int, what: str) -> None:
 
 
 def _mount(source: str | None, target: str, flags: int, fstype: str | None = None, data: str | None = None) -> None:
-    _check(_libc.mount(os.fsencode(source) if source else None, os.fsencode(target),
-                       fstype.encode() if fstype else None, flags, data.encode() if data else None),
-           f"mount {target}")
+    _check(
+        _libc.mount(
+            os.fsencode(source) if source else None,
+            os.fsencode(target),
+            fstype.encode() if fstype else None,
+            flags,
+            data.encode() if data else None,
+        ),
+        f"mount {target}",
+    )
 
 
 def parse_mountinfo(info: bytes) -> list[tuple[str, int]]:
@@ -249,7 +260,7 @@ def parse_args(args: Sequence[str]) -> Arguments | None:
     if "--" not in args:
         return None
     split = list(args).index("--")
-    options, command = list(args[:split]), list(args[split + 1:])
+    options, command = list(args[:split]), list(args[split + 1 :])
     flags = {flag: flag in options for flag in ("--host-dev", "--keep-admin")}
     options = [option for option in options if option not in flags]
     if not command or len(options) % 2 or any(flag != "--writable" for flag in options[::2]):

@@ -75,8 +75,9 @@ class DeviceLock:
         started = time.monotonic()
         with contextlib.ExitStack() as held:
             with _flock(self.directory / f"{self.key}.turnstile", fcntl.LOCK_EX):
-                held.enter_context(_flock(self.directory / f"{self.key}.lock",
-                                          fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH))
+                held.enter_context(
+                    _flock(self.directory / f"{self.key}.lock", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+                )
             yield time.monotonic() - started
 
 

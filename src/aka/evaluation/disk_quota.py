@@ -42,5 +42,7 @@ class DiskQuota:
         grown = sum(disk_usage(p) for p in self.paths) - self.start
         if grown <= self.limit:
             return None
-        return (f"its writable folders grew by {grown / 2**30:.2f} GiB, over the {self.limit / 2**30:.2f} GiB a "
-                "step may write (filling the disk breaks the evaluation, not the candidate's score)")
+        return (
+            f"its writable folders grew by {grown / 2**30:.2f} GiB, over the {self.limit / 2**30:.2f} GiB a "
+            "step may write (filling the disk breaks the evaluation, not the candidate's score)"
+        )

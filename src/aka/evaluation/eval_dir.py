@@ -19,8 +19,7 @@ def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[s
     silently falling back to the original.
     """
     _clear_in_place(dest)
-    shutil.copytree(task.directory, dest, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"),
-                    dirs_exist_ok=True)
+    shutil.copytree(task.directory, dest, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"), dirs_exist_ok=True)
     copy_original_sources(task, dest)
     missing: list[str] = []
     if candidate_dir is not None:

@@ -37,9 +37,11 @@ READ_ONLY_FILESYSTEM = "read-only-filesystem"
 PRIVATE_DEV = "private-dev"
 CONFINE_SCRIPT = Path(__file__).resolve().with_name("confine.py")
 # cuInit, then a context on the first visible device (which opens its /dev/nvidiaN): 0 when CUDA works.
-CUDA_INIT_PROBE = ("import ctypes, sys; cuda = ctypes.CDLL('libcuda.so.1'); d, c = ctypes.c_int(), ctypes.c_void_p(); "
-                   "sys.exit(cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(d), 0) "
-                   "or cuda.cuDevicePrimaryCtxRetain(ctypes.byref(c), d))")
+CUDA_INIT_PROBE = (
+    "import ctypes, sys; cuda = ctypes.CDLL('libcuda.so.1'); d, c = ctypes.c_int(), ctypes.c_void_p(); "
+    "sys.exit(cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(d), 0) "
+    "or cuda.cuDevicePrimaryCtxRetain(ctypes.byref(c), d))"
+)
 log = logging.getLogger(__name__)
 
 
@@ -67,8 +69,11 @@ class Sandbox:
         """`argv` inside the namespaces and, where this machine allows it, behind `aka.evaluation.confine`
         with only the existing paths of `writable` writable. An empty `argv` gives the prefix.
         `keep_admin`: an aka.harness judge, which starts its workers in namespaces of their own."""
-        confine = (confine_argv(writable, host_dev=PRIVATE_DEV not in self.features, keep_admin=keep_admin)
-                   if self.confines else [])
+        confine = (
+            confine_argv(writable, host_dev=PRIVATE_DEV not in self.features, keep_admin=keep_admin)
+            if self.confines
+            else []
+        )
         return [*self.prefix, *confine, *argv]
 
 
@@ -137,5 +142,6 @@ def step_limits(timeout_seconds: float, on_gpu: bool) -> ResourceLimits:
     """CPU time: the wall budget times the cores (threads count too); memory only on the CPU; each
     file it writes, its log included, at most `STEP_FILE_BYTES`."""
     cores = max(os.cpu_count() or 1, 2)
-    return ResourceLimits(int(timeout_seconds * cores) + 10, None if on_gpu else CPU_MEMORY_LIMIT_BYTES,
-                          STEP_FILE_BYTES)
+    return ResourceLimits(
+        int(timeout_seconds * cores) + 10, None if on_gpu else CPU_MEMORY_LIMIT_BYTES, STEP_FILE_BYTES
+    )

@@ -21,17 +21,31 @@ BASELINE_SLOWDOWN_LIMIT = 1.3
 
 def _case(case_id: str, base: CaseReport | None, opt: CaseReport | None) -> CaseTiming:
     if opt is not None and opt.speedup and opt.baseline_time_ms and opt.time_ms:
-        return CaseTiming(id=case_id, params=opt.params, base_ms=opt.baseline_time_ms, optimized_ms=opt.time_ms,
-                          speedup=opt.speedup, speedup_ci_low=opt.speedup_ci_low, speedup_ci_high=opt.speedup_ci_high,
-                          paired=True, samples=opt.samples, base_method=opt.baseline_timing_method,
-                          optimized_method=opt.timing_method)
+        return CaseTiming(
+            id=case_id,
+            params=opt.params,
+            base_ms=opt.baseline_time_ms,
+            optimized_ms=opt.time_ms,
+            speedup=opt.speedup,
+            speedup_ci_low=opt.speedup_ci_low,
+            speedup_ci_high=opt.speedup_ci_high,
+            paired=True,
+            samples=opt.samples,
+            base_method=opt.baseline_timing_method,
+            optimized_method=opt.timing_method,
+        )
     speedup = base.time_ms / opt.time_ms if base and opt and base.time_ms and opt.time_ms else None
     shown = opt or base
     assert shown is not None
-    return CaseTiming(id=case_id, params=shown.params, base_ms=base.time_ms if base else None,
-                      optimized_ms=opt.time_ms if opt else None, speedup=speedup,
-                      base_method=base.timing_method if base else None,
-                      optimized_method=opt.timing_method if opt else None)
+    return CaseTiming(
+        id=case_id,
+        params=shown.params,
+        base_ms=base.time_ms if base else None,
+        optimized_ms=opt.time_ms if opt else None,
+        speedup=speedup,
+        base_method=base.timing_method if base else None,
+        optimized_method=opt.timing_method if opt else None,
+    )
 
 
 def apply_timings(result: TaskResult, baseline: BaselineRecord, performance: list[CaseReport]) -> None:
@@ -47,7 +61,8 @@ def apply_timings(result: TaskResult, baseline: BaselineRecord, performance: lis
     result.benchmark_method_consistent = bool(matched) and all(c.base_method == c.optimized_method for c in matched)
     if not matched:
         result.speedup_calculation_error_message = (
-            baseline.message if not baseline.usable else "no test case was timed in both baseline and candidate")
+            baseline.message if not baseline.usable else "no test case was timed in both baseline and candidate"
+        )
         return
     result.speedup_ratio = round(statistics.fmean(c.speedup for c in matched if c.speedup), 6)
     result.base_execution_time = round(statistics.fmean(c.base_ms for c in matched if c.base_ms), 6)
@@ -58,11 +73,15 @@ def apply_timings(result: TaskResult, baseline: BaselineRecord, performance: lis
     if not result.benchmark_method_consistent:
         result.speedup_calculation_error_message = (
             "baseline and candidate were timed with different methods: the speedup compares unlike numbers; "
-            "it is still scored, so compare such results with care")
+            "it is still scored, so compare such results with care"
+        )
 
 
 def slowed_baselines(baseline: BaselineRecord, performance: list[CaseReport]) -> list[str]:
     """Cases whose baseline ran much slower next to the candidate than alone: interference."""
     alone = {c.id: c.time_ms for c in baseline.cases if c.time_ms}
-    return [c.id for c in performance
-            if c.baseline_time_ms and alone.get(c.id) and c.baseline_time_ms > BASELINE_SLOWDOWN_LIMIT * alone[c.id]]
+    return [
+        c.id
+        for c in performance
+        if c.baseline_time_ms and alone.get(c.id) and c.baseline_time_ms > BASELINE_SLOWDOWN_LIMIT * alone[c.id]
+    ]

@@ -64,8 +64,9 @@ class StepSetup:
         return float("inf") if self.deadline is None else self.deadline - time.monotonic()
 
     def environment(self, step: Step, target: Target) -> dict[str, str]:
-        return step_environment(self.task, self.device, step, target, self.eval_dir,
-                                {**self.extra_env, **self.caches.env()})
+        return step_environment(
+            self.task, self.device, step, target, self.eval_dir, {**self.extra_env, **self.caches.env()}
+        )
 
 
 @dataclass
@@ -90,8 +91,9 @@ class StepProcess:
                 shutil.rmtree(path, ignore_errors=True)
 
 
-def start_isolated(setup: StepSetup, command: str, step: Step, target: Target,
-                   log_path: Path | None = None) -> StepProcess:
+def start_isolated(
+    setup: StepSetup, command: str, step: Step, target: Target, log_path: Path | None = None
+) -> StepProcess:
     """Start one step command sandboxed, with a private result pipe; it waits for its token.
 
     Its Triton cache (also `TORCH_EXTENSIONS_DIR`, and where CUDA builds go) is a fresh,
@@ -109,25 +111,47 @@ def start_isolated(setup: StepSetup, command: str, step: Step, target: Target,
     scratch = Path(tempfile.mkdtemp(prefix=f"tmp-{step.value}-", dir=eval_dir.parent))
     pipe = ResultPipe()
     timeout = step_timeout(setup.task, step)
-    private = {"TRITON_CACHE_DIR": str(cache), "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
-               "TMPDIR": str(scratch), "TEMP": str(scratch), "TMP": str(scratch), ENV_RESULT_FD: str(pipe.write_fd)}
+    private = {
+        "TRITON_CACHE_DIR": str(cache),
+        "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+        "TMPDIR": str(scratch),
+        "TEMP": str(scratch),
+        "TMP": str(scratch),
+        ENV_RESULT_FD: str(pipe.write_fd),
+    }
     try:
         if sandbox.confines:
             cache.mkdir(mode=0o700)
         writable = [eval_dir, cache, scratch, *([caches.shared] if caches.shared else [])]
         judge = is_harness_script(command, eval_dir)  # starts its workers in namespaces of their own
         started = StartedCommand(
-            command, eval_dir, {**setup.environment(step, target), **private}, log_path or setup.log_path,
-            with_stdin=True, pass_fds=(pipe.write_fd,), prefix=tuple(sandbox.wrap([], writable, keep_admin=judge)),
-            preexec=step_limits(timeout, setup.device.is_gpu).apply)
+            command,
+            eval_dir,
+            {**setup.environment(step, target), **private},
+            log_path or setup.log_path,
+            with_stdin=True,
+            pass_fds=(pipe.write_fd,),
+            prefix=tuple(sandbox.wrap([], writable, keep_admin=judge)),
+            preexec=step_limits(timeout, setup.device.is_gpu).apply,
+        )
     except BaseException:
         shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     finally:
         os.close(pipe.write_fd)
-    return StepProcess(command, step, started, pipe, secrets.token_hex(16), cache, timeout,
-                       caches.seed_for(step), scratch, tuple(writable))
+    return StepProcess(
+        command,
+        step,
+        started,
+        pipe,
+        secrets.token_hex(16),
+        cache,
+        timeout,
+        caches.seed_for(step),
+        scratch,
+        tuple(writable),
+    )
 
 
 def finish_isolated(process: StepProcess, time_left: float = float("inf")) -> tuple[CommandOutcome, bytes, str]:
@@ -137,8 +161,12 @@ def finish_isolated(process: StepProcess, time_left: float = float("inf")) -> tu
         if process.seed_cache is not None and process.seed_cache.is_dir():
             shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
         process.cache.mkdir(mode=0o700, exist_ok=True)
-        ran = process.started.finish(f"{process.token}\n".encode(), min(process.timeout, max(time_left, 0.0)),
-                                     watch=DiskQuota(process.writable), output_limit=STEP_OUTPUT_LIMIT_BYTES)
+        ran = process.started.finish(
+            f"{process.token}\n".encode(),
+            min(process.timeout, max(time_left, 0.0)),
+            watch=DiskQuota(process.writable),
+            output_limit=STEP_OUTPUT_LIMIT_BYTES,
+        )
     finally:
         process.remove_private_dirs()
     return ran, process.pipe.payload(), process.token
@@ -186,9 +214,13 @@ class Prestarted:
     def start(cls, setup: StepSetup, steps: list[tuple[Step, Target]]) -> Prestarted | None:
         if not detect_sandbox().prefix or not uses_aka_harness(setup.task, [s for s, _ in steps], setup.eval_dir):
             return None
-        processes = {step: [start_isolated(setup, c, step, target, own_log(setup.log_path, step, i))
-                            for i, c in enumerate(step_commands(setup.task, step))]
-                     for step, target in steps}
+        processes = {
+            step: [
+                start_isolated(setup, c, step, target, own_log(setup.log_path, step, i))
+                for i, c in enumerate(step_commands(setup.task, step))
+            ]
+            for step, target in steps
+        }
         for process in (p for group in processes.values() for p in group):
             process.pipe.ready.wait(timeout=process.timeout)
         return cls(setup.eval_dir, setup.eval_dir.stat().st_ino, processes, setup.log_path)

@@ -57,20 +57,31 @@ def case_profile(device: DeviceInfo, heldout: bool = False) -> str:
     return ("heldout" if base == "full" else "heldout_ci") if heldout else base
 
 
-def step_environment(task: Task, device: DeviceInfo, step: Step, target: Target, eval_dir: Path,
-                     extra: dict[str, str] | None = None) -> dict[str, str]:
+def step_environment(
+    task: Task, device: DeviceInfo, step: Step, target: Target, eval_dir: Path, extra: dict[str, str] | None = None
+) -> dict[str, str]:
     """The contract of docs/result-format.md: who runs, on what, and what is being judged."""
-    env = {k: v for k, v in os.environ.items()
-           if (not k.startswith("AKA_") or k in PASSED_THROUGH) and k != "TRITON_INTERPRET"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (not k.startswith("AKA_") or k in PASSED_THROUGH) and k != "TRITON_INTERPRET"
+    }
     python_dir = str(Path(sys.executable).parent)
     env["PATH"] = python_dir + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.update({ENV_STEP: step.value, ENV_DEVICE: device.kind, ENV_TARGET: target.value,
-                ENV_CASE_PROFILE: case_profile(device), ENV_TASK_FAMILY: task.family,
-                ENV_TARGET_KERNELS: ",".join(task.config.target_kernel_functions),
-                ENV_BASELINE: task.config.baseline_source.value,
-                ENV_BASELINE_DIR: str(eval_dir / BASELINE_SOURCES_DIR)})
+    env.update(
+        {
+            ENV_STEP: step.value,
+            ENV_DEVICE: device.kind,
+            ENV_TARGET: target.value,
+            ENV_CASE_PROFILE: case_profile(device),
+            ENV_TASK_FAMILY: task.family,
+            ENV_TARGET_KERNELS: ",".join(task.config.target_kernel_functions),
+            ENV_BASELINE: task.config.baseline_source.value,
+            ENV_BASELINE_DIR: str(eval_dir / BASELINE_SOURCES_DIR),
+        }
+    )
     env.update(device.mask)
     if device.is_gpu and device.arch:
         env[ENV_CUDA_ARCH] = device.arch

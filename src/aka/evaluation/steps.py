@@ -128,8 +128,10 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
             outcome.failure, outcome.message = crash, ran.describe()
             return outcome
         if report is None:
-            forged = any(sign in report_problem for sign in ("forged", "messages arrived", "not a measurement",
-                                                                "greater than 0", "finite number"))
+            forged = any(
+                sign in report_problem
+                for sign in ("forged", "messages arrived", "not a measurement", "greater than 0", "finite number")
+            )
             fallback = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
             outcome.failure = FailureKind.TAMPERING if forged else fallback
             outcome.message = f"`{command}` exited 0 but {report_problem}"
@@ -161,9 +163,16 @@ def _check_cases(outcome: StepOutcome) -> StepOutcome:
     return outcome
 
 
-def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, device: DeviceInfo,
-                       heldout: bool = False, through: int = 3, trusted_cache: Path | None = None,
-                       deadline: float | None = None) -> list[StepOutcome]:
+def evaluate_candidate(
+    task: Task,
+    candidate_dir: Path,
+    scratch_dir: Path,
+    device: DeviceInfo,
+    heldout: bool = False,
+    through: int = 3,
+    trusted_cache: Path | None = None,
+    deadline: float | None = None,
+) -> list[StepOutcome]:
     """Judge the declared sources in `candidate_dir`: compile, correctness, performance.
 
     Everything is built in `scratch_dir/evaluation` from the pristine task; the steps stop at the
@@ -181,21 +190,40 @@ def evaluate_candidate(task: Task, candidate_dir: Path, scratch_dir: Path, devic
         return [StepOutcome(Step.COMPILE, FailureKind.COMPILE_ERROR, f"editable file(s) missing: {', '.join(deleted)}")]
     absent = missing_kernels(task, eval_dir)
     if absent:
-        return [StepOutcome(Step.COMPILE, FailureKind.MISSING_KERNEL,
-                            f"target kernel function(s) not defined: {', '.join(absent)}")]
+        return [
+            StepOutcome(
+                Step.COMPILE, FailureKind.MISSING_KERNEL, f"target kernel function(s) not defined: {', '.join(absent)}"
+            )
+        ]
     outside = scope_problem(task.original.symbol_scopes(), task.directory, eval_dir) if task.original else None
     if outside is not None:
-        return [StepOutcome(Step.COMPILE, FailureKind.POLICY_VIOLATION,
-                            f"edited outside its editable symbols: {outside}")]
-    steps = [s for s in (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE)[:through]
-             if s is not Step.PERFORMANCE or task.config.performance_command]
-    setup = StepSetup(task, device, eval_dir, scratch_dir / f".reports_{name}", scratch_dir / f"{name}.log", extra,
-                      rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir), deadline=deadline)
+        return [
+            StepOutcome(Step.COMPILE, FailureKind.POLICY_VIOLATION, f"edited outside its editable symbols: {outside}")
+        ]
+    steps = [
+        s
+        for s in (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE)[:through]
+        if s is not Step.PERFORMANCE or task.config.performance_command
+    ]
+    setup = StepSetup(
+        task,
+        device,
+        eval_dir,
+        scratch_dir / f".reports_{name}",
+        scratch_dir / f"{name}.log",
+        extra,
+        rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir),
+        deadline=deadline,
+    )
     return run_steps(setup, [(s, Target.CANDIDATE) for s in steps], trusted_cache=trusted_cache)
 
 
-def run_steps(setup: StepSetup, steps: list[tuple[Step, Target]], trusted_cache: Path | None = None,
-              shared_cache: Path | None = None) -> list[StepOutcome]:
+def run_steps(
+    setup: StepSetup,
+    steps: list[tuple[Step, Target]],
+    trusted_cache: Path | None = None,
+    shared_cache: Path | None = None,
+) -> list[StepOutcome]:
     """Run `steps` in order, stopping at the first that does not pass; their commands start
     together (see `Prestarted`) and share a build cache (see `BuildCaches`) where that is safe:
     for aka.harness scripts. `shared_cache` keeps the shared builds (else a temporary folder)."""
@@ -221,4 +249,3 @@ def run_steps(setup: StepSetup, steps: list[tuple[Step, Target]], trusted_cache:
         if owned is not None:
             shutil.rmtree(owned, ignore_errors=True)
     return outcomes
-

@@ -50,8 +50,9 @@ PERFORMANCE_ERROR = "performance_error"  # a case that could not be timed fairly
 CRASH = "crash"
 TIMEOUT = "timeout"
 INFRA_ERROR = "infra_error"
-STEP_FAILURE_KINDS = frozenset({INCORRECT, POLICY_VIOLATION, TAMPERING, IMPOSSIBLE_SPEEDUP, PERFORMANCE_ERROR,
-                                CRASH, TIMEOUT, INFRA_ERROR})
+STEP_FAILURE_KINDS = frozenset(
+    {INCORRECT, POLICY_VIOLATION, TAMPERING, IMPOSSIBLE_SPEEDUP, PERFORMANCE_ERROR, CRASH, TIMEOUT, INFRA_ERROR}
+)
 
 # Timing methods (`timing_method`, and the result's *_benchmark_methods).
 PAIRED_EVENTS = "paired_cuda_event_l2flush"
@@ -61,6 +62,22 @@ WALL_CLOCK_MEDIAN = "wall_clock_median"
 TIMING_METHODS = frozenset({PAIRED_EVENTS, PAIRED_WALL_CLOCK, EVENTS_MEDIAN, WALL_CLOCK_MEDIAN})
 
 STEP_FIELDS = ("format", "step", "status", "message", "failure_kind", "eval_seed", "isolation", "cases")
-CASE_FIELDS = ("id", "params", "correct", "time_ms", "timing_method", "max_abs_error", "message",
-               "baseline_time_ms", "baseline_timing_method", "speedup", "speedup_ci_low", "speedup_ci_high",
-               "samples", "late_pairs", "floor_ms", "unexplained_ms", "span_speedup")
+CASE_FIELDS = (
+    "id",
+    "params",
+    "correct",
+    "time_ms",
+    "timing_method",
+    "max_abs_error",
+    "message",
+    "baseline_time_ms",
+    "baseline_timing_method",
+    "speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "samples",
+    "late_pairs",
+    "floor_ms",
+    "unexplained_ms",
+    "span_speedup",
+)

@@ -107,11 +107,13 @@ def import_candidate(module: str = "kernel", directory: Path | None = None) -> M
 
 def candidate_function(module: str, name: str) -> Callable[[Path], Callable[..., object]]:
     """A `load_candidate` for Python sources: the function `name` of `<module>.py` in a directory."""
+
     def load(directory: Path) -> Callable[..., object]:
         function: object = getattr(import_candidate(module, directory), name, None)
         if not callable(function):
             raise TypeError(f"{module}.py defines no function '{name}'")
         return function
+
     return load
 
 
@@ -145,8 +147,9 @@ def private_build_dir() -> Path:
     return Path(cache) / NVCC_SUBDIR if cache else _scratch_build_dir()
 
 
-def compile_cuda_library(source: str | Path, arch: str | None = None, flags: Sequence[str] = (),
-                         build_dir: str | Path | None = None) -> Path:
+def compile_cuda_library(
+    source: str | Path, arch: str | None = None, flags: Sequence[str] = (), build_dir: str | Path | None = None
+) -> Path:
     """Compile `source` with `nvcc -O3 -shared -Xcompiler -fPIC -arch=ARCH` into `build_dir`
     (default: this process's private build folder).
 
@@ -170,8 +173,7 @@ def compile_cuda_library(source: str | Path, arch: str | None = None, flags: Seq
     os.close(fd)
     log.info("building %s for %s", src.name, target_arch)
     try:
-        done = subprocess.run([*command, "-o", tmp_name, str(src)],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run([*command, "-o", tmp_name, str(src)], capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise BuildError(f"nvcc failed on {src.name}: {first_error_lines(done.stderr + done.stdout)}")
         os.replace(tmp_name, library)

@@ -53,6 +53,6 @@ class ReportChannel:
         data = (json.dumps({"token": self.token, "report": report}, allow_nan=False) + "\n").encode()
         view = memoryview(data)
         while view:
-            view = view[os.write(self.fd, view):]
+            view = view[os.write(self.fd, view) :]
         os.close(self.fd)
         self.fd = None

@@ -33,17 +33,20 @@ def check_plan(case: Case, eval_seed: int) -> list[tuple[int, Distribution]]:
     return [(case.seed, "normal"), (case.seed + SECOND_SEED_OFFSET, "wide_uniform"), (eval_seed ^ case.seed, "normal")]
 
 
-def reference_for(task: KernelTask, ctx: StepContext, case: Case, seed: int,
-                  distribution: Distribution) -> tuple[tuple[torch.Tensor, ...], Output]:
+def reference_for(
+    task: KernelTask, ctx: StepContext, case: Case, seed: int, distribution: Distribution
+) -> tuple[tuple[torch.Tensor, ...], Output]:
     """A check's inputs and expected output; a non-finite reference stops the step as the task's fault."""
     with input_distribution(distribution):
         inputs = make_case_inputs(task, case, seed, ctx.device)
     expected = expected_output(task, inputs, ctx.device)
     problem = None if task.nonfinite_reference else nonfinite_reference(expected)
     if problem is not None:
-        raise HarnessError(f"the task's reference is not finite on its own inputs (case {case.id}, seed {seed}, "
-                           f"{distribution}): {problem}; a defect of the task, not of the candidate (declare "
-                           "nonfinite_reference=True in its KernelTask if NaN/Inf are the right answer)")
+        raise HarnessError(
+            f"the task's reference is not finite on its own inputs (case {case.id}, seed {seed}, "
+            f"{distribution}): {problem}; a defect of the task, not of the candidate (declare "
+            "nonfinite_reference=True in its KernelTask if NaN/Inf are the right answer)"
+        )
     return inputs, expected
 
 
@@ -58,11 +61,15 @@ def _check_case(task: KernelTask, ctx: StepContext, side: RemoteSide, case: Case
             where = "the evaluation-time seed" if seed == eval_seed ^ case.seed else f"seed {seed}, {distribution}"
             if not turn.reply.ok:
                 return CaseResult(case, correct=False, message=turn.reply.text("error") or "the call failed")
-            problem = worst(delivered_problems(turn.reply, memory.snapshots, expected, task.tolerances,
-                                               memory.changed_inputs(inputs)))
+            problem = worst(
+                delivered_problems(
+                    turn.reply, memory.snapshots, expected, task.tolerances, memory.changed_inputs(inputs)
+                )
+            )
             if problem is not None:
-                return CaseResult(case, correct=False, message=f"[{problem.kind}] {problem.message} ({where})",
-                                  kind=problem.kind)
+                return CaseResult(
+                    case, correct=False, message=f"[{problem.kind}] {problem.message} ({where})", kind=problem.kind
+                )
             worst_error = max(worst_error, max_abs_error(memory.snapshots, expected, task.tolerances))
     finally:
         if memory is not None:
@@ -70,8 +77,9 @@ def _check_case(task: KernelTask, ctx: StepContext, side: RemoteSide, case: Case
     return CaseResult(case, correct=True, max_abs_error=worst_error)
 
 
-def _cuda_provenance(task: KernelTask, ctx: StepContext, side: RemoteSide, instrumented: list[str],
-                     case: Case) -> Problem | None:
+def _cuda_provenance(
+    task: KernelTask, ctx: StepContext, side: RemoteSide, instrumented: list[str], case: Case
+) -> Problem | None:
     """CUDA-source targets (no Triton object to count launches of): the profiler must see them run."""
     missing = [k for k in ctx.target_kernels if k not in instrumented]
     if ctx.device.type != "cuda" or not missing:
@@ -79,14 +87,17 @@ def _cuda_provenance(task: KernelTask, ctx: StepContext, side: RemoteSide, instr
     inputs, expected = reference_for(task, ctx, case, case.seed, "normal")
     memory = CaseMemory(side, ctx.device, inputs, expected)
     try:
-        names = side.expect_ok({"op": "kernels", "arena": memory.name, "inputs": memory.input_names(0),
-                                "values": memory.values(inputs)}, 300.0).texts("names")
+        names = side.expect_ok(
+            {"op": "kernels", "arena": memory.name, "inputs": memory.input_names(0), "values": memory.values(inputs)},
+            300.0,
+        ).texts("names")
     finally:
         memory.close()
     absent = [k for k in missing if not any(k in name for name in names)]
     if absent:
-        return Problem(POLICY, f"target kernel(s) {', '.join(absent)} never ran; the GPU ran: "
-                               f"{', '.join(names[:4]) or 'nothing'}")
+        return Problem(
+            POLICY, f"target kernel(s) {', '.join(absent)} never ran; the GPU ran: {', '.join(names[:4]) or 'nothing'}"
+        )
     return None
 
 
@@ -111,8 +122,9 @@ def correctness_step(task: KernelTask, ctx: StepContext, side: RemoteSide | None
         if all(r.correct for r in results) and cases:
             provenance = _cuda_provenance(task, ctx, side, loaded, cases[0])
             if provenance is not None:
-                results[0] = CaseResult(cases[0], correct=False, message=f"[{provenance.kind}] {provenance.message}",
-                                        kind=provenance.kind)
+                results[0] = CaseResult(
+                    cases[0], correct=False, message=f"[{provenance.kind}] {provenance.message}", kind=provenance.kind
+                )
     except WorkerFailure as failure:
         done = {r.case.id for r in results}
         message = f"[{failure.kind}] {failure}"
@@ -121,6 +133,11 @@ def correctness_step(task: KernelTask, ctx: StepContext, side: RemoteSide | None
     if not bad:
         return StepResult("correctness", "ok", None, results, eval_seed=eval_seed)
     kind = worst([Problem(r.kind or INCORRECT, r.message or "") for r in bad])
-    return StepResult("correctness", "failed", f"{len(bad)} of {len(results)} cases failed; first: "
-                      f"{bad[0].case.id}: {bad[0].message}", results, failure_kind=kind.kind if kind else INCORRECT,
-                      eval_seed=eval_seed)
+    return StepResult(
+        "correctness",
+        "failed",
+        f"{len(bad)} of {len(results)} cases failed; first: {bad[0].case.id}: {bad[0].message}",
+        results,
+        failure_kind=kind.kind if kind else INCORRECT,
+        eval_seed=eval_seed,
+    )

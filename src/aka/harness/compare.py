@@ -95,8 +95,8 @@ def _tally(got: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> _
     wide = torch.float64 if got.dtype.is_floating_point or got.dtype.is_complex else torch.int64
     chunk = CHUNK_ELEMENTS if got.device.type == "cuda" else comparison_chunk(flat_got.numel())
     for offset in range(0, flat_got.numel(), chunk):
-        g = flat_got[offset:offset + chunk].to(wide)
-        e = flat_expected[offset:offset + chunk].to(wide)
+        g = flat_got[offset : offset + chunk].to(wide)
+        e = flat_expected[offset : offset + chunk].to(wide)
         if g.dtype.is_floating_point:
             tally.add("nan", torch.isnan(g) != torch.isnan(e), offset)
             inf = torch.isinf(g) != torch.isinf(e)
@@ -116,8 +116,7 @@ def compare_tensor(got: object, expected: torch.Tensor, tolerance: Tolerance) ->
     if not isinstance(got, torch.Tensor):
         return Comparison(False, None, f"output is a {type(got).__name__}, expected a tensor")
     if got.shape != expected.shape:
-        return Comparison(False, None,
-                          f"shape mismatch: got {tuple(got.shape)}, expected {tuple(expected.shape)}")
+        return Comparison(False, None, f"shape mismatch: got {tuple(got.shape)}, expected {tuple(expected.shape)}")
     if got.dtype != expected.dtype:
         got_name, expected_name = dtype_name(got.dtype), dtype_name(expected.dtype)
         return Comparison(False, None, f"dtype mismatch: got {got_name}, expected {expected_name}")
@@ -129,9 +128,13 @@ def compare_tensor(got: object, expected: torch.Tensor, tolerance: Tolerance) ->
     for label, count, first in (("NaN", tally.nan, tally.first_nan), ("Inf", tally.inf, tally.first_inf)):
         if count:
             where = _index(first, got.shape)
-            return Comparison(False, tally.max_abs, f"{count} position(s) differ in {label} from the reference; "
-                                                    f"first at index {where}: got {got[where].item()}, "
-                                                    f"expected {expected[where].item()}")
+            return Comparison(
+                False,
+                tally.max_abs,
+                f"{count} position(s) differ in {label} from the reference; "
+                f"first at index {where}: got {got[where].item()}, "
+                f"expected {expected[where].item()}",
+            )
     limits = f"atol {tolerance.atol:g}, rtol {tolerance.rtol:g}"
     if tally.bad:
         where = _index(tally.first_bad, got.shape)
@@ -146,8 +149,7 @@ def compare_outputs(got: object, expected: Output, overrides: Overrides | None =
     if isinstance(expected, torch.Tensor):
         return compare_tensor(got, expected, tolerance_for(expected.dtype, overrides))
     if not isinstance(got, tuple | list) or len(got) != len(expected):
-        return Comparison(False, None,
-                          f"expected a sequence of {len(expected)} tensors, got {type(got).__name__}")
+        return Comparison(False, None, f"expected a sequence of {len(expected)} tensors, got {type(got).__name__}")
     worst = 0.0
     for position, (one_got, one_expected) in enumerate(zip(got, expected, strict=True)):
         result = compare_tensor(one_got, one_expected, tolerance_for(one_expected.dtype, overrides))

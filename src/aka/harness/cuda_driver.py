@@ -58,10 +58,18 @@ def _current_context() -> None:
     below need it: a library that loaded its own CUDA runtime may have left another current."""
     torch.cuda.current_stream().synchronize()
     device, primary, current = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_void_p()
-    _check("cuDeviceGet", _function("cuDeviceGet", ctypes.POINTER(ctypes.c_int), ctypes.c_int)(
-        ctypes.byref(device), torch.cuda.current_device()))
-    _check("cuDevicePrimaryCtxRetain", _function("cuDevicePrimaryCtxRetain", ctypes.POINTER(ctypes.c_void_p),
-                                                 ctypes.c_int)(ctypes.byref(primary), device))
+    _check(
+        "cuDeviceGet",
+        _function("cuDeviceGet", ctypes.POINTER(ctypes.c_int), ctypes.c_int)(
+            ctypes.byref(device), torch.cuda.current_device()
+        ),
+    )
+    _check(
+        "cuDevicePrimaryCtxRetain",
+        _function("cuDevicePrimaryCtxRetain", ctypes.POINTER(ctypes.c_void_p), ctypes.c_int)(
+            ctypes.byref(primary), device
+        ),
+    )
     _check("cuCtxGetCurrent", _function("cuCtxGetCurrent", ctypes.POINTER(ctypes.c_void_p))(ctypes.byref(current)))
     if current.value != primary.value:
         _check("cuCtxSetCurrent", _function("cuCtxSetCurrent", ctypes.c_void_p)(primary))
@@ -73,13 +81,22 @@ class _Location(ctypes.Structure):
 
 
 class _AllocFlags(ctypes.Structure):
-    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
-                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+    _fields_ = [
+        ("compressionType", ctypes.c_ubyte),
+        ("gpuDirectRDMACapable", ctypes.c_ubyte),
+        ("usage", ctypes.c_ushort),
+        ("reserved", ctypes.c_ubyte * 4),
+    ]
 
 
 class _AllocationProp(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", _Location),
-                ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", _AllocFlags)]
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("requestedHandleTypes", ctypes.c_int),
+        ("location", _Location),
+        ("win32HandleMetaData", ctypes.c_void_p),
+        ("allocFlags", _AllocFlags),
+    ]
 
 
 class _AccessDesc(ctypes.Structure):
@@ -91,8 +108,12 @@ _PINNED, _POSIX_FD, _ON_DEVICE, _READ_WRITE = 1, 1, 1, 3
 
 def _device() -> int:
     device = ctypes.c_int()
-    _check("cuDeviceGet", _function("cuDeviceGet", ctypes.POINTER(ctypes.c_int), ctypes.c_int)(
-        ctypes.byref(device), torch.cuda.current_device()))
+    _check(
+        "cuDeviceGet",
+        _function("cuDeviceGet", ctypes.POINTER(ctypes.c_int), ctypes.c_int)(
+            ctypes.byref(device), torch.cuda.current_device()
+        ),
+    )
     return device.value
 
 
@@ -108,15 +129,30 @@ class Mapping:
 
 def _map(handle: int, nbytes: int) -> int:
     pointer = ctypes.c_uint64()
-    _check("cuMemAddressReserve", _function("cuMemAddressReserve", ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
-                                            ctypes.c_size_t, ctypes.c_uint64, ctypes.c_uint64)(
-        ctypes.byref(pointer), nbytes, 0, 0, 0))
-    _check("cuMemMap", _function("cuMemMap", ctypes.c_uint64, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_uint64,
-                                 ctypes.c_uint64)(pointer.value, nbytes, 0, handle, 0))
+    _check(
+        "cuMemAddressReserve",
+        _function(
+            "cuMemAddressReserve",
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.c_size_t,
+            ctypes.c_size_t,
+            ctypes.c_uint64,
+            ctypes.c_uint64,
+        )(ctypes.byref(pointer), nbytes, 0, 0, 0),
+    )
+    _check(
+        "cuMemMap",
+        _function("cuMemMap", ctypes.c_uint64, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_uint64)(
+            pointer.value, nbytes, 0, handle, 0
+        ),
+    )
     access = _AccessDesc(_Location(_ON_DEVICE, _device()), _READ_WRITE)
-    _check("cuMemSetAccess", _function("cuMemSetAccess", ctypes.c_uint64, ctypes.c_size_t,
-                                       ctypes.POINTER(_AccessDesc), ctypes.c_size_t)(
-        pointer.value, nbytes, ctypes.byref(access), 1))
+    _check(
+        "cuMemSetAccess",
+        _function("cuMemSetAccess", ctypes.c_uint64, ctypes.c_size_t, ctypes.POINTER(_AccessDesc), ctypes.c_size_t)(
+            pointer.value, nbytes, ctypes.byref(access), 1
+        ),
+    )
     return pointer.value
 
 
@@ -126,18 +162,34 @@ def export(nbytes: int) -> Mapping:
     _current_context()
     prop = _AllocationProp(_PINNED, _POSIX_FD, _Location(_ON_DEVICE, _device()), None, _AllocFlags())
     granularity = ctypes.c_size_t()
-    _check("cuMemGetAllocationGranularity", _function("cuMemGetAllocationGranularity", ctypes.POINTER(ctypes.c_size_t),
-                                                      ctypes.POINTER(_AllocationProp), ctypes.c_int)(
-        ctypes.byref(granularity), ctypes.byref(prop), 0))
+    _check(
+        "cuMemGetAllocationGranularity",
+        _function(
+            "cuMemGetAllocationGranularity",
+            ctypes.POINTER(ctypes.c_size_t),
+            ctypes.POINTER(_AllocationProp),
+            ctypes.c_int,
+        )(ctypes.byref(granularity), ctypes.byref(prop), 0),
+    )
     size = (max(nbytes, 1) + granularity.value - 1) // granularity.value * granularity.value
     handle = ctypes.c_uint64()
-    _check("cuMemCreate", _function("cuMemCreate", ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
-                                    ctypes.POINTER(_AllocationProp), ctypes.c_uint64)(
-        ctypes.byref(handle), size, ctypes.byref(prop), 0))
+    _check(
+        "cuMemCreate",
+        _function(
+            "cuMemCreate",
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.c_size_t,
+            ctypes.POINTER(_AllocationProp),
+            ctypes.c_uint64,
+        )(ctypes.byref(handle), size, ctypes.byref(prop), 0),
+    )
     fd = ctypes.c_int(-1)
-    _check("cuMemExportToShareableHandle", _function("cuMemExportToShareableHandle", ctypes.c_void_p,
-                                                     ctypes.c_uint64, ctypes.c_int, ctypes.c_uint64)(
-        ctypes.addressof(fd), handle.value, _POSIX_FD, 0))
+    _check(
+        "cuMemExportToShareableHandle",
+        _function("cuMemExportToShareableHandle", ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int, ctypes.c_uint64)(
+            ctypes.addressof(fd), handle.value, _POSIX_FD, 0
+        ),
+    )
     return Mapping(_map(handle.value, size), size, handle.value, fd.value)
 
 
@@ -145,8 +197,9 @@ def import_fd(fd: int, nbytes: int) -> Mapping:
     """Map the memory behind an exporter's file descriptor (`nbytes` as exported)."""
     _current_context()
     handle = ctypes.c_uint64()
-    importer = _function("cuMemImportFromShareableHandle", ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p,
-                         ctypes.c_int)
+    importer = _function(
+        "cuMemImportFromShareableHandle", ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_int
+    )
     _check("cuMemImportFromShareableHandle", importer(ctypes.byref(handle), ctypes.c_void_p(fd), _POSIX_FD))
     return Mapping(_map(handle.value, nbytes), nbytes, handle.value)
 
@@ -155,21 +208,31 @@ def release(mapping: Mapping) -> None:
     """Unmap and drop this process's reference; the memory itself goes once no process holds it."""
     torch.cuda.synchronize()
     _check("cuMemUnmap", _function("cuMemUnmap", ctypes.c_uint64, ctypes.c_size_t)(mapping.pointer, mapping.nbytes))
-    _check("cuMemAddressFree", _function("cuMemAddressFree", ctypes.c_uint64, ctypes.c_size_t)(
-        mapping.pointer, mapping.nbytes))
+    _check(
+        "cuMemAddressFree",
+        _function("cuMemAddressFree", ctypes.c_uint64, ctypes.c_size_t)(mapping.pointer, mapping.nbytes),
+    )
     _check("cuMemRelease", _function("cuMemRelease", ctypes.c_uint64)(mapping.handle))
 
 
 def wait_flag(stream: torch.cuda.Stream, pointer: int, value: int) -> None:
     """`stream` waits until the 32-bit flag at `pointer` is at least `value`."""
-    _check("cuStreamWaitValue32", _function("cuStreamWaitValue32", ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32,
-                                            ctypes.c_uint)(stream.cuda_stream, pointer, value, _WAIT_GEQ))
+    _check(
+        "cuStreamWaitValue32",
+        _function("cuStreamWaitValue32", ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint)(
+            stream.cuda_stream, pointer, value, _WAIT_GEQ
+        ),
+    )
 
 
 def write_flag(stream: torch.cuda.Stream, pointer: int, value: int) -> None:
     """`stream` writes `value` to the 32-bit flag at `pointer` once its earlier work is done."""
-    _check("cuStreamWriteValue32", _function("cuStreamWriteValue32", ctypes.c_void_p, ctypes.c_uint64,
-                                             ctypes.c_uint32, ctypes.c_uint)(stream.cuda_stream, pointer, value, 0))
+    _check(
+        "cuStreamWriteValue32",
+        _function("cuStreamWriteValue32", ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint)(
+            stream.cuda_stream, pointer, value, 0
+        ),
+    )
 
 
 PERSISTING_L2_LIMIT = 0x06  # CU_LIMIT_PERSISTING_L2_CACHE_SIZE
@@ -182,8 +245,12 @@ def set_persisting_l2_limit(nbytes: int) -> None:
 
 def persisting_l2_limit() -> int:
     value = ctypes.c_size_t()
-    _check("cuCtxGetLimit", _function("cuCtxGetLimit", ctypes.POINTER(ctypes.c_size_t), ctypes.c_int)(
-        ctypes.byref(value), PERSISTING_L2_LIMIT))
+    _check(
+        "cuCtxGetLimit",
+        _function("cuCtxGetLimit", ctypes.POINTER(ctypes.c_size_t), ctypes.c_int)(
+            ctypes.byref(value), PERSISTING_L2_LIMIT
+        ),
+    )
     return value.value
 
 
@@ -201,8 +268,13 @@ class _DeviceMemory:
     """`__cuda_array_interface__` over raw device memory, so torch can view it without a copy."""
 
     def __init__(self, pointer: int, nbytes: int) -> None:
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (pointer, False),
-                                         "version": 3, "strides": None}
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (pointer, False),
+            "version": 3,
+            "strides": None,
+        }
 
 
 def byte_tensor(pointer: int, nbytes: int) -> torch.Tensor:

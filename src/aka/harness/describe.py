@@ -70,9 +70,12 @@ def _number(value: float) -> str:
 
 def judging_notes(task: KernelTask, family: str, gpu: bool) -> list[str]:
     """Markdown lines: correctness (seeds, distributions, tolerances per dtype), the policy, timing."""
-    tolerances = [f"{str(d).removeprefix('torch.')} atol {_number(t.atol)} / rtol {_number(t.rtol)}"
-                  for d in output_dtypes(task) if d.is_floating_point
-                  for t in [tolerance_for(d, task.tolerances)]]
+    tolerances = [
+        f"{str(d).removeprefix('torch.')} atol {_number(t.atol)} / rtol {_number(t.rtol)}"
+        for d in output_dtypes(task)
+        if d.is_floating_point
+        for t in [tolerance_for(d, task.tolerances)]
+    ]
     lines = [
         "- Correctness: every case, on three seeds (one drawn at evaluation time) and two input "
         "distributions; every output of every call, timed calls included, is compared element by element "
@@ -83,8 +86,10 @@ def judging_notes(task: KernelTask, family: str, gpu: bool) -> list[str]:
     ]
     if policy_applies(family):
         allowed = f" (also allowed here: {', '.join(sorted(task.allowed_torch_ops))})" if task.allowed_torch_ops else ""
-        lines.append("- The work must be done by your kernels: torch operators beyond allocation, views, copies and "
-                     f"fills are rejected{allowed}, and each target kernel must be launched in every call.")
+        lines.append(
+            "- The work must be done by your kernels: torch operators beyond allocation, views, copies and "
+            f"fills are rejected{allowed}, and each target kernel must be launched in every call."
+        )
     if gpu:
         budget = task.paired.for_cases(len(task.cases))
         lines.append(
@@ -93,10 +98,15 @@ def judging_notes(task: KernelTask, family: str, gpu: bool) -> list[str]:
             "flushed before every call; each call is timed by CUDA events, bounded by the judge's own clock. "
             "A case's speedup is the trimmed mean of the per-pair time ratios (baseline / yours) with a 95% "
             f"interval, from up to {budget.budget_s:.2g} s of pairs; the task's speedup is the mean over its cases. "
-            "A time below the case's speed-of-light floor (its bytes at the memory's peak) is rejected.")
+            "A time below the case's speed-of-light floor (its bytes at the memory's peak) is rejected."
+        )
     else:
-        lines.append("- Timing: this machine has no GPU. Triton kernels run in its interpreter on small cases, "
-                     "so times and speedups here are a smoke test only; the GPU's evaluation decides.")
-    lines.append("- Run the step commands above by hand to check your work: each prints its report and a one-line "
-                 "verdict, and exits 1 when the step fails.")
+        lines.append(
+            "- Timing: this machine has no GPU. Triton kernels run in its interpreter on small cases, "
+            "so times and speedups here are a smoke test only; the GPU's evaluation decides."
+        )
+    lines.append(
+        "- Run the step commands above by hand to check your work: each prints its report and a one-line "
+        "verdict, and exits 1 when the step fails."
+    )
     return lines

@@ -28,15 +28,67 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from aka.harness import cuda_driver
 
-ALLOWED_ATEN_OPS = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
-    "ones", "ones_like", "full", "full_like", "fill_", "zero_", "arange", "view", "_unsafe_view",
-    "reshape", "as_strided", "expand", "permute", "transpose", "t", "squeeze", "unsqueeze", "flatten",
-    "select", "slice", "split", "split_with_sizes", "chunk", "unbind", "narrow", "contiguous", "clone",
-    "copy_", "_to_copy", "to", "detach", "alias", "lift_fresh", "_local_scalar_dense", "resize_",
-    "record_stream", "set_", "view_as_real", "view_as_complex", "_reshape_alias", "unfold", "movedim",
-    "is_same_size", "_has_compatible_shallow_copy_type", "cat", "stack", "is_nonzero", "item",
-})
+ALLOWED_ATEN_OPS = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "fill_",
+        "zero_",
+        "arange",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "as_strided",
+        "expand",
+        "permute",
+        "transpose",
+        "t",
+        "squeeze",
+        "unsqueeze",
+        "flatten",
+        "select",
+        "slice",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "unbind",
+        "narrow",
+        "contiguous",
+        "clone",
+        "copy_",
+        "_to_copy",
+        "to",
+        "detach",
+        "alias",
+        "lift_fresh",
+        "_local_scalar_dense",
+        "resize_",
+        "record_stream",
+        "set_",
+        "view_as_real",
+        "view_as_complex",
+        "_reshape_alias",
+        "unfold",
+        "movedim",
+        "is_same_size",
+        "_has_compatible_shallow_copy_type",
+        "cat",
+        "stack",
+        "is_nonzero",
+        "item",
+    }
+)
+
+
 class ForbiddenOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Records every aten operator outside the allowlist that runs while the mode is active."""
 
@@ -127,8 +179,13 @@ class PersistingL2:
 
 def storages(value: object) -> list[tuple[int, int]]:
     """(start, end) byte ranges of the storages behind a tensor or a sequence of tensors."""
-    tensors = [value] if isinstance(value, torch.Tensor) else [v for v in value if isinstance(v, torch.Tensor)] \
-        if isinstance(value, tuple | list) else []
+    tensors = (
+        [value]
+        if isinstance(value, torch.Tensor)
+        else [v for v in value if isinstance(v, torch.Tensor)]
+        if isinstance(value, tuple | list)
+        else []
+    )
     ranges = []
     for tensor in tensors:
         storage = tensor.untyped_storage()
@@ -143,8 +200,13 @@ def overlaps(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
 def poison_allocator(expected: object) -> None:
     """Fill and free blocks of the output's size, so memory the candidate allocates but never
     writes holds NaN (or a sentinel), not the reference's freed output."""
-    tensors = [expected] if isinstance(expected, torch.Tensor) else list(expected) \
-        if isinstance(expected, tuple | list) else []
+    tensors = (
+        [expected]
+        if isinstance(expected, torch.Tensor)
+        else list(expected)
+        if isinstance(expected, tuple | list)
+        else []
+    )
     blocks = [fill_sentinel(torch.empty_like(t)) for t in tensors if isinstance(t, torch.Tensor)]
     del blocks
 
@@ -153,4 +215,3 @@ def fill_sentinel(tensor: torch.Tensor) -> torch.Tensor:
     """NaN for floating point, 90 for integers, True for booleans: values no correct output keeps."""
     sentinel: float | bool = float("nan") if tensor.dtype.is_floating_point else 90
     return tensor.fill_(True if tensor.dtype == torch.bool else sentinel)
-

@@ -45,8 +45,10 @@ def _patch_builder(interpreter: Any, tl: Any) -> None:
     """Casts, elementwise arithmetic, comparisons, fma and dots on bfloat16 handles."""
     builder = interpreter.InterpreterBuilder
     Handle = interpreter.TensorHandle
-    original = {name: getattr(builder, name) for name in ("cast_impl", "create_dot", "binary_op", "unary_op",
-                                                          "ternary_op", "create_fma")}
+    original = {
+        name: getattr(builder, name)
+        for name in ("cast_impl", "create_dot", "binary_op", "unary_op", "ternary_op", "create_fma")
+    }
 
     def is_bf16(handle: Any) -> bool:
         return bool(handle.dtype.scalar == tl.bfloat16)
@@ -93,25 +95,39 @@ def _patch_builder(interpreter: Any, tl: Any) -> None:
         product = np.multiply(value(x).data, value(y).data, dtype=np.float64)
         return result(np.add(product, value(z).data, dtype=np.float64).astype(np.float32))
 
-    for name, patched in (("cast_impl", cast_impl), ("create_dot", create_dot), ("binary_op", binary_op),
-                          ("unary_op", unary_op), ("ternary_op", ternary_op), ("create_fma", create_fma)):
+    for name, patched in (
+        ("cast_impl", cast_impl),
+        ("create_dot", create_dot),
+        ("binary_op", binary_op),
+        ("unary_op", unary_op),
+        ("ternary_op", ternary_op),
+        ("create_fma", create_fma),
+    ):
         setattr(builder, name, patched)
 
 
 def _patch_reductions(interpreter: Any, tl: Any) -> None:
     """tl.sum/min/max/argmin/argmax and cumsum/cumprod, which run numpy on the raw handle data."""
+
     def on_values(method: Any) -> Any:
         def patched(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
             tensor = input[0] if isinstance(input, tuple) else input
             if tensor.dtype.scalar != tl.bfloat16:
                 return method(self, input, *args, **kwargs)
-            values = tl.core.tensor(interpreter.TensorHandle(bfloat16_bits_to_float(tensor.handle.data), tl.float32),
-                                    tensor.type.with_element_ty(tl.float32) if tensor.type.is_block() else tl.float32)
+            values = tl.core.tensor(
+                interpreter.TensorHandle(bfloat16_bits_to_float(tensor.handle.data), tl.float32),
+                tensor.type.with_element_ty(tl.float32) if tensor.type.is_block() else tl.float32,
+            )
             outputs = method(self, values, *args, **kwargs)
             single = not isinstance(outputs, (list, tuple))
-            fixed = [self.to_tensor(float_to_bfloat16_bits(o.handle.data), tl.bfloat16)
-                     if o.dtype.scalar == tl.float32 else o for o in ([outputs] if single else outputs)]
+            fixed = [
+                self.to_tensor(float_to_bfloat16_bits(o.handle.data), tl.bfloat16)
+                if o.dtype.scalar == tl.float32
+                else o
+                for o in ([outputs] if single else outputs)
+            ]
             return fixed[0] if single else type(outputs)(fixed)
+
         return patched
 
     for owner, names in ((interpreter.ReduceOps, ("sum", "min_max")), (interpreter.ScanOps, ("cumsum", "cumprod"))):

@@ -35,11 +35,14 @@ def _allowed(value: object) -> bool:
     import triton.language as tl
 
     module = getattr(value, "__module__", None) or ""
-    return (isinstance(value, ModuleType | tl.constexpr | tl.dtype)
-            or type(value).__module__.startswith("triton.")
-            or getattr(value, "__triton_builtin__", False) or getattr(value, "__triton_aggregate__", False)
-            or module.startswith("triton.language")
-            or (isinstance(value, tuple) and hasattr(value, "_fields")))
+    return (
+        isinstance(value, ModuleType | tl.constexpr | tl.dtype)
+        or type(value).__module__.startswith("triton.")
+        or getattr(value, "__triton_builtin__", False)
+        or getattr(value, "__triton_aggregate__", False)
+        or module.startswith("triton.language")
+        or (isinstance(value, tuple) and hasattr(value, "_fields"))
+    )
 
 
 def _global_reads(function: FunctionType) -> set[str]:
@@ -75,5 +78,7 @@ def check_jit_globals(module: ModuleType) -> None:
     """Raise NameError, as compiled Triton would at the first launch, for plain globals in kernels."""
     problems = non_constexpr_globals(module)
     if problems:
-        raise NameError(f"Triton kernels can only read constexpr globals (wrap the value in tl.constexpr(...)), "
-                        f"but compiled Triton would refuse: {', '.join(problems)}")
+        raise NameError(
+            f"Triton kernels can only read constexpr globals (wrap the value in tl.constexpr(...)), "
+            f"but compiled Triton would refuse: {', '.join(problems)}"
+        )

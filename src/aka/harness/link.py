@@ -133,8 +133,9 @@ class Link:
         try:
             value = json.loads(data, parse_constant=_reject_constant)
         except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
-            raise ProtocolError(f"the {side}'s worker answered with something that is not JSON: {exc}"[:300],
-                                side) from None
+            raise ProtocolError(
+                f"the {side}'s worker answered with something that is not JSON: {exc}"[:300], side
+            ) from None
         if not isinstance(value, dict):
             raise ProtocolError(f"the {side}'s worker's answer is not an object", side)
         reply = Reply(value, side)
@@ -154,7 +155,7 @@ def _descriptors(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             received = array.array("i")
-            received.frombytes(data[:len(data) - len(data) % received.itemsize])
+            received.frombytes(data[: len(data) - len(data) % received.itemsize])
             fds.extend(received)
     return fds
 

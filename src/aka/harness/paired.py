@@ -216,8 +216,10 @@ def calibrate(source: PairSource, config: PairedConfig, gpu: bool, first: int = 
         index += 1
         source.release()
     if not calibration.claimed:
-        raise LateLaunchError(f"the baseline's enqueue outlasted the GPU hold (up to {config.max_hold_ms:.0f} ms) "
-                              "in every calibration call")
+        raise LateLaunchError(
+            f"the baseline's enqueue outlasted the GPU hold (up to {config.max_hold_ms:.0f} ms) "
+            "in every calibration call"
+        )
     return calibration
 
 
@@ -230,8 +232,12 @@ def _t975(df: int) -> float:
     if df < 3:
         return (12.706, 4.303)[max(df, 1) - 1]
     z = 1.959964
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2) + (
-        3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+    return (
+        z
+        + (z**3 + z) / (4 * df)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+    )
 
 
 def trimmed_mean_with_ci(values: list[float], trim: float = TRIM) -> tuple[float, float, int]:
@@ -242,7 +248,7 @@ def trimmed_mean_with_ci(values: list[float], trim: float = TRIM) -> tuple[float
     ordered = sorted(values)
     n = len(ordered)
     cut = int(n * trim)
-    kept = ordered[cut:n - cut]
+    kept = ordered[cut : n - cut]
     centre = statistics.fmean(kept)
     if n < 3:
         return centre, (ordered[-1] - ordered[0]) / 2, 1
@@ -295,8 +301,16 @@ class PairTimes:
 
     def result(self, method: str, late_pairs: int = 0) -> PairedResult:
         speedup, low, high = self.estimate()
-        return PairedResult(statistics.median(self.base), statistics.median(self.cand), speedup, low, high,
-                            len(self.base), method, late_pairs)
+        return PairedResult(
+            statistics.median(self.base),
+            statistics.median(self.cand),
+            speedup,
+            low,
+            high,
+            len(self.base),
+            method,
+            late_pairs,
+        )
 
 
 def _baseline_first(pair: int, batch: int) -> bool:
@@ -349,7 +363,7 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
         for _ in range(batch):
             source.prepare(index)
             calls: dict[int, TimedCall] = {}
-            for which in ((0, 1) if _baseline_first(index, config.batch) else (1, 0)):
+            for which in (0, 1) if _baseline_first(index, config.batch) else (1, 0):
                 calls[which] = source.candidate(index, hold_ms) if which else source.baseline(index, hold_ms)
                 _positive(calls[which], "candidate" if which else "baseline")
                 if calls[which].late:
@@ -373,15 +387,18 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
         if not gpu or (times.base and (times.narrow(config) or spent)):
             break
         if spent and not times.base:
-            raise LateLaunchError(f"the baseline's enqueue outlasted the GPU hold (up to {config.max_hold_ms:.0f} ms) "
-                                  "in every timed pair, so no pair could be timed fairly")
+            raise LateLaunchError(
+                f"the baseline's enqueue outlasted the GPU hold (up to {config.max_hold_ms:.0f} ms) "
+                "in every timed pair, so no pair could be timed fairly"
+            )
     if not times.base:
         raise LateLaunchError("no pair could be timed fairly")
     if len(own_late) - baseline_late > max(2.0, config.late_share * index):
         # Late far more often than the baseline: leaving those pairs out would let a candidate pick
         # which of its calls count (late exactly when slow); its launch path is its own cost.
-        log.info("%d pairs with only the candidate late counted (the baseline was late in %d)", len(own_late),
-                 baseline_late)
+        log.info(
+            "%d pairs with only the candidate late counted (the baseline was late in %d)", len(own_late), baseline_late
+        )
         for pair, base, cand in own_late:
             times.add(credited_ms(base, gpu), credited_ms(cand, gpu), _baseline_first(pair, config.batch))
             spans.add(base, cand)
@@ -391,23 +408,41 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
     if gpu:  # on the CPU the candidate's processes are stopped while the baseline runs
         _check_interference(spans, times, calibration, config)
     speedup, low, high = times.estimate()
-    return PairedResult(statistics.median(times.base), statistics.median(times.cand), speedup, low, high,
-                        len(times.base), EVENT_METHOD if gpu else CPU_METHOD, late_pairs, unexplained,
-                        _span_speedup(spans))
+    return PairedResult(
+        statistics.median(times.base),
+        statistics.median(times.cand),
+        speedup,
+        low,
+        high,
+        len(times.base),
+        EVENT_METHOD if gpu else CPU_METHOD,
+        late_pairs,
+        unexplained,
+        _span_speedup(spans),
+    )
 
 
 def _log_spans(spans: _Spans, calibration: Calibration, late_pairs: int, paired_base_ms: float) -> None:
     """Each case's unexplained times in the step log: what the tampering checks below compared."""
+
     def us(values: list[float]) -> str:
         centre = statistics.median(values)
         spread = MAD_TO_SD * statistics.median(abs(v - centre) for v in values)
         return f"{centre * 1000:.1f} (sd {spread * 1000:.1f})"
 
-    log.info("unexplained us: baseline alone %s, in pairs %s; candidate %s; %d pairs, %d late; hold us: "
-             "baseline %s, candidate %s; baseline ms: alone %.5f, in pairs %.5f",
-             us(calibration.unexplained), us(spans.base_unexplained), us(spans.cand_unexplained),
-             len(spans.cand_unexplained), late_pairs, us(spans.base_hold), us(spans.cand_hold),
-             calibration.claimed_ms, paired_base_ms)
+    log.info(
+        "unexplained us: baseline alone %s, in pairs %s; candidate %s; %d pairs, %d late; hold us: "
+        "baseline %s, candidate %s; baseline ms: alone %.5f, in pairs %.5f",
+        us(calibration.unexplained),
+        us(spans.base_unexplained),
+        us(spans.cand_unexplained),
+        len(spans.cand_unexplained),
+        late_pairs,
+        us(spans.base_hold),
+        us(spans.cand_hold),
+        calibration.claimed_ms,
+        paired_base_ms,
+    )
 
 
 def _tolerance(claimed_ms: float, span_ms: float, error: float, config: PairedConfig, gpu: bool) -> float:
@@ -416,12 +451,14 @@ def _tolerance(claimed_ms: float, span_ms: float, error: float, config: PairedCo
     jitter by milliseconds under load, a quarter of the judge's span (never under 3 ms)."""
     if not gpu:
         return max(config.cpu_unexplained_floor_ms, config.cpu_unexplained_share * span_ms)
-    return (max(config.unexplained_floor_ms, config.unexplained_share * claimed_ms)
-            + 5.0 * (error if math.isfinite(error) else 0.0))
+    return max(config.unexplained_floor_ms, config.unexplained_share * claimed_ms) + 5.0 * (
+        error if math.isfinite(error) else 0.0
+    )
 
 
-def _check_unexplained(spans: _Spans, times: PairTimes, calibration: Calibration, config: PairedConfig,
-                       gpu: bool) -> float:
+def _check_unexplained(
+    spans: _Spans, times: PairTimes, calibration: Calibration, config: PairedConfig, gpu: bool
+) -> float:
     """The candidate may leave no more of the judge's span unexplained than the baseline did:
     anything more is work its own events did not see, or time it did not report. On a GPU the
     baseline's calls in the same pairs are the reference (the hand-overs cost more with two workers
@@ -443,7 +480,8 @@ def _check_unexplained(spans: _Spans, times: PairTimes, calibration: Calibration
         raise UnexplainedTimeError(
             f"{excess * 1000:.1f} us of each candidate call happened outside its own timing (allowed "
             f"{allowed * 1000:.1f} us; the calls read {claimed * 1000:.1f} us, the judge's "
-            f"span {statistics.median(spans.cand_span) * 1000:.1f} us)")
+            f"span {statistics.median(spans.cand_span) * 1000:.1f} us)"
+        )
     if gpu:
         _check_unexplained_calls(spans, reference, allowed, config)
     return excess
@@ -463,7 +501,8 @@ def _check_unexplained_calls(spans: _Spans, reference: float, allowed: float, co
         raise UnexplainedTimeError(
             f"{over_candidate} of {count} candidate calls left more than {(limit - reference) * 1000:.1f} us of the "
             f"judge's span unexplained by their own timing (the baseline's calls in the same pairs: "
-            f"{over_baseline}): it did not report the time of those calls")
+            f"{over_baseline}): it did not report the time of those calls"
+        )
 
 
 def _check_interference(spans: _Spans, times: PairTimes, calibration: Calibration, config: PairedConfig) -> None:
@@ -473,18 +512,23 @@ def _check_interference(spans: _Spans, times: PairTimes, calibration: Calibratio
     error = math.hypot(median_error(times.base), median_error(calibration.claimed))
     slower = paired - alone
     if slower > config.interference_share * alone + 5.0 * (error if math.isfinite(error) else 0.0):
-        raise InterferenceError(f"the baseline read {paired:.4f} ms next to the candidate and {alone:.4f} ms "
-                                "alone: the candidate slowed it down")
+        raise InterferenceError(
+            f"the baseline read {paired:.4f} ms next to the candidate and {alone:.4f} ms "
+            "alone: the candidate slowed it down"
+        )
     # Its span outside its events moves by 5-20 us between one active worker and two (H200,
     # docs/benchmarks/2026-12-02_trust_h200.md), so only a stall beyond that counts here; the
     # candidate's own unexplained time is held to the baseline's in the same pairs.
     extra = statistics.median(spans.base_unexplained) - calibration.unexplained_ms
     error = math.hypot(median_error(spans.base_unexplained), median_error(calibration.unexplained))
-    allowed = (max(config.interference_unexplained_ms, config.interference_share * alone)
-               + 5.0 * (error if math.isfinite(error) else 0.0))
+    allowed = max(config.interference_unexplained_ms, config.interference_share * alone) + 5.0 * (
+        error if math.isfinite(error) else 0.0
+    )
     if extra > allowed:
-        raise InterferenceError(f"the baseline's calls took {extra * 1000:.1f} us more of the judge's span next to "
-                                f"the candidate than alone (allowed {allowed * 1000:.1f} us)")
+        raise InterferenceError(
+            f"the baseline's calls took {extra * 1000:.1f} us more of the judge's span next to "
+            f"the candidate than alone (allowed {allowed * 1000:.1f} us)"
+        )
 
 
 def _span_speedup(spans: _Spans) -> float | None:
@@ -492,8 +536,11 @@ def _span_speedup(spans: _Spans) -> float | None:
     in the same pairs, hold included): less precise than the events, and reached by nothing the
     candidate controls."""
     overhead = statistics.median(spans.base_outside)
-    ratios = [(b - overhead) / (c - overhead) for b, c in zip(spans.base_span, spans.cand_span, strict=True)
-              if b > overhead and c > overhead]
+    ratios = [
+        (b - overhead) / (c - overhead)
+        for b, c in zip(spans.base_span, spans.cand_span, strict=True)
+        if b > overhead and c > overhead
+    ]
     if len(ratios) < 3:
         return None
     return math.exp(trimmed_mean_with_ci([math.log(r) for r in ratios])[0])

@@ -79,8 +79,9 @@ class CasePairs:
     prepared: dict[int, tuple[tuple[torch.Tensor, ...], Output]] = field(default_factory=dict)
 
     def prepare(self, index: int) -> None:
-        self.prepared[index] = reference_for(self.task, self.ctx, self.case, pair_seed(self.case, index, self.salt),
-                                             "normal")
+        self.prepared[index] = reference_for(
+            self.task, self.ctx, self.case, pair_seed(self.case, index, self.salt), "normal"
+        )
 
     def baseline(self, index: int, hold_ms: float) -> Turn:
         turn = self.baseline_memory.timed_call(self.prepared[index][0], index % self.loads, hold_ms)
@@ -105,14 +106,14 @@ def check(turn: Turn, memory: CaseMemory, inputs: Sequence[torch.Tensor], expect
     """A candidate call's output against the expected one (raises `ProblemError`)."""
     if not turn.reply.ok:
         raise ProblemError(Problem(INCORRECT, turn.reply.text("error") or "the call failed"))
-    problem = worst(delivered_problems(turn.reply, memory.snapshots, expected, task.tolerances,
-                                       memory.changed_inputs(inputs)))
+    problem = worst(
+        delivered_problems(turn.reply, memory.snapshots, expected, task.tolerances, memory.changed_inputs(inputs))
+    )
     if problem is not None:
         raise ProblemError(problem)
 
 
-def warm_up(memory: CaseMemory, task: KernelTask, ctx: StepContext, case: Case, loads: int,
-            candidate: bool) -> None:
+def warm_up(memory: CaseMemory, task: KernelTask, ctx: StepContext, case: Case, loads: int, candidate: bool) -> None:
     """Every load called once on the case (its kernels compile here, untimed); checked for the candidate."""
     for load in range(loads):
         inputs, expected = reference_for(task, ctx, case, pair_seed(case, -1 - load, 0), "normal")
@@ -123,8 +124,9 @@ def warm_up(memory: CaseMemory, task: KernelTask, ctx: StepContext, case: Case, 
             raise HarnessError(f"the task's own baseline fails on case {case.id}: {turn.reply.text('error')}")
 
 
-def _memory(side: RemoteSide, task: KernelTask, ctx: StepContext, case: Case, name: str, sides: int = 1,
-            sets: int | None = None) -> CaseMemory:
+def _memory(
+    side: RemoteSide, task: KernelTask, ctx: StepContext, case: Case, name: str, sides: int = 1, sets: int | None = None
+) -> CaseMemory:
     inputs, expected = reference_for(task, ctx, case, case.seed, "normal")
     return CaseMemory(side, ctx.device, inputs, expected, name, sides, sets)
 
@@ -138,8 +140,9 @@ def _time_alone(side: RemoteSide, task: KernelTask, ctx: StepContext, case: Case
         calibration = calibrate(source, config, ctx.device.type == "cuda")
     finally:
         memory.close()
-    return CaseResult(case, time_ms=calibration.claimed_ms,
-                      timing_method=CUDA_METHOD if ctx.device.type == "cuda" else CPU_METHOD)
+    return CaseResult(
+        case, time_ms=calibration.claimed_ms, timing_method=CUDA_METHOD if ctx.device.type == "cuda" else CPU_METHOD
+    )
 
 
 def _timing_problem(exc: Exception) -> tuple[str, str]:
@@ -154,8 +157,15 @@ def _timing_problem(exc: Exception) -> tuple[str, str]:
     return UNTIMEABLE, str(exc)
 
 
-def _time_case(task: KernelTask, ctx: StepContext, baseline: RemoteSide, candidate: RemoteSide, case: Case,
-               calibration: Calibration, config: PairedConfig) -> CaseResult:
+def _time_case(
+    task: KernelTask,
+    ctx: StepContext,
+    baseline: RemoteSide,
+    candidate: RemoteSide,
+    case: Case,
+    calibration: Calibration,
+    config: PairedConfig,
+) -> CaseResult:
     base_memory = _memory(baseline, task, ctx, case, f"paired-{case.id}", sides=2)
     cand_memory = _memory(candidate, task, ctx, case, f"paired-{case.id}", sets=base_memory.sets)
     source = CasePairs(task, ctx, case, base_memory, cand_memory, config.loads, secrets.randbits(62))
@@ -174,18 +184,34 @@ def _time_case(task: KernelTask, ctx: StepContext, baseline: RemoteSide, candida
     if ctx.device.type == "cuda":
         floor = case_floor(task, case, ctx.device, output_bytes=nbytes(cand_memory.snapshots))
     if floor is not None and floor.rejects(paired.candidate_ms):
-        return CaseResult(case, correct=False, kind=IMPOSSIBLE, floor_ms=floor.ms,
-                          message=f"[{IMPOSSIBLE}] {paired.candidate_ms:.4f} ms is below the speed-of-light "
-                                  f"floor {floor.ms:.4f} ms ({floor.bound})")
-    return CaseResult(case, correct=True, time_ms=paired.candidate_ms, timing_method=paired.method,
-                      baseline_time_ms=paired.baseline_ms, speedup=paired.speedup, speedup_ci_low=paired.ci_low,
-                      speedup_ci_high=paired.ci_high, samples=paired.pairs, late_pairs=paired.late_pairs,
-                      floor_ms=floor.ms if floor is not None else None, unexplained_ms=paired.unexplained_ms,
-                      span_speedup=paired.span_speedup)
+        return CaseResult(
+            case,
+            correct=False,
+            kind=IMPOSSIBLE,
+            floor_ms=floor.ms,
+            message=f"[{IMPOSSIBLE}] {paired.candidate_ms:.4f} ms is below the speed-of-light "
+            f"floor {floor.ms:.4f} ms ({floor.bound})",
+        )
+    return CaseResult(
+        case,
+        correct=True,
+        time_ms=paired.candidate_ms,
+        timing_method=paired.method,
+        baseline_time_ms=paired.baseline_ms,
+        speedup=paired.speedup,
+        speedup_ci_low=paired.ci_low,
+        speedup_ci_high=paired.ci_high,
+        samples=paired.pairs,
+        late_pairs=paired.late_pairs,
+        floor_ms=floor.ms if floor is not None else None,
+        unexplained_ms=paired.unexplained_ms,
+        span_speedup=paired.span_speedup,
+    )
 
 
-def _calibrate(baseline: RemoteSide, task: KernelTask, ctx: StepContext, cases: Sequence[Case],
-               config: PairedConfig) -> dict[str, Calibration]:
+def _calibrate(
+    baseline: RemoteSide, task: KernelTask, ctx: StepContext, cases: Sequence[Case], config: PairedConfig
+) -> dict[str, Calibration]:
     """The baseline alone on every case (each load warmed up first): before any candidate code loads."""
     calibrations = {}
     for case in cases:
@@ -199,8 +225,9 @@ def _calibrate(baseline: RemoteSide, task: KernelTask, ctx: StepContext, cases: 
     return calibrations
 
 
-def performance_step(task: KernelTask, ctx: StepContext, baseline: RemoteSide,
-                     candidate: RemoteSide | None) -> StepResult:
+def performance_step(
+    task: KernelTask, ctx: StepContext, baseline: RemoteSide, candidate: RemoteSide | None
+) -> StepResult:
     """Paired times per case; without a `candidate` (`AKA_TARGET=reference` or `baseline`) the
     baseline's worker is timed alone (the run's frozen baseline record)."""
     cases = list(task.cases_for(ctx.profile))
@@ -222,12 +249,17 @@ def performance_step(task: KernelTask, ctx: StepContext, baseline: RemoteSide,
     results: list[CaseResult] = []
     for case in cases:
         results.append(_time_case(task, ctx, baseline, candidate, case, calibrations[case.id], config))
-        log.info("%s: %s (%s pairs)", case.id, results[-1].message or f"{results[-1].speedup:.4f}x",
-                 results[-1].samples)
+        log.info(
+            "%s: %s (%s pairs)", case.id, results[-1].message or f"{results[-1].speedup:.4f}x", results[-1].samples
+        )
     bad = [r for r in results if r.correct is not True]
     if not bad:
         return StepResult("performance", "ok", None, results)
     kind = worst([Problem(r.kind or INCORRECT, r.message or "") for r in bad])
-    return StepResult("performance", "failed", f"{len(bad)} of {len(results)} cases failed; first: "
-                      f"{bad[0].case.id}: {bad[0].message}", results, failure_kind=kind.kind if kind else INCORRECT)
-
+    return StepResult(
+        "performance",
+        "failed",
+        f"{len(bad)} of {len(results)} cases failed; first: {bad[0].case.id}: {bad[0].message}",
+        results,
+        failure_kind=kind.kind if kind else INCORRECT,
+    )

@@ -31,8 +31,18 @@ _PR_SET_DUMPABLE = 4
 STOP_CHECK_S = 1.0
 OUTPUT_TAIL_BYTES = 32 * 1024  # of a worker's output, copied into the step log
 # What a worker keeps of the step's AKA_ variables: nothing that names the judge's folders or channel.
-WORKER_VARIABLES = frozenset({"AKA_STEP", "AKA_DEVICE", "AKA_CUDA_ARCH", "AKA_TASK_FAMILY", "AKA_TARGET_KERNELS",
-                              "AKA_CASE_PROFILE", "AKA_NO_SANDBOX", "AKA_NO_WORKER_SANDBOX"})
+WORKER_VARIABLES = frozenset(
+    {
+        "AKA_STEP",
+        "AKA_DEVICE",
+        "AKA_CUDA_ARCH",
+        "AKA_TASK_FAMILY",
+        "AKA_TARGET_KERNELS",
+        "AKA_CASE_PROFILE",
+        "AKA_NO_SANDBOX",
+        "AKA_NO_WORKER_SANDBOX",
+    }
+)
 log = logging.getLogger(__name__)
 
 
@@ -57,15 +67,21 @@ class RemoteSide:
             path.mkdir(parents=True, exist_ok=True)
         self.cache = cache or home / f"worker-{role}-cache"
         self.cache.mkdir(parents=True, exist_ok=True)
-        own = {"TRITON_CACHE_DIR": str(self.cache), "TORCH_EXTENSIONS_DIR": str(self.cache / "torch_extensions"),
-               "TMPDIR": str(self.scratch), "TMP": str(self.scratch), "TEMP": str(self.scratch)}
+        own = {
+            "TRITON_CACHE_DIR": str(self.cache),
+            "TORCH_EXTENSIONS_DIR": str(self.cache / "torch_extensions"),
+            "TMPDIR": str(self.scratch),
+            "TMP": str(self.scratch),
+            "TEMP": str(self.scratch),
+        }
         self.env = {**{k: v for k, v in env.items() if not k.startswith("AKA_") or k in WORKER_VARIABLES}, **own}
         self.device = device
         self.namespaces = "1" not in (env.get("AKA_NO_SANDBOX"), env.get("AKA_NO_WORKER_SANDBOX"))
         # Its output, in a file outside every folder it may write; the judge copies the tail into
         # the step log at the end (a worker that prints without end fills neither the log nor memory).
-        self.output_fd = os.open(home / f"worker-{role}.log", os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
-                                 0o600)
+        self.output_fd = os.open(
+            home / f"worker-{role}.log", os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600
+        )
         self._start(forked=True)
         self.arenas: dict[str, Arena] = {}
         self.paused = False
@@ -77,9 +93,15 @@ class RemoteSide:
         self.link, theirs = Link.pair(spin_s=0.005 if self.device == "cuda" else 0.0)
         try:
             if forked:
-                self.process = fork_worker(theirs.fileno(), self.output_fd, self.directory,
-                                           [self.directory, self.scratch, self.cache], self.env, self.device,
-                                           self.namespaces)
+                self.process = fork_worker(
+                    theirs.fileno(),
+                    self.output_fd,
+                    self.directory,
+                    [self.directory, self.scratch, self.cache],
+                    self.env,
+                    self.device,
+                    self.namespaces,
+                )
             else:
                 self.process = start_plain(theirs.fileno(), self.output_fd, self.directory, self.env, self.device)
         finally:
@@ -100,17 +122,22 @@ class RemoteSide:
                     stopped = stopped + 1 if stopped_descendant(self.process.pid) else 0
                     if stopped >= 2:
                         self.kill()
-                        raise WorkerFailure("tampering", f"the {self.role}'s worker was stopped by a signal "
-                                            f"({request.get('op')})", self.role) from None
+                        raise WorkerFailure(
+                            "tampering",
+                            f"the {self.role}'s worker was stopped by a signal ({request.get('op')})",
+                            self.role,
+                        ) from None
                     if time.monotonic() >= deadline:
                         raise
         except LinkTimeout:
             self.kill()
-            raise WorkerFailure("timeout", f"the {self.role} did not answer within {timeout:.0f} s "
-                                f"({request.get('op')})", self.role) from None
+            raise WorkerFailure(
+                "timeout", f"the {self.role} did not answer within {timeout:.0f} s ({request.get('op')})", self.role
+            ) from None
         except LinkClosed:
-            raise WorkerFailure("crash", f"the {self.role}'s process died ({request.get('op')}; "
-                                f"{self._exit_status()})", self.role) from None
+            raise WorkerFailure(
+                "crash", f"the {self.role}'s process died ({request.get('op')}; {self._exit_status()})", self.role
+            ) from None
         except ProtocolError:
             self.kill()
             raise
@@ -121,21 +148,44 @@ class RemoteSide:
             raise RemoteError(reply.text("kind") or "error", reply.text("error") or "failed", reply.text("exception"))
         return reply
 
-    def setup(self, evaluation_dir: Path, task_file: str, task_name: str, device: str, policy: bool,
-              allowed_ops: Sequence[str], target_kernels: Sequence[str], hidden: Sequence[str],
-              timeout: float) -> None:
+    def setup(
+        self,
+        evaluation_dir: Path,
+        task_file: str,
+        task_name: str,
+        device: str,
+        policy: bool,
+        allowed_ops: Sequence[str],
+        target_kernels: Sequence[str],
+        hidden: Sequence[str],
+        timeout: float,
+    ) -> None:
         """Copy the evaluation directory into the worker's own folder (without the hidden files)
         and have it import the task there; a forked worker whose CUDA did not come up inside its
         namespaces is replaced by a fresh interpreter in the judge's."""
-        shutil.copytree(evaluation_dir, self.directory, dirs_exist_ok=True, symlinks=True,
-                        ignore=shutil.ignore_patterns(*hidden, "__pycache__"))
-        request = {"op": "setup", "directory": str(self.directory), "task_file": task_file, "task_name": task_name,
-                   "device": device, "side": self.role, "policy": policy, "allowed_ops": list(allowed_ops),
-                   "target_kernels": list(target_kernels)}
+        shutil.copytree(
+            evaluation_dir,
+            self.directory,
+            dirs_exist_ok=True,
+            symlinks=True,
+            ignore=shutil.ignore_patterns(*hidden, "__pycache__"),
+        )
+        request = {
+            "op": "setup",
+            "directory": str(self.directory),
+            "task_file": task_file,
+            "task_name": task_name,
+            "device": device,
+            "side": self.role,
+            "policy": policy,
+            "allowed_ops": list(allowed_ops),
+            "target_kernels": list(target_kernels),
+        }
         reply = self.request(request, timeout)
         if not reply.ok and reply.text("kind") == "cuda_unavailable":
-            log.warning("CUDA did not initialize in the worker's namespaces (%s): a worker without them",
-                        reply.text("error"))
+            log.warning(
+                "CUDA did not initialize in the worker's namespaces (%s): a worker without them", reply.text("error")
+            )
             self.close_process()
             self._start(forked=False)
             reply = self.request(request, timeout)
@@ -149,11 +199,13 @@ class RemoteSide:
         self.unmap(name)
         self.arenas[name] = arena
         try:
-            self.expect_ok({"op": "map", "name": name, "arena": arena.descriptor()}, timeout,
-                           [arena.fd] if arena.fd >= 0 else [])
+            self.expect_ok(
+                {"op": "map", "name": name, "arena": arena.descriptor()}, timeout, [arena.fd] if arena.fd >= 0 else []
+            )
         except RemoteError as exc:
-            raise WorkerFailure("crash", f"the {self.role}'s worker could not map the judge's memory: {exc}",
-                                self.role) from None
+            raise WorkerFailure(
+                "crash", f"the {self.role}'s worker could not map the judge's memory: {exc}", self.role
+            ) from None
 
     def unmap(self, name: str) -> None:
         arena = self.arenas.pop(name, None)

@@ -86,9 +86,11 @@ def run_step(task: KernelTask, ctx: StepContext, workers: StepWorkers, task_file
         if isinstance(exc, torch.AcceleratorError) and "out of memory" not in str(exc):
             raise  # a CUDA error of another kind: the harness's fault, with its traceback
         candidate = workers.candidate
-        blame = candidate_took(exc.need if isinstance(exc, MemoryShortfall) else None,
-                               candidate.free_before_load if candidate is not None else None,
-                               free_gpu_bytes(ctx.device))
+        blame = candidate_took(
+            exc.need if isinstance(exc, MemoryShortfall) else None,
+            candidate.free_before_load if candidate is not None else None,
+            free_gpu_bytes(ctx.device),
+        )
         if blame is None:
             where = "host" if isinstance(exc, MemoryShortfall) and ctx.device.type != "cuda" else "GPU"
             raise HarnessError(f"the judge ran out of {where} memory: {exc}") from exc
@@ -96,8 +98,10 @@ def run_step(task: KernelTask, ctx: StepContext, workers: StepWorkers, task_file
     except (MemoryError, RuntimeError) as exc:  # the judge's own allocations (candidate code runs in the workers)
         if isinstance(exc, RuntimeError) and not host_allocation_failed(exc):
             raise
-        raise HarnessError(f"the judge ran out of host memory under the step's limit ({exc or 'MemoryError'}): "
-                           "a limit of this machine and harness, not of the candidate") from exc
+        raise HarnessError(
+            f"the judge ran out of host memory under the step's limit ({exc or 'MemoryError'}): "
+            "a limit of this machine and harness, not of the candidate"
+        ) from exc
 
 
 def host_allocation_failed(exc: RuntimeError) -> bool:
@@ -157,8 +161,9 @@ def run_task(task: KernelTask, argv: Sequence[str] | None = None, environ: Mappi
 def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, str] | None) -> int:
     make_undumpable()
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                            format="%(levelname)s %(name)s +%(relativeCreated).0fms: %(message)s")
+        logging.basicConfig(
+            level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s +%(relativeCreated).0fms: %(message)s"
+        )
     args = list(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ if environ is None else environ)
     workers: StepWorkers | None = None
@@ -183,8 +188,15 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
     finally:
         if workers is not None:
             workers.close()
-    log.info("%s %s (%s, %s): %s%s", task.name, ctx.step, ctx.target, ctx.device, result.status,
-             f": {result.message}" if result.message else "")
+    log.info(
+        "%s %s (%s, %s): %s%s",
+        task.name,
+        ctx.step,
+        ctx.target,
+        ctx.device,
+        result.status,
+        f": {result.message}" if result.message else "",
+    )
     if not by_hand:
         return StepExit.REPORTED
     sys.stderr.write(verdict(result) + "\n")
@@ -201,6 +213,8 @@ def verdict(result: StepResult) -> str:
         return f"{result.step}: SKIPPED (not judged on this machine): {result.message or ''}".rstrip(": ")
     speedups = [c.speedup for c in result.cases if c.speedup is not None and c.speedup > 0]
     if speedups and len(speedups) == len(result.cases):
-        return (f"{result.step}: PASS, mean speedup {sum(speedups) / len(speedups):.3f}x over {len(speedups)} "
-                "case(s) (baseline time / yours)")
+        return (
+            f"{result.step}: PASS, mean speedup {sum(speedups) / len(speedups):.3f}x over {len(speedups)} "
+            "case(s) (baseline time / yours)"
+        )
     return f"{result.step}: PASS" + (f" ({len(result.cases)} case(s))" if result.cases else "")

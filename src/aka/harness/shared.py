@@ -52,8 +52,9 @@ Layout = Sequence[Slot]
 def _dense(tensor: torch.Tensor) -> bool:
     """Its elements fill a block of memory exactly once, in some order of the dimensions."""
     expected = 1
-    for step, size in sorted((step, size) for step, size in zip(tensor.stride(), tensor.shape, strict=True)
-                             if size > 1):
+    for step, size in sorted(
+        (step, size) for step, size in zip(tensor.stride(), tensor.shape, strict=True) if size > 1
+    ):
         if step != expected:
             return False
         expected *= size
@@ -85,7 +86,7 @@ def _carve(memory: torch.Tensor, layout: Layout, offsets: dict[str, int]) -> dic
     tensors = {}
     for slot in layout:
         start = offsets[slot.name]
-        flat = memory[start:start + slot.elements() * _itemsize(slot.dtype)].view(slot.dtype)
+        flat = memory[start : start + slot.elements() * _itemsize(slot.dtype)].view(slot.dtype)
         if slot.stride is None:
             tensors[slot.name] = flat.view(slot.shape)
         else:
@@ -100,8 +101,12 @@ def _described(slot: Slot) -> list[object]:
 def _parsed(raw: object) -> Slot:
     assert isinstance(raw, list | tuple) and len(raw) == 4, "an arena slot is [name, shape, dtype, stride]"
     name, shape, dtype, stride = raw
-    return Slot(str(name), tuple(int(size) for size in shape), parse_dtype(str(dtype)),
-                None if stride is None else tuple(int(step) for step in stride))
+    return Slot(
+        str(name),
+        tuple(int(size) for size in shape),
+        parse_dtype(str(dtype)),
+        None if stride is None else tuple(int(step) for step in stride),
+    )
 
 
 @dataclass
@@ -129,8 +134,7 @@ class Arena:
 
     def descriptor(self) -> dict[str, object]:
         """What the worker opens it from (its file descriptor travels beside it)."""
-        return {"device": self.device.type, "nbytes": self.nbytes,
-                "layout": [_described(slot) for slot in self.layout]}
+        return {"device": self.device.type, "nbytes": self.nbytes, "layout": [_described(slot) for slot in self.layout]}
 
     def close(self) -> None:
         """Only once the worker has closed its mapping (or is gone)."""

@@ -81,8 +81,17 @@ def set_up(side: RemoteSide, task: KernelTask, ctx: StepContext, task_file: Path
     side.role = role
     policy = policy_applies(ctx.family) and role == "candidate"
     try:
-        side.setup(Path.cwd(), task_file.name, task.name, ctx.device.type, policy, sorted(task.allowed_torch_ops),
-                   ctx.target_kernels, (HELDOUT_MODULE,), SETUP_TIMEOUT_S)
+        side.setup(
+            Path.cwd(),
+            task_file.name,
+            task.name,
+            ctx.device.type,
+            policy,
+            sorted(task.allowed_torch_ops),
+            ctx.target_kernels,
+            (HELDOUT_MODULE,),
+            SETUP_TIMEOUT_S,
+        )
     except RemoteError as exc:  # no candidate code has run yet: the task's own files do not import
         raise HarnessError(f"the {role}'s worker cannot import the task: {exc}") from exc
     log.info("%s's worker set up (%s)", role, "isolated" if side.isolated else "not isolated")
@@ -95,8 +104,9 @@ def source_dir(ctx: StepContext) -> str:
     return BASELINE_SOURCES_DIR
 
 
-def load_side(side: RemoteSide, step: str, cases: Sequence[Case], count: int, directory: str = ".",
-              build: bool = False) -> list[str] | StepResult:
+def load_side(
+    side: RemoteSide, step: str, cases: Sequence[Case], count: int, directory: str = ".", build: bool = False
+) -> list[str] | StepResult:
     """Load `count` copies of the side's code (after its build, if asked); the target kernels it
     instruments, or the report of why it has none (skipped: a missing tool; failed otherwise)."""
     if not side.loaded and side.device == "cuda":  # what the GPU had before the side's code ran
@@ -113,6 +123,11 @@ def load_side(side: RemoteSide, step: str, cases: Sequence[Case], count: int, di
         return StepResult(step, "failed", message, [CaseResult(c, correct=False, message=message) for c in cases])
     except WorkerFailure as failure:
         message = f"loading the candidate: {failure}"
-        return StepResult(step, "failed", message, [CaseResult(c, correct=False, message=message) for c in cases],
-                          failure_kind=failure.kind)
+        return StepResult(
+            step,
+            "failed",
+            message,
+            [CaseResult(c, correct=False, message=message) for c in cases],
+            failure_kind=failure.kind,
+        )
     return reply.texts("instrumented")

@@ -95,8 +95,10 @@ def enter_namespaces(writable: Sequence[Path]) -> bool:
         _, status = os.waitpid(child, 0)
         _end_as(status)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0 or libc.mount(
-            b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) != 0:
+    if (
+        libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0
+        or libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) != 0
+    ):
         os._exit(EXIT_FAILED)  # half in: no way back to the judge's namespaces
     from aka.evaluation.confine import ConfineError, confine
 
@@ -148,8 +150,15 @@ def _leave_the_judge_behind(socket_fd: int, output_fd: int, env: Mapping[str, st
     os.environ.update(env)
 
 
-def fork_worker(socket_fd: int, output_fd: int, directory: Path, writable: Sequence[Path], env: Mapping[str, str],
-                device: str, namespaces: bool = True) -> WorkerProcess:
+def fork_worker(
+    socket_fd: int,
+    output_fd: int,
+    directory: Path,
+    writable: Sequence[Path],
+    env: Mapping[str, str],
+    device: str,
+    namespaces: bool = True,
+) -> WorkerProcess:
     """Fork a worker that serves on `socket_fd` (see the module docstring)."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -173,9 +182,17 @@ def fork_worker(socket_fd: int, output_fd: int, directory: Path, writable: Seque
 
 def start_plain(socket_fd: int, output_fd: int, directory: Path, env: Mapping[str, str], device: str) -> WorkerProcess:
     """A fresh interpreter in the judge's namespaces (where CUDA failed inside the worker's own)."""
-    popen = subprocess.Popen([sys.executable, "-m", "aka.harness.worker", "--fd", str(socket_fd), "--device", device],
-                             cwd=directory, env=dict(env), pass_fds=(socket_fd,), stdin=subprocess.DEVNULL,
-                             stdout=output_fd, stderr=output_fd, start_new_session=True, preexec_fn=_limit_files)
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "aka.harness.worker", "--fd", str(socket_fd), "--device", device],
+        cwd=directory,
+        env=dict(env),
+        pass_fds=(socket_fd,),
+        stdin=subprocess.DEVNULL,
+        stdout=output_fd,
+        stderr=output_fd,
+        start_new_session=True,
+        preexec_fn=_limit_files,
+    )
     return WorkerProcess(popen.pid, popen)
 
 

@@ -80,9 +80,12 @@ def dram_peak_from_driver(ordinal: int) -> float | None:
     except OSError:
         return None
     handle, clock_khz, width_bits = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-    if (cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(handle), ordinal)
-            or cuda.cuDeviceGetAttribute(ctypes.byref(clock_khz), 36, handle)
-            or cuda.cuDeviceGetAttribute(ctypes.byref(width_bits), 37, handle)):
+    if (
+        cuda.cuInit(0)
+        or cuda.cuDeviceGet(ctypes.byref(handle), ordinal)
+        or cuda.cuDeviceGetAttribute(ctypes.byref(clock_khz), 36, handle)
+        or cuda.cuDeviceGetAttribute(ctypes.byref(width_bits), 37, handle)
+    ):
         return None
     if clock_khz.value <= 0 or width_bits.value <= 0:
         return None
@@ -127,6 +130,10 @@ def case_floor(task: KernelTask, case: Case, device: torch.device, output_bytes:
     if task.min_flops is not None:
         peak = device_peak_ops_per_ms(device, task.flops_operand_bits)
         if peak is not None:
-            floors.append(Floor(task.min_flops(case) / peak,
-                                f"the minimum flops at the {task.flops_operand_bits}-bit tensor-core peak"))
+            floors.append(
+                Floor(
+                    task.min_flops(case) / peak,
+                    f"the minimum flops at the {task.flops_operand_bits}-bit tensor-core peak",
+                )
+            )
     return max(floors, key=lambda floor: floor.ms, default=None)

@@ -84,9 +84,17 @@ class StepContext:
         baseline = environ.get(ENV_BASELINE) or "source"
         baseline_dir = environ.get(ENV_BASELINE_DIR)
         kernels = tuple(k for k in (environ.get(ENV_TARGET_KERNELS) or "").split(",") if k)
-        return cls(step, device, target, profile, environ.get(ENV_CUDA_ARCH) or None,
-                   environ.get(ENV_TASK_FAMILY) or family_from_config(), kernels, baseline,
-                   Path(baseline_dir) if baseline_dir else None)
+        return cls(
+            step,
+            device,
+            target,
+            profile,
+            environ.get(ENV_CUDA_ARCH) or None,
+            environ.get(ENV_TASK_FAMILY) or family_from_config(),
+            kernels,
+            baseline,
+            Path(baseline_dir) if baseline_dir else None,
+        )
 
 
 def _cuda_visible() -> bool:

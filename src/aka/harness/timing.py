@@ -95,8 +95,7 @@ def _time_cpu(fn: Callable[[], object], config: TimingConfig) -> Timing:
     return Timing(max(statistics.median(times), 1e-6), CPU_METHOD, len(times))
 
 
-def time_function(fn: Callable[[], object], device: torch.device | str,
-                  config: TimingConfig | None = None) -> Timing:
+def time_function(fn: Callable[[], object], device: torch.device | str, config: TimingConfig | None = None) -> Timing:
     """The median time of `fn()` in milliseconds on `device` (`cuda` or `cpu`)."""
     dev = torch.device(device)
     settings = config or TimingConfig()

@@ -90,8 +90,9 @@ class MemoryShortfall(HarnessError):
         self.need = need
 
 
-def input_sets(device: torch.device, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], sides: int,
-               name: str) -> int:
+def input_sets(
+    device: torch.device, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], sides: int, name: str
+) -> int:
     """How many input sets each side's arena holds: two where the GPU has room, one where only that
     fits. A case that does not fit even so is a limit of this GPU and harness (`MemoryShortfall`,
     an `infra_error`) unless the candidate took the memory (`candidate_took`). Counted: `sides`
@@ -106,9 +107,12 @@ def input_sets(device: torch.device, inputs: Sequence[torch.Tensor], outputs: Se
         need = fixed + sides * (sets * ins + outs)
         if need <= MEMORY_HEADROOM * free:
             return sets
-    raise MemoryShortfall(f"{name} needs about {need / 2**30:.1f} GiB of GPU memory (inputs {ins / 2**30:.2f} GiB, "
-                          f"outputs {outs / 2**30:.2f} GiB, for {sides} side(s) and the judge's own copies) and "
-                          f"{free / 2**30:.1f} GiB are free: a limit of this GPU, not of the candidate", need)
+    raise MemoryShortfall(
+        f"{name} needs about {need / 2**30:.1f} GiB of GPU memory (inputs {ins / 2**30:.2f} GiB, "
+        f"outputs {outs / 2**30:.2f} GiB, for {sides} side(s) and the judge's own copies) and "
+        f"{free / 2**30:.1f} GiB are free: a limit of this GPU, not of the candidate",
+        need,
+    )
 
 
 def host_input_sets(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], sides: int, name: str) -> int:
@@ -123,11 +127,14 @@ def host_input_sets(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tens
         need = host_memory.case_need(ins, outs, largest, sides, sets)
         if need <= MEMORY_HEADROOM * budget:
             return sets
-    raise MemoryShortfall(f"{name} needs about {need / 2**20:.0f} MiB of host memory for the judge's own buffers "
-                          f"(inputs {ins / 2**20:.0f} MiB, outputs {outs / 2**20:.0f} MiB, for {sides} side(s), their "
-                          f"snapshots and the float64 comparison) and {budget / 2**20:.0f} MiB are left under the "
-                          "step's memory limit and the machine's free memory: a limit of this machine and harness, "
-                          "not of the candidate", need)
+    raise MemoryShortfall(
+        f"{name} needs about {need / 2**20:.0f} MiB of host memory for the judge's own buffers "
+        f"(inputs {ins / 2**20:.0f} MiB, outputs {outs / 2**20:.0f} MiB, for {sides} side(s), their "
+        f"snapshots and the float64 comparison) and {budget / 2**20:.0f} MiB are left under the "
+        "step's memory limit and the machine's free memory: a limit of this machine and harness, "
+        "not of the candidate",
+        need,
+    )
 
 
 def candidate_took(need: int | None, free_before_candidate: int | None, free_now: int) -> str | None:
@@ -140,15 +147,25 @@ def candidate_took(need: int | None, free_before_candidate: int | None, free_now
     taken = free_before_candidate - free_now
     if taken <= CANDIDATE_MEMORY_ALLOWANCE or (need is not None and need > MEMORY_HEADROOM * free_before_candidate):
         return None
-    return (f"the candidate's worker took {taken / 2**30:.1f} GiB of GPU memory after its code loaded, and the "
-            "judge's buffers for the step no longer fit")
+    return (
+        f"the candidate's worker took {taken / 2**30:.1f} GiB of GPU memory after its code loaded, and the "
+        "judge's buffers for the step no longer fit"
+    )
 
 
 class CaseMemory:
     """A side's buffers for one case, lent to its worker, and the judge's copies of its outputs."""
 
-    def __init__(self, side: RemoteSide, device: torch.device, inputs: Sequence[torch.Tensor], expected: Output,
-                 name: str = "case", sides: int = 1, sets: int | None = None) -> None:
+    def __init__(
+        self,
+        side: RemoteSide,
+        device: torch.device,
+        inputs: Sequence[torch.Tensor],
+        expected: Output,
+        name: str = "case",
+        sides: int = 1,
+        sets: int | None = None,
+    ) -> None:
         self.side, self.device, self.name = side, device, name
         expected_outputs = outputs_of(expected)
         self.sets = sets or input_sets(device, inputs, expected_outputs, sides, name)
@@ -156,8 +173,9 @@ class CaseMemory:
         # value and reaches the call on the CPU, as the task made it: lent in GPU memory, a kernel that
         # reads it (`int(k)`) would wait for the GPU inside its call, which the judge's hold forbids.
         self.by_value = frozenset(k for k, t in enumerate(inputs) if device.type == "cuda" and t.device.type == "cpu")
-        layout = [Slot.like(f"in{s}_{k}", t) for s in range(self.sets) for k, t in enumerate(inputs)
-                  if k not in self.by_value]
+        layout = [
+            Slot.like(f"in{s}_{k}", t) for s in range(self.sets) for k, t in enumerate(inputs) if k not in self.by_value
+        ]
         layout += [Slot(f"out{j}", tuple(t.shape), t.dtype) for j, t in enumerate(expected_outputs)]
         layout.append(Slot(FLAGS, (16,), torch.int32))
         self.arena = Arena.allocate(device, layout)
@@ -179,18 +197,28 @@ class CaseMemory:
     def values(self, inputs: Sequence[torch.Tensor]) -> dict[int, torch.Tensor]:
         return {k: inputs[k].clone() for k in sorted(self.by_value)}
 
-    def _request(self, which: int, load: int, serial: int | None, poison: bool,
-                 inputs: Sequence[torch.Tensor]) -> dict[str, object]:
-        return {"op": "call", "arena": self.name, "inputs": self.input_names(which), "values": self.values(inputs),
-                "outputs": self.outputs, "load": load, "serial": serial, "poison": poison}
+    def _request(
+        self, which: int, load: int, serial: int | None, poison: bool, inputs: Sequence[torch.Tensor]
+    ) -> dict[str, object]:
+        return {
+            "op": "call",
+            "arena": self.name,
+            "inputs": self.input_names(which),
+            "values": self.values(inputs),
+            "outputs": self.outputs,
+            "load": load,
+            "serial": serial,
+            "poison": poison,
+        }
 
     def _write(self, which: int, inputs: Sequence[torch.Tensor]) -> None:
         lent = [value for k, value in enumerate(inputs) if k not in self.by_value]
         for slot, value in zip(self.inputs_in(which), lent, strict=True):
             slot.copy_(value)
 
-    def call(self, inputs: Sequence[torch.Tensor], load: int, poison: bool = False,
-             timeout: float = CALL_TIMEOUT_S) -> Turn:
+    def call(
+        self, inputs: Sequence[torch.Tensor], load: int, poison: bool = False, timeout: float = CALL_TIMEOUT_S
+    ) -> Turn:
         """An untimed call (checks, warm-up): inputs written, the call made, the outputs copied."""
         self.serial += 1
         which = self.serial % self.sets
@@ -210,8 +238,9 @@ class CaseMemory:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
 
-    def timed_call(self, inputs: Sequence[torch.Tensor], load: int, hold_ms: float,
-                   timeout: float = TIMED_CALL_TIMEOUT_S) -> Turn:
+    def timed_call(
+        self, inputs: Sequence[torch.Tensor], load: int, hold_ms: float, timeout: float = TIMED_CALL_TIMEOUT_S
+    ) -> Turn:
         """A timed call (see the module docstring); on the CPU, wall clock on both sides."""
         self.serial += 1
         which = self.serial % self.sets
@@ -225,8 +254,7 @@ class CaseMemory:
             return Turn(reply, reply.number("t_ms") if reply.ok else 0.0, span_ms, False)
         return self._timed_gpu(which, inputs, load, hold_ms, timeout)
 
-    def _timed_gpu(self, which: int, inputs: Sequence[torch.Tensor], load: int, hold_ms: float,
-                   timeout: float) -> Turn:
+    def _timed_gpu(self, which: int, inputs: Sequence[torch.Tensor], load: int, hold_ms: float, timeout: float) -> Turn:
         stream = torch.cuda.current_stream()
         flags = self.arena.tensors[FLAGS].data_ptr()
         serial = self.serial
@@ -255,8 +283,9 @@ class CaseMemory:
             self._release(serial)
             raise WorkerFailure("timeout", f"the {self.side.role}'s call did not complete on the GPU")
         late = reply.ok and reply.number("enqueued") - hold_from > hold_ms / 1000.0
-        return Turn(reply, reply.number("t_ms") if reply.ok else 0.0, start.elapsed_time(end), late,
-                    held.elapsed_time(released))
+        return Turn(
+            reply, reply.number("t_ms") if reply.ok else 0.0, start.elapsed_time(end), late, held.elapsed_time(released)
+        )
 
     def _release(self, serial: int) -> None:
         """Unblock the judge's stream (it waits for a done flag the worker never wrote)."""

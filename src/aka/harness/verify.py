@@ -76,18 +76,28 @@ def _mismatch(meta: dict[str, Any], expected: torch.Tensor) -> str | None:
     return None
 
 
-def delivered_problems(reply: Reply, snapshots: Sequence[torch.Tensor], expected: Output,
-                       tolerances: Overrides, changed_inputs: Sequence[int]) -> list[Problem]:
+def delivered_problems(
+    reply: Reply,
+    snapshots: Sequence[torch.Tensor],
+    expected: Output,
+    tolerances: Overrides,
+    changed_inputs: Sequence[int],
+) -> list[Problem]:
     """Every problem of one call's delivered output (empty: correct)."""
-    found = [Problem(_FINDINGS.get(f.partition(":")[0], POLICY), f.partition(":")[2].strip() or f)
-             for f in reply.texts("findings")]
+    found = [
+        Problem(_FINDINGS.get(f.partition(":")[0], POLICY), f.partition(":")[2].strip() or f)
+        for f in reply.texts("findings")
+    ]
     found += [Problem(INCORRECT, f"input {k} was modified by the candidate") for k in changed_inputs]
     container, metas = _described(reply)
     wanted = [expected] if isinstance(expected, torch.Tensor) else list(expected)
     sequence = not isinstance(expected, torch.Tensor)
     if sequence and (container.get("container") not in ("tuple", "list") or container.get("count") != len(wanted)):
-        found.append(Problem(INCORRECT, f"expected a sequence of {len(wanted)} tensors, got "
-                                        f"{str(container.get('container'))[:40]}"))
+        found.append(
+            Problem(
+                INCORRECT, f"expected a sequence of {len(wanted)} tensors, got {str(container.get('container'))[:40]}"
+            )
+        )
         return found
     if not sequence and container.get("container") != "Tensor":
         found.append(Problem(INCORRECT, f"output is a {str(container.get('container'))[:40]}, expected a tensor"))
@@ -125,5 +135,20 @@ def nonfinite_reference(expected: Output) -> str | None:
     return None
 
 
-__all__ = ["CRASH", "IMPOSSIBLE", "INCORRECT", "INFRA", "POLICY", "TAMPERING", "TIMEOUT", "UNTIMEABLE", "Problem",
-           "ProblemError", "delivered_problems", "max_abs_error", "nonfinite_reference", "tolerance_for", "worst"]
+__all__ = [
+    "CRASH",
+    "IMPOSSIBLE",
+    "INCORRECT",
+    "INFRA",
+    "POLICY",
+    "TAMPERING",
+    "TIMEOUT",
+    "UNTIMEABLE",
+    "Problem",
+    "ProblemError",
+    "delivered_problems",
+    "max_abs_error",
+    "nonfinite_reference",
+    "tolerance_for",
+    "worst",
+]

@@ -81,8 +81,14 @@ class Worker:
 
     def serve(self) -> None:
         handlers: dict[str, Callable[[dict[str, Any], list[int]], dict[str, Any]]] = {
-            "setup": self.setup, "build": self.build, "load": self.load, "map": self.map, "unmap": self.unmap,
-            "call": self.call, "kernels": self.kernel_names}
+            "setup": self.setup,
+            "build": self.build,
+            "load": self.load,
+            "map": self.map,
+            "unmap": self.unmap,
+            "call": self.call,
+            "kernels": self.kernel_names,
+        }
         while True:
             request, fds = self.link.receive_request()
             op = request.get("op")
@@ -97,8 +103,12 @@ class Worker:
             except ToolMissingError as exc:
                 reply = {"ok": False, "kind": "tool_missing", "error": describe_exception(exc)}
             except CandidateError as exc:
-                reply = {"ok": False, "kind": "error", "error": describe_exception(exc),
-                         "exception": type(exc).__name__}
+                reply = {
+                    "ok": False,
+                    "kind": "error",
+                    "error": describe_exception(exc),
+                    "exception": type(exc).__name__,
+                }
             self.link.answer(reply)
 
     def setup(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
@@ -160,8 +170,10 @@ class Worker:
         if mode is not None and mode.violations:
             findings.append(f"{POLICY}: {mode.describe()}")
         if self.launches.instrumented and self.launches.total() == before:
-            findings.append(f"{NO_LAUNCH}: no target kernel ({', '.join(sorted(self.launches.instrumented))}) "
-                            "was launched during the call")
+            findings.append(
+                f"{NO_LAUNCH}: no target kernel ({', '.join(sorted(self.launches.instrumented))}) "
+                "was launched during the call"
+            )
 
     def call(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         """One call on inputs in the judge's memory; outputs copied into its output buffers.
@@ -183,8 +195,13 @@ class Worker:
             with self._guarded(findings):
                 output = function(*inputs)
             t_ms = (time.perf_counter() - started) * 1000.0
-            return {"ok": True, "t_ms": t_ms, "enqueued": time.perf_counter(),
-                    "outputs": deliver(output, slots, inputs), "findings": findings}
+            return {
+                "ok": True,
+                "t_ms": t_ms,
+                "enqueued": time.perf_counter(),
+                "outputs": deliver(output, slots, inputs),
+                "findings": findings,
+            }
         stream = torch.cuda.current_stream()
         flags = arena.get("flags")
         if serial is not None and flags is not None:
@@ -203,8 +220,13 @@ class Worker:
         torch.cuda.synchronize()
         if self.persisting_l2 is not None and self.persisting_l2.violated():
             findings.append(f"{PERSISTING_L2}: the candidate reserved persisting L2 cache (defeats the L2 flush)")
-        return {"ok": True, "t_ms": start.elapsed_time(end), "enqueued": enqueued, "outputs": outputs,
-                "findings": findings}
+        return {
+            "ok": True,
+            "t_ms": start.elapsed_time(end),
+            "enqueued": enqueued,
+            "outputs": outputs,
+            "findings": findings,
+        }
 
     def kernel_names(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         """The GPU kernels one call launches, from the profiler (CUDA-source targets)."""
@@ -239,15 +261,36 @@ def deliver(output: object, slots: list[torch.Tensor], inputs: list[torch.Tensor
             described.append({"type": type(item).__name__})
             continue
         slot = slots[position] if position < len(slots) else None
-        fits = (slot is not None and tuple(item.shape) == tuple(slot.shape) and item.dtype == slot.dtype
-                and item.device.type == slot.device.type)
+        fits = (
+            slot is not None
+            and tuple(item.shape) == tuple(slot.shape)
+            and item.dtype == slot.dtype
+            and item.device.type == slot.device.type
+        )
         if fits and slot is not None:
             slot.copy_(item)
-        described.append({"type": "Tensor", "shape": list(item.shape), "dtype": str(item.dtype).removeprefix("torch."),
-                          "device": item.device.type, "contiguous": item.is_contiguous(),
-                          "aliases_input": overlaps(storages(item), storages(inputs)), "copied": fits})
-    return [{"container": type(output).__name__ if isinstance(output, tuple | list) else "Tensor"
-             if isinstance(output, torch.Tensor) else type(output).__name__, "count": len(items)}, *described]
+        described.append(
+            {
+                "type": "Tensor",
+                "shape": list(item.shape),
+                "dtype": str(item.dtype).removeprefix("torch."),
+                "device": item.device.type,
+                "contiguous": item.is_contiguous(),
+                "aliases_input": overlaps(storages(item), storages(inputs)),
+                "copied": fits,
+            }
+        )
+    return [
+        {
+            "container": type(output).__name__
+            if isinstance(output, tuple | list)
+            else "Tensor"
+            if isinstance(output, torch.Tensor)
+            else type(output).__name__,
+            "count": len(items),
+        },
+        *described,
+    ]
 
 
 def serve(fd: int, device: str, isolated: bool) -> int:

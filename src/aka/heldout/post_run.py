@@ -60,9 +60,15 @@ class HeldoutTaskRecord(BaseModel):
     def as_result(self) -> HeldoutResult | None:
         if self.outcome is None or self.baseline_correct is None or self.candidate_correct is None:
             return None
-        return HeldoutResult(outcome=self.outcome, baseline_correct=self.baseline_correct,
-                             candidate_correct=self.candidate_correct, speedup_ratio=self.heldout_speedup,
-                             generalization_gap=self.generalization_gap, message=self.message, cases=self.cases)
+        return HeldoutResult(
+            outcome=self.outcome,
+            baseline_correct=self.baseline_correct,
+            candidate_correct=self.candidate_correct,
+            speedup_ratio=self.heldout_speedup,
+            generalization_gap=self.generalization_gap,
+            message=self.message,
+            cases=self.cases,
+        )
 
 
 @dataclass
@@ -85,8 +91,9 @@ def with_generated_cases(task: Task, copies: Path, device: DeviceInfo) -> tuple[
         return None, Generated(error="a task in the original's format: only author-written held-out cases")
     harness = task.directory / "harness.py"
     if not harness.is_file() or "KernelTask" not in harness.read_text(encoding="utf-8", errors="replace"):
-        return None, Generated(error="its harness.py declares no aka.harness KernelTask: only author-written "
-                                     "held-out cases")
+        return None, Generated(
+            error="its harness.py declares no aka.harness KernelTask: only author-written held-out cases"
+        )
     copy = copies / task.name
     if copy.exists():
         shutil.rmtree(copy)
@@ -102,8 +109,9 @@ def with_generated_cases(task: Task, copies: Path, device: DeviceInfo) -> tuple[
     return load_task(copies, copy), generated
 
 
-def _evaluate(run_dir: Path, workspace: Path, task: Task, speedup: float | None, device: DeviceInfo,
-              out: Path) -> tuple[HeldoutResult | None, Source, Generated]:
+def _evaluate(
+    run_dir: Path, workspace: Path, task: Task, speedup: float | None, device: DeviceInfo, out: Path
+) -> tuple[HeldoutResult | None, Source, Generated]:
     task = materialize(task, run_dir / REPOSITORIES_DIR)
     generated = Generated()
     source: Source = "author"
@@ -132,16 +140,27 @@ def heldout_run(run_dir: Path, tasks_root: Path | None = None, device: DeviceInf
         (task,) = select_tasks(root, [result.task_name])
         heldout, source, generated = _evaluate(run_dir, workspace, task, result.speedup_ratio, device, out)
         record = HeldoutTaskRecord(
-            task_name=result.task_name, arm=result.arm, repeat=result.repeat, heldout_source=source,
-            original_speedup=result.speedup_ratio, generated_cases=generated.accepted,
+            task_name=result.task_name,
+            arm=result.arm,
+            repeat=result.repeat,
+            heldout_source=source,
+            original_speedup=result.speedup_ratio,
+            generated_cases=generated.accepted,
             rejected_cases=generated.rejected,
-            message=generated.error or (None if heldout or generated.accepted else "no generated case survived"))
+            message=generated.error or (None if heldout or generated.accepted else "no generated case survived"),
+        )
         if heldout is not None:
-            record = record.model_copy(update={
-                "outcome": heldout.outcome, "baseline_correct": heldout.baseline_correct,
-                "candidate_correct": heldout.candidate_correct, "heldout_speedup": heldout.speedup_ratio,
-                "generalization_gap": heldout.generalization_gap, "message": heldout.message,
-                "cases": heldout.cases})
+            record = record.model_copy(
+                update={
+                    "outcome": heldout.outcome,
+                    "baseline_correct": heldout.baseline_correct,
+                    "candidate_correct": heldout.candidate_correct,
+                    "heldout_speedup": heldout.speedup_ratio,
+                    "generalization_gap": heldout.generalization_gap,
+                    "message": heldout.message,
+                    "cases": heldout.cases,
+                }
+            )
         write_yaml_atomic(out / workspace.name / TASK_RESULT_FILE, record.model_dump(mode="json"))
         outcome.records.append(record)
     write_yaml_atomic(outcome.summary_path, run_summary(run_dir, outcome.records))
@@ -154,7 +173,10 @@ def run_summary(run_dir: Path, records: Sequence[HeldoutTaskRecord]) -> dict[str
     evaluated = [r for r in (record.as_result() for record in records) if r is not None]
     originals = [r.original_speedup for r in records if r.as_result() is not None and r.original_speedup is not None]
     summary = summarize_heldout(evaluated) or {"task_count": 0}
-    return {"run": run_dir.name, **summary,
-            "mean_original_speedup": round(sum(originals) / len(originals), 4) if originals else None,
-            "sources": {s: sum(r.heldout_source == s for r in records) for s in ("author", "generated", "none")},
-            "not_evaluated": {r.task_name: r.message for r in records if r.as_result() is None}}
+    return {
+        "run": run_dir.name,
+        **summary,
+        "mean_original_speedup": round(sum(originals) / len(originals), 4) if originals else None,
+        "sources": {s: sum(r.heldout_source == s for r in records) for s in ("author", "generated", "none")},
+        "not_evaluated": {r.task_name: r.message for r in records if r.as_result() is None},
+    }

@@ -33,5 +33,6 @@ def executors(ray: RayBackend | None, slots: list[DeviceSlot], per_gpu: int) -> 
         yield LocalExecutor
         return
     with ray_session(ray, slots) as module:
-        yield lambda config, run_dir: RayExecutor(module, run_dir, aka_worker_args(config, run_dir), per_gpu,
-                                                  ray.gpu_resource)
+        yield lambda config, run_dir: RayExecutor(
+            module, run_dir, aka_worker_args(config, run_dir), per_gpu, ray.gpu_resource
+        )

@@ -100,16 +100,32 @@ class LocalExecutor:
     def start(self, slot: DeviceSlot) -> None:
         log = self.run_dir / QUEUE_DIR / WORKERS_DIR / f"{slot.worker_id}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "aka.cli", "run", str(self.config_path), "--parallel-worker",
-                "--worker-id", slot.worker_id, "--run-name", str(self.run_dir)]
+        argv = [
+            sys.executable,
+            "-m",
+            "aka.cli",
+            "run",
+            str(self.config_path),
+            "--parallel-worker",
+            "--worker-id",
+            slot.worker_id,
+            "--run-name",
+            str(self.run_dir),
+        ]
         env = slot_environment(slot, dict(os.environ))
         src = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
         parent = os.getpid()
         with log.open("ab") as out:
             self.workers[slot] = subprocess.Popen(
-                argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=lambda: _die_with_parent(parent))
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=lambda: _die_with_parent(parent),
+            )
 
     def exited(self) -> dict[DeviceSlot, int]:
         ended = {slot: proc.returncode for slot, proc in self.workers.items() if proc.poll() is not None}

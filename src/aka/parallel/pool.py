@@ -36,8 +36,7 @@ WORKER_USAGE_EXIT = 2  # a worker that exits 2 was refused its run (config error
 RunTrial = Callable[[Trial, str], tuple[Path, TaskResult]]
 
 
-def supervise(queue: TrialQueue, executor: Executor, slots: list[DeviceSlot], display: EventSink,
-              events: Path) -> None:
+def supervise(queue: TrialQueue, executor: Executor, slots: list[DeviceSlot], display: EventSink, events: Path) -> None:
     """Run the queue to the end with one worker per slot; on any exit (SIGTERM included) the
     workers are stopped before this returns. The workers' trial events (appended to `events`) go
     to `display`, and a trial the queue gave up on without a result is shown as its end."""
@@ -96,10 +95,18 @@ class _WorkersShown:
             self.shown.add(entry.index)
             if self.last.get((entry.task, entry.arm, entry.repeat)) is EventKind.TASK_FINISHED:
                 continue
-            self.display.emit(RunEvent(
-                time=now(), event=EventKind.TASK_FINISHED, task=entry.task, arm=entry.arm,
-                repeat=entry.repeat if entry.arm or entry.repeat > 1 else None, status=TaskStatus.INFRA.value,
-                verdict=Verdict.INFRASTRUCTURE.value, message=entry.reason or "; ".join(entry.history) or "not run"))
+            self.display.emit(
+                RunEvent(
+                    time=now(),
+                    event=EventKind.TASK_FINISHED,
+                    task=entry.task,
+                    arm=entry.arm,
+                    repeat=entry.repeat if entry.arm or entry.repeat > 1 else None,
+                    status=TaskStatus.INFRA.value,
+                    verdict=Verdict.INFRASTRUCTURE.value,
+                    message=entry.reason or "; ".join(entry.history) or "not run",
+                )
+            )
 
 
 class _Heartbeat:
@@ -141,8 +148,9 @@ def work_queue(queue: TrialQueue, worker: WorkerIdentity, run_trial: RunTrial) -
         reason = result.failure_message or "infrastructure error" if result.status is TaskStatus.INFRA else None
         state = queue.report(entry, workspace, result.status.value, reason)
         if state is None:
-            logger.warning("trial %d (%s) finished after its lease was lost; result not counted",
-                           entry.index, entry.task)
+            logger.warning(
+                "trial %d (%s) finished after its lease was lost; result not counted", entry.index, entry.task
+            )
         else:
             reported += 1
 
@@ -159,10 +167,16 @@ def queue_results(queue: TrialQueue, task_types: dict[str, str], repeated: bool)
         if path is not None and path.is_file():
             results.append(read_task_result(path))
             continue
-        results.append(TaskResult(
-            task_name=entry.task, task_type=task_types.get(entry.task, ""), arm=entry.arm,
-            repeat=entry.repeat if repeated else None,
-            failure_kind=FailureKind.INFRA_ERROR, status=TaskStatus.INFRA,
-            failure_message=entry.reason or "; ".join(entry.history) or "not run",
-            optimization_summary="Not evaluated: infrastructure error (not the agent's failure)."))
+        results.append(
+            TaskResult(
+                task_name=entry.task,
+                task_type=task_types.get(entry.task, ""),
+                arm=entry.arm,
+                repeat=entry.repeat if repeated else None,
+                failure_kind=FailureKind.INFRA_ERROR,
+                status=TaskStatus.INFRA,
+                failure_message=entry.reason or "; ".join(entry.history) or "not run",
+                optimization_summary="Not evaluated: infrastructure error (not the agent's failure).",
+            )
+        )
     return results

@@ -142,8 +142,12 @@ class TrialQueue:
         with self._lock:
             yield
 
-    def fill(self, trials: list[Trial], lease_seconds: float = DEFAULT_LEASE_SECONDS,
-             max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> None:
+    def fill(
+        self,
+        trials: list[Trial],
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> None:
         """Every trial pending, nothing else: a new run, or a resume (trials completed earlier are
         reused by the worker that claims them, through their completion records, as a serial resume
         does). Refused while a live worker holds a trial."""
@@ -151,13 +155,19 @@ class TrialQueue:
         (self.root / WORKERS_DIR).mkdir(exist_ok=True)
         with self.locked():
             if self.exists:
-                live = [e for e in self._in("running") if e.lease is not None
-                        and lease_problem(e.lease, time.time(), self.settings().lease_seconds) is None]
+                live = [
+                    e
+                    for e in self._in("running")
+                    if e.lease is not None
+                    and lease_problem(e.lease, time.time(), self.settings().lease_seconds) is None
+                ]
                 if live:
                     lease = live[0].lease
                     assert lease is not None
-                    raise QueueBusy(f"{self.root}: worker {lease.worker_id} (pid {lease.pid} on {lease.host}) "
-                                    f"still holds trial {live[0].task}; stop the run's workers first")
+                    raise QueueBusy(
+                        f"{self.root}: worker {lease.worker_id} (pid {lease.pid} on {lease.host}) "
+                        f"still holds trial {live[0].task}; stop the run's workers first"
+                    )
             for state in STATES:
                 shutil.rmtree(self.root / state, ignore_errors=True)
                 (self.root / state).mkdir()
@@ -176,8 +186,15 @@ class TrialQueue:
                 return None
             entry = self._read(pending[0])
             now = time.time()
-            entry.lease = Lease(claim_id=secrets.token_hex(8), worker_id=worker.worker_id, host=worker.host,
-                                pid=worker.pid, pid_started=worker.pid_started, claimed_at=now, heartbeat_at=now)
+            entry.lease = Lease(
+                claim_id=secrets.token_hex(8),
+                worker_id=worker.worker_id,
+                host=worker.host,
+                pid=worker.pid,
+                pid_started=worker.pid_started,
+                claimed_at=now,
+                heartbeat_at=now,
+            )
             self._move(entry, "pending", "running")
             return entry
 
@@ -315,8 +332,9 @@ class TrialQueue:
         try:
             return TrialEntry.model_validate_json(path.read_text(encoding="utf-8"))
         except (OSError, ValidationError) as exc:
-            raise QueueCorrupt(f"{path}: not a valid queue entry ({type(exc).__name__}); resume the run to "
-                               "rebuild its queue") from None
+            raise QueueCorrupt(
+                f"{path}: not a valid queue entry ({type(exc).__name__}); resume the run to rebuild its queue"
+            ) from None
 
     def _write(self, state: str, entry: TrialEntry) -> None:
         """Atomic (a reader sees the old entry or the new) but not synced: the queue is rebuilt

@@ -75,8 +75,17 @@ def slot_resources(slot: DeviceSlot, per_gpu: int, gpu_resource: str | None) -> 
 
 def aka_worker_args(config_path: Path, run_dir: Path) -> WorkerArgs:
     """The ordinary worker (`aka run CONFIG --parallel-worker`), as the local backend starts it."""
-    return lambda slot: ["-m", "aka.cli", "run", str(config_path), "--parallel-worker", "--worker-id",
-                         slot.worker_id, "--run-name", str(run_dir)]
+    return lambda slot: [
+        "-m",
+        "aka.cli",
+        "run",
+        str(config_path),
+        "--parallel-worker",
+        "--worker-id",
+        slot.worker_id,
+        "--run-name",
+        str(run_dir),
+    ]
 
 
 class SlotWorker:
@@ -97,16 +106,24 @@ class SlotWorker:
         restarted = ray.get_runtime_context().was_current_actor_reconstructed
         Path(log).parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
-            out.write(f"[ray] actor pid {os.getpid()} on {socket.gethostname()}"
-                      f"{' (restarted by Ray)' if restarted else ''}: starting the worker\n".encode())
+            out.write(
+                f"[ray] actor pid {os.getpid()} on {socket.gethostname()}"
+                f"{' (restarted by Ray)' if restarted else ''}: starting the worker\n".encode()
+            )
             out.flush()
             with self.lock:
                 if self.stopping:
                     return -int(signal.SIGTERM)
                 parent = os.getpid()
                 self.proc = subprocess.Popen(
-                    [sys.executable, *args], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, preexec_fn=lambda: _die_with_parent(parent))
+                    [sys.executable, *args],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=lambda: _die_with_parent(parent),
+                )
             return self.proc.wait()
 
     def kill_worker(self, pid: int) -> None:
@@ -145,8 +162,9 @@ class RayExecutor:
     collects finished calls (the actor is killed, freeing its GPU), `kill` reaches a worker whose
     lease lapsed through its actor, `stop` stops every worker, then kills every actor."""
 
-    def __init__(self, ray: ModuleType, run_dir: Path, worker_args: WorkerArgs, per_gpu: int,
-                 gpu_resource: str | None) -> None:
+    def __init__(
+        self, ray: ModuleType, run_dir: Path, worker_args: WorkerArgs, per_gpu: int, gpu_resource: str | None
+    ) -> None:
         self.ray, self.run_dir, self.worker_args = ray, run_dir, worker_args
         self.per_gpu, self.gpu_resource = per_gpu, gpu_resource
         self.remote_class = ray.remote(SlotWorker)
@@ -160,12 +178,17 @@ class RayExecutor:
         return {"AKA_WORKER_SLOT": slot.worker_id}
 
     def start(self, slot: DeviceSlot) -> None:
-        options = {**slot_resources(slot, self.per_gpu, self.gpu_resource), "max_restarts": ACTOR_RESTARTS,
-                   "max_task_retries": ACTOR_RESTARTS, "max_concurrency": 3}
+        options = {
+            **slot_resources(slot, self.per_gpu, self.gpu_resource),
+            "max_restarts": ACTOR_RESTARTS,
+            "max_task_retries": ACTOR_RESTARTS,
+            "max_concurrency": 3,
+        }
         actor = self.remote_class.options(**options).remote()
         log = self.run_dir / QUEUE_DIR / WORKERS_DIR / f"{slot.worker_id}.log"
-        self.started[slot] = _Started(actor, actor.__ray_ready__.remote(),
-                                      actor.run.remote(self.worker_args(slot), self._mask(slot), str(log)))
+        self.started[slot] = _Started(
+            actor, actor.__ray_ready__.remote(), actor.run.remote(self.worker_args(slot), self._mask(slot), str(log))
+        )
 
     def exited(self) -> dict[DeviceSlot, int]:
         runs = {started.run: slot for slot, started in self.started.items()}
@@ -208,10 +231,17 @@ def _cluster_check(ray: ModuleType, slots: list[DeviceSlot], backend: RayBackend
     wanted = {"CPU" if s.gpu is None else backend.gpu_resource or "GPU" for s in slots}
     missing = sorted(name for name in wanted if total.get(name, 0) <= 0)
     if missing:
-        have = ", ".join(f"{k} {v:g}" for k, v in sorted(total.items()) if not k.startswith(("node:", "memory",
-                                                                                              "object_store")))
-        fix = ("run on CPU slots (no gpu_ids), or name the custom resource the cluster declares its GPUs as with "
-               "--ray-gpu-resource") if missing == ["GPU"] else f"start the cluster with {missing[0]} resources"
+        have = ", ".join(
+            f"{k} {v:g}" for k, v in sorted(total.items()) if not k.startswith(("node:", "memory", "object_store"))
+        )
+        fix = (
+            (
+                "run on CPU slots (no gpu_ids), or name the custom resource the cluster declares its GPUs as with "
+                "--ray-gpu-resource"
+            )
+            if missing == ["GPU"]
+            else f"start the cluster with {missing[0]} resources"
+        )
         raise ConfigError(f"--backend ray: the Ray cluster has no {missing[0]} (it has {have or 'nothing'}); {fix}")
 
 
@@ -233,8 +263,12 @@ def _gpu_mask(ids: list[str]) -> Iterator[None]:
 
 def _connect(ray: ModuleType, backend: RayBackend, slots: list[DeviceSlot]) -> None:
     env_vars = {"PYTHONPATH": os.pathsep.join(p for p in (SRC_DIR, os.environ.get("PYTHONPATH")) if p)}
-    common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR,
-                              "runtime_env": {"env_vars": env_vars}}
+    common: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": logging.ERROR,
+        "runtime_env": {"env_vars": env_vars},
+    }
     if backend.address is not None:
         ray.init(address=backend.address, **common)
         return
@@ -260,9 +294,11 @@ def ray_session(backend: RayBackend, slots: list[DeviceSlot]) -> Iterator[Module
         ray.shutdown()  # what a failed start left running
         where = f"--address {backend.address}" if backend.address else "--backend ray"
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"{where}: cannot start or reach Ray ({first}); check the address (`ray status` on the head "
-                          "prints it), and for a cluster with token authentication set RAY_AUTH_MODE=token with the "
-                          "cluster's token in ~/.ray/auth_token (docs/ray.md)") from None
+        raise ConfigError(
+            f"{where}: cannot start or reach Ray ({first}); check the address (`ray status` on the head "
+            "prints it), and for a cluster with token authentication set RAY_AUTH_MODE=token with the "
+            "cluster's token in ~/.ray/auth_token (docs/ray.md)"
+        ) from None
     finally:
         if handler is not None:
             signal.signal(signal.SIGTERM, handler)

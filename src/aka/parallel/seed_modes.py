@@ -53,12 +53,15 @@ def _named_run(checked: CheckedInputs, run_name: str) -> tuple[Path, RunManifest
     experiment = experiment_dir(loaded.config.workspace_directory_prefix, checked.model, loaded.experiment_name)
     run_dir = (given if given.is_absolute() or given.exists() else experiment / given).resolve()
     if not (run_dir / MANIFEST_NAME).is_file():
-        raise ConfigError(f"--run-name {run_name}: not a run directory (no {MANIFEST_NAME}); make one with "
-                          "--parallel-init")
+        raise ConfigError(
+            f"--run-name {run_name}: not a run directory (no {MANIFEST_NAME}); make one with --parallel-init"
+        )
     manifest = read_manifest(run_dir)
     if manifest.agent != loaded.experiment_name:
-        raise ConfigError(f"--run-name {run_name}: the run used '{manifest.agent}', not '{loaded.experiment_name}'; "
-                          "use the config it was made with")
+        raise ConfigError(
+            f"--run-name {run_name}: the run used '{manifest.agent}', not '{loaded.experiment_name}'; "
+            "use the config it was made with"
+        )
     queue = TrialQueue(run_dir)
     if not queue.exists:
         raise ConfigError(f"--run-name {run_name}: the run has no parallel queue; make one with --parallel-init")
@@ -76,14 +79,19 @@ def run_parallel_worker(config_path: Path, run_name: str, worker_id: str, consol
         queued = {entry.task for entries in queue.entries().values() for entry in entries}
         missing = sorted(queued - set(checked.identities))
         if missing:
-            raise ConfigError(f"{checked.loaded.path}: the run's queue has task {missing[0]}, which this config "
-                              "does not select here; use the config the run was made with")
+            raise ConfigError(
+                f"{checked.loaded.path}: the run's queue has task {missing[0]}, which this config "
+                "does not select here; use the config the run was made with"
+            )
         runner = TrialRunner.of(checked, run_dir)
         display = PlainDisplay(console)
         handler = attach_log(Path(manifest.log_file))
         try:
-            return work_queue(queue, WorkerIdentity.this_process(worker_id),
-                              lambda trial, worker: runner.run(trial, True, display, worker))
+            return work_queue(
+                queue,
+                WorkerIdentity.this_process(worker_id),
+                lambda trial, worker: runner.run(trial, True, display, worker),
+            )
         finally:
             logging.getLogger("aka").removeHandler(handler)
             handler.close()
@@ -98,8 +106,10 @@ def postprocess_run(config_path: Path, run_name: str, console: Console | None = 
         entries = queue.entries()
         left = len(entries["pending"]) + len(entries["running"])
         if left:
-            raise ConfigError(f"--run-name {run_name}: {left} trial(s) are still pending or running; wait for the "
-                              f"workers, or resume the run with `aka run CONFIG --resume-run {run_dir}`")
+            raise ConfigError(
+                f"--run-name {run_name}: {left} trial(s) are still pending or running; wait for the "
+                f"workers, or resume the run with `aka run CONFIG --resume-run {run_dir}`"
+            )
         repeated = checked.loaded.multi_arm or checked.loaded.config.repeats > 1
         results = queue_results(queue, {t.name: t.family for t in checked.runnable}, repeated)
         write_all_reports(run_dir, checked.loaded, results, report_header(run_dir, checked, manifest))

@@ -36,9 +36,25 @@ REPORT_SCRIPT = "postprocess.sbatch"
 WAIT_POLL_SECONDS = 2.0
 CANCEL_WAIT_SECONDS = 120.0
 # States in which a job still holds, or waits for, its allocation (squeue's long names).
-ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED",
-                           "REQUEUE_HOLD", "RESIZING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT",
-                           "RESV_DEL_HOLD", "SPECIAL_EXIT", "POWER_UP_NODE"})
+ACTIVE_STATES = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "CONFIGURING",
+        "COMPLETING",
+        "REQUEUED",
+        "REQUEUE_FED",
+        "REQUEUE_HOLD",
+        "RESIZING",
+        "SUSPENDED",
+        "STOPPED",
+        "SIGNALING",
+        "STAGE_OUT",
+        "RESV_DEL_HOLD",
+        "SPECIAL_EXIT",
+        "POWER_UP_NODE",
+    }
+)
 GONE = "GONE"  # neither squeue nor sacct knows the job any more
 
 
@@ -66,15 +82,24 @@ class SlurmRequest(BaseModel):
 
     def placement_flags(self) -> list[str]:
         """Where the job may run (shared by both jobs): partition, account, QOS, time limit."""
-        named = (("--partition", self.partition), ("--account", self.account), ("--qos", self.qos),
-                 ("--time", self.time))
+        named = (
+            ("--partition", self.partition),
+            ("--account", self.account),
+            ("--qos", self.qos),
+            ("--time", self.time),
+        )
         return [f"{flag}={value}" for flag, value in named if value]
 
     def allocation_flags(self) -> list[str]:
         """The worker job's allocation, for sbatch and salloc alike."""
-        return [f"--nodes={self.nodes}", f"--ntasks-per-node={self.gpus_per_node}",
-                f"--gpus-per-node={self.gpus_per_node}", f"--cpus-per-task={self.cpus_per_worker}",
-                *self.placement_flags(), *(["--exclusive"] if self.exclusive else [])]
+        return [
+            f"--nodes={self.nodes}",
+            f"--ntasks-per-node={self.gpus_per_node}",
+            f"--gpus-per-node={self.gpus_per_node}",
+            f"--cpus-per-task={self.cpus_per_worker}",
+            *self.placement_flags(),
+            *(["--exclusive"] if self.exclusive else []),
+        ]
 
 
 class SlurmJob(BaseModel):
@@ -103,8 +128,10 @@ class SlurmRecord(BaseModel):
 def require_tool(name: str) -> str:
     found = shutil.which(name)
     if found is None:
-        raise SlurmError(f"{name} not found on PATH: run this on a Slurm login node (or a node of an allocation), "
-                         "or run locally with `aka run CONFIG --gpus 0,1,...`")
+        raise SlurmError(
+            f"{name} not found on PATH: run this on a Slurm login node (or a node of an allocation), "
+            "or run locally with `aka run CONFIG --gpus 0,1,...`"
+        )
     return found
 
 
@@ -125,35 +152,71 @@ def _now() -> str:
 def _python_environment() -> str:
     """The lines that make a job run this `aka` (this interpreter, this source tree)."""
     source = Path(__file__).resolve().parents[2]
-    return (f"cd {shlex.quote(os.getcwd())}\n"
-            f"export PYTHONPATH={shlex.quote(str(source))}${{PYTHONPATH:+:$PYTHONPATH}}\n")
+    return f"cd {shlex.quote(os.getcwd())}\nexport PYTHONPATH={shlex.quote(str(source))}${{PYTHONPATH:+:$PYTHONPATH}}\n"
 
 
 def worker_script(config: Path, run_dir: Path, request: SlurmRequest) -> str:
     """The worker job: one srun step of `workers` tasks, a GPU each. Run with bash inside an
     allocation it is the interactive mode; its #SBATCH lines are then comments."""
     slurm_dir = run_dir / SLURM_DIR
-    directives = [f"--job-name=aka-{run_dir.name}", *request.allocation_flags(), "--requeue",
-                  "--open-mode=append", f"--output={slurm_dir / 'workers-%j.out'}"]
-    worker = ('exec "$0" -m aka.cli run "$1" --parallel-worker --run-name "$2" '
-              '--worker-id "slurm-${SLURM_JOB_ID}.${SLURM_RESTART_COUNT:-0}-${SLURM_PROCID}"')
-    srun = ["srun", "--kill-on-bad-exit=0", f"--ntasks={request.workers}",
-            f"--ntasks-per-node={request.gpus_per_node}", "--gpus-per-task=1",
-            f"--cpus-per-task={request.cpus_per_worker}", "--open-mode=append",
-            f"--output={run_dir / QUEUE_DIR / WORKERS_DIR / 'slurm-%j-%t.log'}",
-            "bash", "-c", worker, sys.executable, str(config), str(run_dir)]
-    return ("#!/bin/bash\n" + "".join(f"#SBATCH {line}\n" for line in directives)
-            + "# aka's workers: each claims trials from the run's leased queue until it drains; a requeued\n"
-            + "# job's new workers take over the trials of the killed ones through the leases.\n"
-            + "set -u\n" + _python_environment() + shlex.join(srun) + "\n")
+    directives = [
+        f"--job-name=aka-{run_dir.name}",
+        *request.allocation_flags(),
+        "--requeue",
+        "--open-mode=append",
+        f"--output={slurm_dir / 'workers-%j.out'}",
+    ]
+    worker = (
+        'exec "$0" -m aka.cli run "$1" --parallel-worker --run-name "$2" '
+        '--worker-id "slurm-${SLURM_JOB_ID}.${SLURM_RESTART_COUNT:-0}-${SLURM_PROCID}"'
+    )
+    srun = [
+        "srun",
+        "--kill-on-bad-exit=0",
+        f"--ntasks={request.workers}",
+        f"--ntasks-per-node={request.gpus_per_node}",
+        "--gpus-per-task=1",
+        f"--cpus-per-task={request.cpus_per_worker}",
+        "--open-mode=append",
+        f"--output={run_dir / QUEUE_DIR / WORKERS_DIR / 'slurm-%j-%t.log'}",
+        "bash",
+        "-c",
+        worker,
+        sys.executable,
+        str(config),
+        str(run_dir),
+    ]
+    return (
+        "#!/bin/bash\n"
+        + "".join(f"#SBATCH {line}\n" for line in directives)
+        + "# aka's workers: each claims trials from the run's leased queue until it drains; a requeued\n"
+        + "# job's new workers take over the trials of the killed ones through the leases.\n"
+        + "set -u\n"
+        + _python_environment()
+        + shlex.join(srun)
+        + "\n"
+    )
 
 
 def report_script(config: Path, run_dir: Path, request: SlurmRequest) -> str:
-    directives = [f"--job-name=aka-{run_dir.name}-report", "--nodes=1", "--ntasks=1", "--cpus-per-task=1",
-                  *request.placement_flags(), f"--output={run_dir / SLURM_DIR / 'postprocess-%j.out'}"]
+    directives = [
+        f"--job-name=aka-{run_dir.name}-report",
+        "--nodes=1",
+        "--ntasks=1",
+        "--cpus-per-task=1",
+        *request.placement_flags(),
+        f"--output={run_dir / SLURM_DIR / 'postprocess-%j.out'}",
+    ]
     command = [sys.executable, "-m", "aka.cli", "run", str(config), "--postprocess-only", "--run-name", str(run_dir)]
-    return ("#!/bin/bash\n" + "".join(f"#SBATCH {line}\n" for line in directives)
-            + "set -u\n" + _python_environment() + "exec " + shlex.join(command) + "\n")
+    return (
+        "#!/bin/bash\n"
+        + "".join(f"#SBATCH {line}\n" for line in directives)
+        + "set -u\n"
+        + _python_environment()
+        + "exec "
+        + shlex.join(command)
+        + "\n"
+    )
 
 
 def read_record(run_dir: Path) -> SlurmRecord:
@@ -163,8 +226,9 @@ def read_record(run_dir: Path) -> SlurmRecord:
     try:
         return SlurmRecord.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise SlurmError(f"{path}: not a readable Slurm record ({type(exc).__name__}); its job ids are in "
-                         f"{path.parent}/*.out") from None
+        raise SlurmError(
+            f"{path}: not a readable Slurm record ({type(exc).__name__}); its job ids are in {path.parent}/*.out"
+        ) from None
 
 
 def write_record(record: SlurmRecord) -> None:
@@ -174,8 +238,10 @@ def write_record(record: SlurmRecord) -> None:
 def check_request(request: SlurmRequest) -> None:
     """Ask Slurm whether it would run the worker job (`sbatch --test-only`), before a run
     directory is made for it: a wrong partition, account, QOS or time is one line, and no run."""
-    _slurm(["sbatch", "--test-only", *request.allocation_flags(), "--wrap", "true"],
-           "sbatch refused the job (check --nodes/--gpus-per-node/--partition/--account/--qos/--time)")
+    _slurm(
+        ["sbatch", "--test-only", *request.allocation_flags(), "--wrap", "true"],
+        "sbatch refused the job (check --nodes/--gpus-per-node/--partition/--account/--qos/--time)",
+    )
 
 
 def init_run(config: Path, lease_seconds: float, run_suffix: str | None, resume_run: Path | None) -> Path:
@@ -194,13 +260,20 @@ def _refuse_active(run_dir: Path) -> list[SlurmJob]:
     batch = [job.job_id for job in jobs if job.role != "interactive"]
     active = [job for job, state in job_states(batch).items() if is_active(state)] if batch else []
     if active:
-        raise SlurmError(f"{run_dir}: job {active[0]} of this run is still active; wait for it or "
-                         f"`aka slurm cancel {run_dir}` first")
+        raise SlurmError(
+            f"{run_dir}: job {active[0]} of this run is still active; wait for it or `aka slurm cancel {run_dir}` first"
+        )
     return jobs
 
 
-def prepare(config: Path, request: SlurmRequest, lease_seconds: float = DEFAULT_LEASE_SECONDS,
-            run_suffix: str | None = None, check: bool = True, resume_run: Path | None = None) -> SlurmRecord:
+def prepare(
+    config: Path,
+    request: SlurmRequest,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    run_suffix: str | None = None,
+    check: bool = True,
+    resume_run: Path | None = None,
+) -> SlurmRecord:
     """The run (new, or `resume_run` refilled) with its two scripts written and its record."""
     config = config.resolve()
     if check:
@@ -216,8 +289,13 @@ def prepare(config: Path, request: SlurmRequest, lease_seconds: float = DEFAULT_
     return record
 
 
-def submit(config: Path, request: SlurmRequest, lease_seconds: float = DEFAULT_LEASE_SECONDS,
-           run_suffix: str | None = None, resume_run: Path | None = None) -> SlurmRecord:
+def submit(
+    config: Path,
+    request: SlurmRequest,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    run_suffix: str | None = None,
+    resume_run: Path | None = None,
+) -> SlurmRecord:
     """Batch mode: the worker job, then the report job after it (afterany), both recorded."""
     require_tool("sbatch")
     record = prepare(config, request, lease_seconds, run_suffix, resume_run=resume_run)
@@ -225,15 +303,30 @@ def submit(config: Path, request: SlurmRequest, lease_seconds: float = DEFAULT_L
     workers = _job_id(_slurm(["sbatch", "--parsable", str(slurm_dir / WORKER_SCRIPT)], "sbatch (workers)"))
     record.jobs.append(SlurmJob(role="workers", job_id=workers, submitted_at=_now()))
     write_record(record)
-    report = _job_id(_slurm(["sbatch", "--parsable", f"--dependency=afterany:{workers}", "--kill-on-invalid-dep=yes",
-                             str(slurm_dir / REPORT_SCRIPT)], "sbatch (report)"))
+    report = _job_id(
+        _slurm(
+            [
+                "sbatch",
+                "--parsable",
+                f"--dependency=afterany:{workers}",
+                "--kill-on-invalid-dep=yes",
+                str(slurm_dir / REPORT_SCRIPT),
+            ],
+            "sbatch (report)",
+        )
+    )
     record.jobs.append(SlurmJob(role="postprocess", job_id=report, submitted_at=_now()))
     write_record(record)
     return record
 
 
-def run_interactive(config: Path, request: SlurmRequest, lease_seconds: float = DEFAULT_LEASE_SECONDS,
-                    run_suffix: str | None = None, resume_run: Path | None = None) -> SlurmRecord:
+def run_interactive(
+    config: Path,
+    request: SlurmRequest,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    run_suffix: str | None = None,
+    resume_run: Path | None = None,
+) -> SlurmRecord:
     """Interactive mode: the worker step in this shell's allocation (SLURM_JOB_ID set), or in one
     salloc makes for it; returns once the workers ended (the caller writes the reports)."""
     inside = os.environ.get("SLURM_JOB_ID")
@@ -246,9 +339,11 @@ def run_interactive(config: Path, request: SlurmRequest, lease_seconds: float = 
     done = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         logs = Path(record.run_dir) / QUEUE_DIR / WORKERS_DIR
-        raise SlurmError(f"{argv[0]} {script} exited {done.returncode}; see {logs}/slurm-*.log, then resume with "
-                         f"`aka run {record.config} --resume-run "
-                         f"{record.run_dir}`")
+        raise SlurmError(
+            f"{argv[0]} {script} exited {done.returncode}; see {logs}/slurm-*.log, then resume with "
+            f"`aka run {record.config} --resume-run "
+            f"{record.run_dir}`"
+        )
     return record
 
 
@@ -261,14 +356,24 @@ def job_states(ids: list[str]) -> dict[str, str]:
     """Each job's state: squeue's while Slurm keeps it, else sacct's, else GONE."""
     states: dict[str, str] = {}
     for job in ids:
-        done = subprocess.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"], capture_output=True, text=True,
-                              check=False, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            ["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"],
+            capture_output=True,
+            text=True,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
         lines = done.stdout.split()
         states[job] = lines[0] if done.returncode == 0 and lines else GONE
     gone = [job for job, state in states.items() if state == GONE]
     if gone and shutil.which("sacct"):
-        done = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(gone)],
-                              capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            ["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(gone)],
+            capture_output=True,
+            text=True,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
         for line in done.stdout.splitlines() if done.returncode == 0 else []:
             job, _, state = line.partition("|")
             if job in states and state:
@@ -307,8 +412,10 @@ def status(run_dir: Path) -> SlurmStatus:
     return SlurmStatus(
         run_dir=str(run_dir),
         jobs=[JobStatus(role=job.role, job_id=job.job_id, state=states.get(job.job_id, "-")) for job in record.jobs],
-        trials={state: len(found) for state, found in entries.items()}, running=running,
-        reports=(run_dir / "reports" / "overall_summary.csv").is_file())
+        trials={state: len(found) for state, found in entries.items()},
+        running=running,
+        reports=(run_dir / "reports" / "overall_summary.csv").is_file(),
+    )
 
 
 def cancel(run_dir: Path, wait_seconds: float = CANCEL_WAIT_SECONDS) -> list[str]:
@@ -316,8 +423,9 @@ def cancel(run_dir: Path, wait_seconds: float = CANCEL_WAIT_SECONDS) -> list[str
     returns the ids cancelled. The run stays resumable: `aka run CONFIG --resume-run RUN`, or
     submit again."""
     record = read_record(run_dir.resolve())
-    live = [job for job, state in job_states(record.ids("workers") + record.ids("postprocess")).items()
-            if is_active(state)]
+    live = [
+        job for job, state in job_states(record.ids("workers") + record.ids("postprocess")).items() if is_active(state)
+    ]
     if live:
         _slurm(["scancel", *live], "scancel")
         wait_until_ended(live, wait_seconds)
@@ -328,8 +436,9 @@ def cancel(run_dir: Path, wait_seconds: float = CANCEL_WAIT_SECONDS) -> list[str
     return live
 
 
-def wait_until_ended(ids: list[str], timeout: float | None = None,
-                     progress: Callable[[dict[str, str]], None] | None = None) -> dict[str, str]:
+def wait_until_ended(
+    ids: list[str], timeout: float | None = None, progress: Callable[[dict[str, str]], None] | None = None
+) -> dict[str, str]:
     """Poll until none of the jobs is active; their final states. `progress` sees each poll's."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
@@ -339,6 +448,8 @@ def wait_until_ended(ids: list[str], timeout: float | None = None,
         if not any(is_active(state) for state in states.values()):
             return states
         if deadline is not None and time.monotonic() > deadline:
-            raise SlurmError(f"jobs {','.join(ids)} still active after {timeout:.0f} s: "
-                             f"{', '.join(f'{j} {s}' for j, s in states.items())}")
+            raise SlurmError(
+                f"jobs {','.join(ids)} still active after {timeout:.0f} s: "
+                f"{', '.join(f'{j} {s}' for j, s in states.items())}"
+            )
         time.sleep(WAIT_POLL_SECONDS)

@@ -44,25 +44,38 @@ def submit_command(
     nodes: Annotated[int, typer.Option("--nodes", help="Nodes to allocate.")] = 1,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs per node: one worker each.")] = 1,
     partition: Annotated[Optional[str], typer.Option("--partition", help="Slurm partition.")] = None,
-    time_limit: Annotated[Optional[str], typer.Option(
-        "--time", help="Time limit (Slurm's format, e.g. 4:00:00).")] = None,
+    time_limit: Annotated[
+        Optional[str], typer.Option("--time", help="Time limit (Slurm's format, e.g. 4:00:00).")
+    ] = None,
     account: Annotated[Optional[str], typer.Option("--account", help="Slurm account.")] = None,
     qos: Annotated[Optional[str], typer.Option("--qos", help="Slurm QOS.")] = None,
     exclusive: Annotated[bool, typer.Option("--exclusive", help="Whole nodes for the workers.")] = False,
     cpus_per_worker: Annotated[int, typer.Option("--cpus-per-worker", help="CPUs per worker task.")] = 1,
-    lease_seconds: Annotated[float, typer.Option(
-        "--lease-seconds", help="A worker silent this long loses its trial.")] = DEFAULT_LEASE_SECONDS,
+    lease_seconds: Annotated[
+        float, typer.Option("--lease-seconds", help="A worker silent this long loses its trial.")
+    ] = DEFAULT_LEASE_SECONDS,
     run_suffix: Annotated[Optional[str], typer.Option("--run-suffix", help="Label appended to the run dir.")] = None,
-    resume_run: Annotated[Optional[Path], typer.Option(
-        "--resume-run", help="Submit this run again (cancelled, timed out): finished trials are reused.")] = None,
+    resume_run: Annotated[
+        Optional[Path],
+        typer.Option("--resume-run", help="Submit this run again (cancelled, timed out): finished trials are reused."),
+    ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Return when the report job ended; print the summary.")] = False,
-    interactive: Annotated[bool, typer.Option(
-        "--interactive", help="Run the workers here: in this allocation, or in one salloc makes.")] = False,
+    interactive: Annotated[
+        bool, typer.Option("--interactive", help="Run the workers here: in this allocation, or in one salloc makes.")
+    ] = False,
 ) -> None:
     """Make the run and its queue, submit the workers (one per GPU) and the report job after them."""
     try:
-        request = SlurmRequest(nodes=nodes, gpus_per_node=gpus_per_node, cpus_per_worker=cpus_per_worker,
-                               partition=partition, time=time_limit, account=account, qos=qos, exclusive=exclusive)
+        request = SlurmRequest(
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            cpus_per_worker=cpus_per_worker,
+            partition=partition,
+            time=time_limit,
+            account=account,
+            qos=qos,
+            exclusive=exclusive,
+        )
     except ValidationError as exc:
         first = exc.errors()[0]
         raise _fail(AkaError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}")) from None
@@ -76,8 +89,12 @@ def submit_command(
         raise _fail(exc) from None
     _line(record.run_dir)
     workers, report = record.ids("workers")[-1], record.ids("postprocess")[-1]
-    err_console.print(f"submitted workers as job {workers} ({request.workers} worker(s)) and the reports as job "
-                      f"{report}; watch with `aka slurm status {record.run_dir}`", highlight=False, soft_wrap=True)
+    err_console.print(
+        f"submitted workers as job {workers} ({request.workers} worker(s)) and the reports as job "
+        f"{report}; watch with `aka slurm status {record.run_dir}`",
+        highlight=False,
+        soft_wrap=True,
+    )
     if wait:
         _wait(record)
 
@@ -89,8 +106,11 @@ def _wait(record: SlurmRecord) -> None:
     def show(states: dict[str, str]) -> None:
         """A line whenever a job's state or the trials' counts changed."""
         counts = queue.counts()
-        line = (", ".join(f"job {job} {state}" for job, state in states.items()) + "; trials "
-                + ", ".join(f"{state} {count}" for state, count in counts.items()))
+        line = (
+            ", ".join(f"job {job} {state}" for job, state in states.items())
+            + "; trials "
+            + ", ".join(f"{state} {count}" for state, count in counts.items())
+        )
         if line != shown[0]:
             err_console.print(line, highlight=False, soft_wrap=True)
             shown[0] = line
@@ -98,8 +118,12 @@ def _wait(record: SlurmRecord) -> None:
     states = wait_until_ended([record.ids("workers")[-1], record.ids("postprocess")[-1]], progress=show)
     report = states[record.ids("postprocess")[-1]]
     if report != "COMPLETED":
-        raise _fail(SlurmError(f"the report job ended {report}; see {run_dir / SLURM_DIR}/postprocess-*.out and "
-                               f"`aka slurm status {run_dir}`"))
+        raise _fail(
+            SlurmError(
+                f"the report job ended {report}; see {run_dir / SLURM_DIR}/postprocess-*.out and "
+                f"`aka slurm status {run_dir}`"
+            )
+        )
     _summarise(run_dir)
 
 
@@ -159,8 +183,10 @@ def cancel_command(run_dir: Annotated[Path, typer.Argument(help="A run made by `
     except AkaError as exc:
         raise _fail(exc) from None
     _line(f"cancelled job(s) {', '.join(cancelled)}" if cancelled else "no job of the run was active")
-    _line(f"resume with: aka run {record_config} --resume-run {run_dir.resolve()} (here), or "
-          f"aka slurm submit {record_config} --resume-run {run_dir.resolve()} (on Slurm)")
+    _line(
+        f"resume with: aka run {record_config} --resume-run {run_dir.resolve()} (here), or "
+        f"aka slurm submit {record_config} --resume-run {run_dir.resolve()} (on Slurm)"
+    )
 
 
 def _config_of(run_dir: Path) -> str:

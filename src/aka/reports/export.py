@@ -103,38 +103,66 @@ def run_rows(run_dir: Path) -> list[EpisodeRow]:
     manifest = _manifest(run_dir)
     config = _mapping(manifest.get("config"))
     agent_section = _mapping(config.get("agent"))
-    arm_models = {_mapping(arm).get("label"): _mapping(_mapping(arm).get("agent")).get("model")
-                  for arm in config.get("arms") or [] if isinstance(arm, dict)}
+    arm_models = {
+        _mapping(arm).get("label"): _mapping(_mapping(arm).get("agent")).get("model")
+        for arm in config.get("arms") or []
+        if isinstance(arm, dict)
+    }
     identities = _mapping(manifest.get("tasks"))
     rows: list[EpisodeRow] = []
     for workspace in result_workspaces(run_dir):
         try:
             result = read_task_result(workspace / RESULT_FILE_NAME)
         except (OSError, ValueError, ValidationError) as exc:
-            raise AkaError(f"{workspace / RESULT_FILE_NAME}: not a valid task result: {str(exc).splitlines()[0]}") \
-                from exc
+            raise AkaError(
+                f"{workspace / RESULT_FILE_NAME}: not a valid task result: {str(exc).splitlines()[0]}"
+            ) from exc
         agent = result.agent
-        rows.append(EpisodeRow(
-            run=run_dir.name, run_dir=str(run_dir), workspace=workspace.name, task=result.task_name,
-            task_type=result.task_type, task_identity=identities.get(result.task_name),
-            agent=agent.agent if agent else manifest.get("agent"),
-            model=arm_models.get(result.arm, agent_section.get("model")) if result.arm else agent_section.get("model"),
-            arm=result.arm, repeat=result.repeat,
-            scorer=result.scorer, device=result.device, prompt_sha256=_sha256(workspace / PROMPT_FILE),
-            transcript=agent.transcript if agent else None, status=result.status.value,
-            failure_kind=result.failure_kind.value, failure_message=result.failure_message,
-            compiled=result.pass_compilation, correct=result.pass_correctness, score=result.score,
-            speedup=result.speedup_ratio, speedup_ci_low=result.speedup_ci_low, speedup_ci_high=result.speedup_ci_high,
-            base_ms=result.base_execution_time, optimized_ms=result.best_optimized_execution_time,
-            input_tokens=agent.input_tokens if agent else None, output_tokens=agent.output_tokens if agent else None,
-            cost_usd=agent.cost_usd if agent else None, turns=agent.turns if agent else None,
-            agent_limit=agent.limit if agent else None,
-            tool_calls=agent.tool_calls if agent else None, agent_wall_seconds=agent.wall_seconds if agent else None,
-            evaluation_seconds=result.evaluation_seconds, latest=False,
-        ))
+        rows.append(
+            EpisodeRow(
+                run=run_dir.name,
+                run_dir=str(run_dir),
+                workspace=workspace.name,
+                task=result.task_name,
+                task_type=result.task_type,
+                task_identity=identities.get(result.task_name),
+                agent=agent.agent if agent else manifest.get("agent"),
+                model=arm_models.get(result.arm, agent_section.get("model"))
+                if result.arm
+                else agent_section.get("model"),
+                arm=result.arm,
+                repeat=result.repeat,
+                scorer=result.scorer,
+                device=result.device,
+                prompt_sha256=_sha256(workspace / PROMPT_FILE),
+                transcript=agent.transcript if agent else None,
+                status=result.status.value,
+                failure_kind=result.failure_kind.value,
+                failure_message=result.failure_message,
+                compiled=result.pass_compilation,
+                correct=result.pass_correctness,
+                score=result.score,
+                speedup=result.speedup_ratio,
+                speedup_ci_low=result.speedup_ci_low,
+                speedup_ci_high=result.speedup_ci_high,
+                base_ms=result.base_execution_time,
+                optimized_ms=result.best_optimized_execution_time,
+                input_tokens=agent.input_tokens if agent else None,
+                output_tokens=agent.output_tokens if agent else None,
+                cost_usd=agent.cost_usd if agent else None,
+                turns=agent.turns if agent else None,
+                agent_limit=agent.limit if agent else None,
+                tool_calls=agent.tool_calls if agent else None,
+                agent_wall_seconds=agent.wall_seconds if agent else None,
+                evaluation_seconds=result.evaluation_seconds,
+                latest=False,
+            )
+        )
     last = {(row.task, row.arm, row.repeat): index for index, row in enumerate(rows)}
-    return [row.model_copy(update={"latest": last[(row.task, row.arm, row.repeat)] == index})
-            for index, row in enumerate(rows)]
+    return [
+        row.model_copy(update={"latest": last[(row.task, row.arm, row.repeat)] == index})
+        for index, row in enumerate(rows)
+    ]
 
 
 def export_rows(run_dirs: Iterable[Path]) -> list[EpisodeRow]:
@@ -149,8 +177,11 @@ def _arrow_type(annotation: Any) -> Any:
     import pyarrow as pa
 
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    base = args[0] if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union \
+    base = (
+        args[0]
+        if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
         else annotation
+    )
     return {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}[base]
 
 

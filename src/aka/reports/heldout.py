@@ -32,7 +32,10 @@ def summarize_heldout(evaluated: Sequence[HeldoutResult]) -> dict[str, object] |
         "outcomes": {outcome.value: outcomes.get(outcome.value, 0) for outcome in HeldoutOutcome},
         "correctness_retention": round(retained / len(evaluated), _DECIMALS),
         "p_candidate_correct_given_baseline_correct": round(
-            sum(h.candidate_correct for h in baseline_ok) / len(baseline_ok), _DECIMALS) if baseline_ok else None,
+            sum(h.candidate_correct for h in baseline_ok) / len(baseline_ok), _DECIMALS
+        )
+        if baseline_ok
+        else None,
         "mean_generalization_gap": round(statistics.fmean(gaps), _DECIMALS) if gaps else None,
         "mean_heldout_speedup": round(statistics.fmean(speedups), _DECIMALS) if speedups else None,
     }

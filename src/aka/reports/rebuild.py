@@ -24,8 +24,13 @@ from aka.run.layout import ARM_REPORTS_DIR, MANIFEST_NAME, REPORTS_DIR, result_w
 SCORES_DIR = "scores"  # reports/scores/<scorer>/: a re-scoring, beside the run's own reports
 
 
-def write_run_reports(run_dir: Path, results: Sequence[TaskResult], header: RunHeader,
-                      arms: Sequence[tuple[str, str]] = (), target: Path | None = None) -> Path:
+def write_run_reports(
+    run_dir: Path,
+    results: Sequence[TaskResult],
+    header: RunHeader,
+    arms: Sequence[tuple[str, str]] = (),
+    target: Path | None = None,
+) -> Path:
     """The reports over every result, and for a multi-arm run `arms/<label>/` per arm (label,
     agent), all replaced together in `target` (default: the run's `reports/`)."""
     target = target or run_dir / REPORTS_DIR
@@ -49,8 +54,10 @@ def counted_workspaces(run_dir: Path) -> list[tuple[Path, TaskResult]]:
         try:
             result = read_task_result(workspace / RESULT_FILE_NAME)
         except (OSError, ValueError) as exc:
-            raise AkaError(f"{workspace / RESULT_FILE_NAME}: not a readable task result ({type(exc).__name__}); "
-                           "resume the run to re-run it") from None
+            raise AkaError(
+                f"{workspace / RESULT_FILE_NAME}: not a readable task result ({type(exc).__name__}); "
+                "resume the run to re-run it"
+            ) from None
         newest[(result.arm, result.task_name, result.repeat)] = workspace, result
     return list(newest.values())
 
@@ -73,8 +80,15 @@ def _header(run_dir: Path, manifest: dict[str, object], scorer: str) -> RunHeade
     name = device.get("name") if isinstance(device, dict) else None
     config = manifest.get("config")
     report_format = config.get("report_format") if isinstance(config, dict) else None
-    return RunHeader(run_dir.name, str(manifest.get("agent", "")), str(manifest.get("target_gpu_model", "")),
-                     str(name or ""), str(manifest.get("created_at", "")), scorer, str(report_format or "aka"))
+    return RunHeader(
+        run_dir.name,
+        str(manifest.get("agent", "")),
+        str(manifest.get("target_gpu_model", "")),
+        str(name or ""),
+        str(manifest.get("created_at", "")),
+        scorer,
+        str(report_format or "aka"),
+    )
 
 
 def _arms(manifest: dict[str, object]) -> list[tuple[str, str]]:
@@ -110,9 +124,15 @@ def rescore(run_dir: Path, scorer: str) -> tuple[Path, list[TaskResult]]:
     run_dir = run_dir.resolve()
     manifest = _manifest(run_dir)
     function = resolve_scorer(scorer, "--scorer")
-    rescored = [r.model_copy(update={"scorer": scorer, "score": finite_score(function, r)
-                                     if r.status not in (TaskStatus.SKIP, TaskStatus.INFRA) else 0.0})
-                for r in counted_results(run_dir)]
+    rescored = [
+        r.model_copy(
+            update={
+                "scorer": scorer,
+                "score": finite_score(function, r) if r.status not in (TaskStatus.SKIP, TaskStatus.INFRA) else 0.0,
+            }
+        )
+        for r in counted_results(run_dir)
+    ]
     if not rescored:
         raise AkaError(f"{run_dir}: the run has no {RESULT_FILE_NAME} yet; run or resume it first")
     folder = run_dir / REPORTS_DIR / SCORES_DIR / re.sub(r"[^A-Za-z0-9_.-]+", "_", scorer)

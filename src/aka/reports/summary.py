@@ -19,20 +19,41 @@ from aka.reports.writers import TaskStats, compute_stats
 from aka.results.task_result import FailureKind, TaskResult
 from aka.results.verdict import SMOKE_TEST_NOTE, Verdict, is_smoke_test, verdict
 
-COLUMNS = ("family", "tasks", "correct", "faster", "slower", "unchanged", "geomean speedup", "mean score",
-           "total score", "failures")
+COLUMNS = (
+    "family",
+    "tasks",
+    "correct",
+    "faster",
+    "slower",
+    "unchanged",
+    "geomean speedup",
+    "mean score",
+    "total score",
+    "failures",
+)
 
 
 def _row(name: str, results: Sequence[TaskResult]) -> list[str]:
     stats: TaskStats = compute_stats(results)
     verdicts = Counter(verdict(r) for r in results)
-    failures = ", ".join(f"{kind} {count}" for kind, count in stats.failure_kinds.items()
-                         if kind != FailureKind.SKIPPED.value) or "-"
+    failures = (
+        ", ".join(f"{kind} {count}" for kind, count in stats.failure_kinds.items() if kind != FailureKind.SKIPPED.value)
+        or "-"
+    )
     skipped = f" (+{stats.skipped_count} skipped)" if stats.skipped_count else ""
     geomean = "n/a" if stats.geomean_speedup is None else f"{stats.geomean_speedup:.3f}x"
-    return [name, f"{stats.task_count}{skipped}", f"{stats.correct_count}", f"{verdicts[Verdict.FASTER]}",
-            f"{verdicts[Verdict.SLOWER]}", f"{verdicts[Verdict.UNCHANGED]}", geomean, f"{stats.average_score:.1f}",
-            f"{stats.total_score:.1f}", failures]
+    return [
+        name,
+        f"{stats.task_count}{skipped}",
+        f"{stats.correct_count}",
+        f"{verdicts[Verdict.FASTER]}",
+        f"{verdicts[Verdict.SLOWER]}",
+        f"{verdicts[Verdict.UNCHANGED]}",
+        geomean,
+        f"{stats.average_score:.1f}",
+        f"{stats.total_score:.1f}",
+        failures,
+    ]
 
 
 def summary_table(results: Sequence[TaskResult]) -> Table:

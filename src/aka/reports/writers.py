@@ -40,7 +40,13 @@ SUMMARY_CSV_NAME = "overall_summary.csv"
 BREAKDOWN_JSON_NAME = "task_type_breakdown.json"
 REPORT_TXT_NAME = "overall_report.txt"
 SUMMARY_CSV_COLUMNS = (
-    "Task Name", "Task Type", "Score", "Speedup", "Optimization_summary", "Status", "Failure Kind",
+    "Task Name",
+    "Task Type",
+    "Score",
+    "Speedup",
+    "Optimization_summary",
+    "Status",
+    "Failure Kind",
 )
 _DECIMALS = 4
 _MESSAGE_LIMIT = 160
@@ -154,10 +160,7 @@ def _ordered(results: Sequence[TaskResult]) -> list[TaskResult]:
 
 
 def _stats_json(stats: TaskStats) -> dict[str, object]:
-    return {
-        key: round(value, _DECIMALS) if isinstance(value, float) else value
-        for key, value in asdict(stats).items()
-    }
+    return {key: round(value, _DECIMALS) if isinstance(value, float) else value for key, value in asdict(stats).items()}
 
 
 ReportWriter = Callable[[Sequence[TaskResult], RunHeader], str]
@@ -171,12 +174,14 @@ def report_writer(name: str, report_format: str | None = None) -> Callable[[Repo
     results and the run's header alone (a run's reports can be re-made from its directory).
     With `report_format`, it replaces the report of that name in runs that ask for the format
     (`report_format: original`: aka.compat.original_reports)."""
+
     def register(writer: ReportWriter) -> ReportWriter:
         registry = REPORT_WRITERS if report_format is None else REPORT_FORMATS.setdefault(report_format, {})
         if name in registry:
             raise ValueError(f"a report named {name} is already registered")
         registry[name] = writer
         return writer
+
     return register
 
 
@@ -186,8 +191,7 @@ def render_breakdown(results: Sequence[TaskResult]) -> str:
     data = {
         "overall": _stats_json(compute_stats(results)),
         "by_task_type": {
-            family: _stats_json(compute_stats([r for r in results if r.task_type == family]))
-            for family in families
+            family: _stats_json(compute_stats([r for r in results if r.task_type == family])) for family in families
         },
     }
     heldout = heldout_summary(results)
@@ -210,10 +214,17 @@ def render_summary_csv(results: Sequence[TaskResult]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(SUMMARY_CSV_COLUMNS)
     for r in _ordered(results):
-        writer.writerow([
-            r.task_name, r.task_type, _number(counted_score(r)), _number(trusted_speedup(r)),
-            r.optimization_summary, r.status.value, r.failure_kind.value,
-        ])
+        writer.writerow(
+            [
+                r.task_name,
+                r.task_type,
+                _number(counted_score(r)),
+                _number(trusted_speedup(r)),
+                r.optimization_summary,
+                r.status.value,
+                r.failure_kind.value,
+            ]
+        )
     return buffer.getvalue()
 
 
@@ -222,8 +233,11 @@ def failure_text(result: TaskResult) -> str:
     if result.failure_kind is FailureKind.NONE:
         return ""
     message = (
-        result.failure_message or result.compilation_error_message
-        or result.correctness_error_message or result.speedup_calculation_error_message or ""
+        result.failure_message
+        or result.compilation_error_message
+        or result.correctness_error_message
+        or result.speedup_calculation_error_message
+        or ""
     )
     message = " ".join(message.split())
     if len(message) > _MESSAGE_LIMIT:

@@ -134,8 +134,9 @@ class AgentOutcome(BaseModel):
     transcript: str | None = None
 
     @classmethod
-    def ended(cls, agent: str, exit_reason: str, turns: int | None, ok: bool | None = None,
-              **fields: object) -> AgentOutcome:
+    def ended(
+        cls, agent: str, exit_reason: str, turns: int | None, ok: bool | None = None, **fields: object
+    ) -> AgentOutcome:
         """An outcome by the one rule: an exit reason of a limit (`max_iterations`, `token_budget`,
         `timeout`) sets `limit` and is `ok` once the model answered (an agent that never ran is no
         pass of the untouched task); otherwise `ok` is `finished` unless the agent says (`ok`)."""
@@ -144,8 +145,9 @@ class AgentOutcome(BaseModel):
             ok = turns is None or turns > 0
         elif ok is None:
             ok = exit_reason == "finished"
-        return cls.model_validate({"agent": agent, "ok": ok, "exit_reason": exit_reason, "limit": limit,
-                                   "turns": turns, **fields})
+        return cls.model_validate(
+            {"agent": agent, "ok": ok, "exit_reason": exit_reason, "limit": limit, "turns": turns, **fields}
+        )
 
 
 class TaskResult(BaseModel):

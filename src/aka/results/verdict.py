@@ -34,10 +34,18 @@ class Verdict(str, Enum):
 
 VERDICT_BY_WORD = {v.value: v for v in Verdict}
 CORRECT_VERDICTS = frozenset({Verdict.FASTER, Verdict.SLOWER, Verdict.UNCHANGED, Verdict.UNTIMED})
-VERDICT_STYLE = {Verdict.FASTER: "green", Verdict.SLOWER: "yellow", Verdict.UNCHANGED: "green",
-                 Verdict.UNTIMED: "green", Verdict.INCORRECT: "red", Verdict.COMPILE_FAILURE: "red",
-                 Verdict.NO_CANDIDATE: "red", Verdict.CHEATING: "bold red", Verdict.INFRASTRUCTURE: "magenta",
-                 Verdict.SKIPPED: "cyan"}  # console
+VERDICT_STYLE = {
+    Verdict.FASTER: "green",
+    Verdict.SLOWER: "yellow",
+    Verdict.UNCHANGED: "green",
+    Verdict.UNTIMED: "green",
+    Verdict.INCORRECT: "red",
+    Verdict.COMPILE_FAILURE: "red",
+    Verdict.NO_CANDIDATE: "red",
+    Verdict.CHEATING: "bold red",
+    Verdict.INFRASTRUCTURE: "magenta",
+    Verdict.SKIPPED: "cyan",
+}  # console
 
 
 def verdict(result: TaskResult) -> Verdict:
@@ -52,8 +60,11 @@ def verdict(result: TaskResult) -> Verdict:
         return Verdict.CHEATING
     if not result.pass_compilation:
         no_candidate = result.failure_kind in (FailureKind.AGENT_ERROR, FailureKind.AGENT_TIMEOUT)
-        return Verdict.NO_CANDIDATE if no_candidate and result.compilation_error_message is None \
+        return (
+            Verdict.NO_CANDIDATE
+            if no_candidate and result.compilation_error_message is None
             else Verdict.COMPILE_FAILURE
+        )
     if not result.pass_correctness:
         return Verdict.INCORRECT
     return _speed(result.speedup_ratio, result.speedup_ci_low, result.speedup_ci_high)

@@ -31,8 +31,17 @@ def candidate_sha256(files: dict[str, str]) -> str:
 def cache_key(task_name: str, task_identity: str, sources: str, device: str, platform: dict[str, str]) -> str:
     """The key: what decides a verdict (the task's files, the candidate's, the device, the versions
     of aka, torch, triton, pydantic and Python), and the task's name, which the record carries."""
-    material = json.dumps({"name": task_name, "task": task_identity, "sources": sources, "device": device,
-                           "platform": platform, "schema": RL_RESULT_SCHEMA_VERSION}, sort_keys=True)
+    material = json.dumps(
+        {
+            "name": task_name,
+            "task": task_identity,
+            "sources": sources,
+            "device": device,
+            "platform": platform,
+            "schema": RL_RESULT_SCHEMA_VERSION,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(material.encode()).hexdigest()
 
 

@@ -56,10 +56,12 @@ def answer_format(editable: list[str]) -> str:
     """How to write the answer so that `extract_files` finds the files (appended to the prompt)."""
     first = editable[0]
     language = LANGUAGES.get(Path(first).suffix, "")
-    return ("## Answer format\n\n"
-            "Reply with the complete new content of each file you change, each in a fenced code block whose info "
-            f"string names the file, for example:\n\n{FENCE}{language} {first}\n...\n{FENCE}\n\n"
-            "Files you do not give keep their original content; the last block for a file counts.")
+    return (
+        "## Answer format\n\n"
+        "Reply with the complete new content of each file you change, each in a fenced code block whose info "
+        f"string names the file, for example:\n\n{FENCE}{language} {first}\n...\n{FENCE}\n\n"
+        "Files you do not give keep their original content; the last block for a file counts."
+    )
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,16 @@ class KernelEvaluator:
     goes into the result's summary. Use it as a context manager, or call `close()`.
     """
 
-    def __init__(self, tasks_root: Path | str, cache_dir: Path | str, device: DeviceInfo | None = None,
-                 scorer: str = "default", max_concurrent: int = 1, model: str | None = None,
-                 devices: Sequence[DeviceInfo] | None = None) -> None:
+    def __init__(
+        self,
+        tasks_root: Path | str,
+        cache_dir: Path | str,
+        device: DeviceInfo | None = None,
+        scorer: str = "default",
+        max_concurrent: int = 1,
+        model: str | None = None,
+        devices: Sequence[DeviceInfo] | None = None,
+    ) -> None:
         if max_concurrent < 1:
             raise CandidateError(f"max_concurrent must be at least 1, not {max_concurrent}")
         self.tasks_root = Path(tasks_root).expanduser().resolve()
@@ -89,8 +98,10 @@ class KernelEvaluator:
         self.devices = list(devices) if devices else [device or detect_device()]
         models = {(d.name, d.arch) for d in self.devices}
         if len(models) > 1:
-            raise CandidateError(f"devices of different models ({', '.join(sorted(n for n, _ in models))}): one "
-                                 "evaluator scores on one model (results and baselines are kept per model)")
+            raise CandidateError(
+                f"devices of different models ({', '.join(sorted(n for n, _ in models))}): one "
+                "evaluator scores on one model (results and baselines are kept per model)"
+            )
         self.device = self.devices[0]
         self.scorer_name = scorer
         self.scorer = resolve_scorer(scorer, "KernelEvaluator")
@@ -100,8 +111,7 @@ class KernelEvaluator:
         self.platform = package_versions()
         self._busy = [0] * len(self.devices)
         self._slots = threading.Condition()
-        self._executor = ThreadPoolExecutor(max_workers=max_concurrent * len(self.devices),
-                                            thread_name_prefix="aka-rl")
+        self._executor = ThreadPoolExecutor(max_workers=max_concurrent * len(self.devices), thread_name_prefix="aka-rl")
         self._tasks: dict[str, _LoadedTask] = {}
         self._lock = threading.Lock()
 
@@ -123,8 +133,10 @@ class KernelEvaluator:
                 return self._tasks[name]
             directory = (self.tasks_root / name).resolve()
             if self.tasks_root not in directory.parents or not (directory / TASK_CONFIG_NAME).is_file():
-                raise CandidateError(f"unknown task id '{task_id}' under {self.tasks_root} "
-                                     "(use `aka tasks list --tasks-root ROOT` to see the task names)")
+                raise CandidateError(
+                    f"unknown task id '{task_id}' under {self.tasks_root} "
+                    "(use `aka tasks list --tasks-root ROOT` to see the task names)"
+                )
             task = load_task(self.tasks_root, directory)
             identity = task_identity(task)
             _, dropped = gate_tasks([task], self.device.arch)
@@ -149,9 +161,14 @@ class KernelEvaluator:
         if with_baseline:
             baseline = self.baseline(task_id)
         else:
-            baseline = BaselineRecord(task_name=task.name, task_identity="", device=self.device.name,
-                                      source=task.config.baseline_source, status=FailureKind.SKIPPED,
-                                      message="not measured for this prompt")
+            baseline = BaselineRecord(
+                task_name=task.name,
+                task_identity="",
+                device=self.device.name,
+                source=task.config.baseline_source,
+                status=FailureKind.SKIPPED,
+                message="not measured for this prompt",
+            )
         answer = answer_format(list(task.config.source_file_path))
         return build_prompt(task, task.directory, baseline, self.device) + "\n" + answer + "\n"
 
@@ -210,16 +227,23 @@ class KernelEvaluator:
         editable = loaded.task.config.source_file_path
         unknown = [name for name in candidate.files if name not in editable]
         if unknown:
-            raise CandidateError(f"{candidate.task_id}: '{unknown[0]}' is not an editable file of the task "
-                                 f"(editable: {', '.join(editable)})")
+            raise CandidateError(
+                f"{candidate.task_id}: '{unknown[0]}' is not an editable file of the task "
+                f"(editable: {', '.join(editable)})"
+            )
         bad = [name for name, text in candidate.files.items() if not isinstance(text, str)]
         if bad:
             raise CandidateError(f"{candidate.task_id}: the content of '{bad[0]}' must be source text (str)")
-        files = {rel: candidate.files[rel] if rel in candidate.files
-                 else (loaded.task.directory / rel).read_text(encoding="utf-8") for rel in editable}
+        files = {
+            rel: candidate.files[rel]
+            if rel in candidate.files
+            else (loaded.task.directory / rel).read_text(encoding="utf-8")
+            for rel in editable
+        }
         sources = candidate_sha256(files)
-        key = cache_key(loaded.task.name, loaded.identity, sources, f"{self.device.name}|{self.device.arch}",
-                        self.platform)
+        key = cache_key(
+            loaded.task.name, loaded.identity, sources, f"{self.device.name}|{self.device.arch}", self.platform
+        )
         return loaded, files, key
 
     def evaluate(self, task_id: str, files: Mapping[str, str], timeout_s: float | None = None) -> CandidateResult:
@@ -245,8 +269,9 @@ class KernelEvaluator:
             self._resolve(candidate)
         return list(self._executor.map(self._evaluate, candidates))
 
-    async def evaluate_async(self, task_id: str, files: Mapping[str, str],
-                             timeout_s: float | None = None) -> CandidateResult:
+    async def evaluate_async(
+        self, task_id: str, files: Mapping[str, str], timeout_s: float | None = None
+    ) -> CandidateResult:
         """`evaluate` in the evaluator's thread pool (`max_concurrent` threads per device); a cache
         hit returns without waiting for a slot."""
         candidate = Candidate(task_id, dict(files))
@@ -257,8 +282,9 @@ class KernelEvaluator:
             return hit
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._evaluate, candidate, deadline)
 
-    async def evaluate_completion_async(self, task_id: str, completion: str,
-                                        timeout_s: float | None = None) -> CandidateResult:
+    async def evaluate_completion_async(
+        self, task_id: str, completion: str, timeout_s: float | None = None
+    ) -> CandidateResult:
         try:
             files = self.extract(task_id, completion)
         except CompletionError as exc:
@@ -277,13 +303,20 @@ class KernelEvaluator:
             return hit
         sources = candidate_sha256(files)
         if loaded.skip_reason is not None:
-            return self._result(loaded, sources, key, self._plain(loaded.task, FailureKind.SKIPPED,
-                                                                    TaskStatus.SKIP, loaded.skip_reason))
+            return self._result(
+                loaded, sources, key, self._plain(loaded.task, FailureKind.SKIPPED, TaskStatus.SKIP, loaded.skip_reason)
+            )
         try:
             baseline = self.baseline(candidate.task_id)
             if baseline.status is FailureKind.INFRA_ERROR:
-                return self._result(loaded, sources, key, self._plain(
-                    loaded.task, FailureKind.INFRA_ERROR, TaskStatus.INFRA, baseline.message or "baseline failed"))
+                return self._result(
+                    loaded,
+                    sources,
+                    key,
+                    self._plain(
+                        loaded.task, FailureKind.INFRA_ERROR, TaskStatus.INFRA, baseline.message or "baseline failed"
+                    ),
+                )
             with self._device_slot() as device:
                 hit = self.cache.get(key)
                 if hit is not None:
@@ -291,12 +324,15 @@ class KernelEvaluator:
                 result, cut = self._judged(loaded.task, baseline, files, device, deadline)
         except Exception as exc:
             logger.error("infrastructure error on %s:\n%s", candidate.task_id, traceback.format_exc())
-            result, cut = self._plain(loaded.task, FailureKind.INFRA_ERROR, TaskStatus.INFRA,
-                                      f"{type(exc).__name__}: {exc}"), False
+            result, cut = (
+                self._plain(loaded.task, FailureKind.INFRA_ERROR, TaskStatus.INFRA, f"{type(exc).__name__}: {exc}"),
+                False,
+            )
         return self._result(loaded, sources, key, result, cache=not cut)
 
-    def _judged(self, task: Task, baseline: BaselineRecord, files: dict[str, str], device: DeviceInfo,
-                deadline: float | None) -> tuple[TaskResult, bool]:
+    def _judged(
+        self, task: Task, baseline: BaselineRecord, files: dict[str, str], device: DeviceInfo, deadline: float | None
+    ) -> tuple[TaskResult, bool]:
         """The verdict, and whether the deadline cut a step short (then not the final word)."""
         scratch = Path(tempfile.mkdtemp(prefix=f"{task.slug}-", dir=self._scratch()))
         try:
@@ -305,23 +341,46 @@ class KernelEvaluator:
                 (candidate_dir / rel).parent.mkdir(parents=True, exist_ok=True)
                 (candidate_dir / rel).write_text(text, encoding="utf-8")
             started = time.monotonic()
-            outcomes = evaluate_candidate(task, candidate_dir, scratch, device,
-                                          trusted_cache=baseline_builds(self.cache_dir, task), deadline=deadline)
+            outcomes = evaluate_candidate(
+                task,
+                candidate_dir,
+                scratch,
+                device,
+                trusted_cache=baseline_builds(self.cache_dir, task),
+                deadline=deadline,
+            )
             seconds = round(time.monotonic() - started, 3)
-            result = judge_outcomes(task, baseline, device, self.scorer, self.scorer_name,
-                                    AgentOutcome(agent=API_AGENT), outcomes, [], self.model)
+            result = judge_outcomes(
+                task,
+                baseline,
+                device,
+                self.scorer,
+                self.scorer_name,
+                AgentOutcome(agent=API_AGENT),
+                outcomes,
+                [],
+                self.model,
+            )
             result.evaluation_seconds = seconds
             return result, any(o.deadline_cut for o in outcomes)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def _plain(self, task: Task, kind: FailureKind, status: TaskStatus, message: str) -> TaskResult:
-        return TaskResult(task_name=task.name, task_type=task.family, device=self.device.name, failure_kind=kind,
-                          failure_message=message, status=status, scorer=self.scorer_name,
-                          optimization_summary=f"Not evaluated: {message}")
+        return TaskResult(
+            task_name=task.name,
+            task_type=task.family,
+            device=self.device.name,
+            failure_kind=kind,
+            failure_message=message,
+            status=status,
+            scorer=self.scorer_name,
+            optimization_summary=f"Not evaluated: {message}",
+        )
 
-    def _result(self, loaded: _LoadedTask, sources: str, key: str, result: TaskResult,
-                cache: bool = True) -> CandidateResult:
+    def _result(
+        self, loaded: _LoadedTask, sources: str, key: str, result: TaskResult, cache: bool = True
+    ) -> CandidateResult:
         record = CandidateResult.from_task_result(loaded.task.name, sources, key, result)
         if cache:
             self.cache.put(record)

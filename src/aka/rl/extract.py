@@ -22,11 +22,17 @@ _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL)
 _PATHLIKE = re.compile(r"^[\w./-]*\w\.[A-Za-z0-9]{1,5}$")
 _LABEL = re.compile(r"^(?:file(?:name)?|path)\s*[:=]\s*", re.IGNORECASE)
 _QUOTED = re.compile(r"`([^`\s]+)`")
-_COMMENT = re.compile(r"^\s*(?:#|//|/\*|--)\s*(?:(?:file(?:name)?|path)\s*[:=]\s*)?(?P<name>\S+?)\s*(?:\*/)?\s*$",
-                      re.IGNORECASE)
-_LANGUAGES = {".py": {"python", "py", "python3"}, ".cu": {"cuda", "cu", "cpp", "c++"},
-              ".cuh": {"cuda", "cu", "cpp", "c++"}, ".cpp": {"cpp", "c++", "cuda"}, ".h": {"cpp", "c++", "c", "cuda"},
-              ".hip": {"hip", "cpp", "c++"}}
+_COMMENT = re.compile(
+    r"^\s*(?:#|//|/\*|--)\s*(?:(?:file(?:name)?|path)\s*[:=]\s*)?(?P<name>\S+?)\s*(?:\*/)?\s*$", re.IGNORECASE
+)
+_LANGUAGES = {
+    ".py": {"python", "py", "python3"},
+    ".cu": {"cuda", "cu", "cpp", "c++"},
+    ".cuh": {"cuda", "cu", "cpp", "c++"},
+    ".cpp": {"cpp", "c++", "cuda"},
+    ".h": {"cpp", "c++", "c", "cuda"},
+    ".hip": {"hip", "cpp", "c++"},
+}
 
 
 class CandidateError(AkaError):
@@ -77,7 +83,7 @@ def _blocks(text: str) -> tuple[list[tuple[str, str | None, str, str]], bool]:
             continue
         fence = match.group("fence")
         language, name = _info_name(match.group("info"))
-        above = next((line for line in reversed(lines[max(0, index - 2):index]) if line.strip()), "")
+        above = next((line for line in reversed(lines[max(0, index - 2) : index]) if line.strip()), "")
         body: list[str] = []
         end = index + 1
         while end < len(lines):
@@ -121,8 +127,9 @@ def extract_files(completion: str, editable: Sequence[str], task_id: str = "the 
             continue
         rel = _resolve(named, editable)
         if rel is None:
-            raise CompletionError(f"{task_id}: the completion gives '{named}', which is not an editable file "
-                                 f"(editable: {allowed})")
+            raise CompletionError(
+                f"{task_id}: the completion gives '{named}', which is not an editable file (editable: {allowed})"
+            )
         files[rel] = body.rstrip("\n") + "\n"
     if not files and len(editable) == 1:
         suffix = PurePosixPath(editable[0]).suffix

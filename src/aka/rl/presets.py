@@ -39,11 +39,19 @@ class Reward:
 
 
 def raw_metrics(result: CandidateResult) -> dict[str, Metric]:
-    return {"compiled": result.compiled, "correct": result.correct, "speedup": result.speedup,
-            "speedup_ci_low": result.speedup_ci_low, "speedup_ci_high": result.speedup_ci_high,
-            "score": result.score, "failure_kind": result.failure_kind.value, "base_ms": result.base_ms,
-            "optimized_ms": result.optimized_ms, "evaluation_seconds": result.evaluation_seconds,
-            "cached": result.cached}
+    return {
+        "compiled": result.compiled,
+        "correct": result.correct,
+        "speedup": result.speedup,
+        "speedup_ci_low": result.speedup_ci_low,
+        "speedup_ci_high": result.speedup_ci_high,
+        "score": result.score,
+        "failure_kind": result.failure_kind.value,
+        "base_ms": result.base_ms,
+        "optimized_ms": result.optimized_ms,
+        "evaluation_seconds": result.evaluation_seconds,
+        "cached": result.cached,
+    }
 
 
 def _speedup(result: CandidateResult) -> float:
@@ -75,7 +83,10 @@ def kernelgym_reward(result: CandidateResult) -> float:
 
 
 PRESETS: dict[str, Callable[[CandidateResult], float]] = {
-    "score": score_reward, "log_speedup": log_speedup_reward, "kevin": kevin_reward, "kernelgym": kernelgym_reward,
+    "score": score_reward,
+    "log_speedup": log_speedup_reward,
+    "kevin": kevin_reward,
+    "kernelgym": kernelgym_reward,
 }
 
 

@@ -53,13 +53,25 @@ class CandidateResult(BaseModel):
         return self.failure_kind not in (FailureKind.INFRA_ERROR, FailureKind.SKIPPED)
 
     @classmethod
-    def from_task_result(cls, task_id: str, candidate_sha256: str, cache_key: str,
-                         result: TaskResult) -> CandidateResult:
+    def from_task_result(
+        cls, task_id: str, candidate_sha256: str, cache_key: str, result: TaskResult
+    ) -> CandidateResult:
         return cls(
-            task_id=task_id, candidate_sha256=candidate_sha256, cache_key=cache_key, device=result.device,
-            compiled=result.pass_compilation, correct=result.pass_correctness, speedup=result.speedup_ratio,
-            speedup_ci_low=result.speedup_ci_low, speedup_ci_high=result.speedup_ci_high, score=result.score,
-            status=result.status, failure_kind=result.failure_kind, failure_message=result.failure_message,
-            base_ms=result.base_execution_time, optimized_ms=result.best_optimized_execution_time,
-            evaluation_seconds=result.evaluation_seconds, task_result=result,
+            task_id=task_id,
+            candidate_sha256=candidate_sha256,
+            cache_key=cache_key,
+            device=result.device,
+            compiled=result.pass_compilation,
+            correct=result.pass_correctness,
+            speedup=result.speedup_ratio,
+            speedup_ci_low=result.speedup_ci_low,
+            speedup_ci_high=result.speedup_ci_high,
+            score=result.score,
+            status=result.status,
+            failure_kind=result.failure_kind,
+            failure_message=result.failure_message,
+            base_ms=result.base_execution_time,
+            optimized_ms=result.best_optimized_execution_time,
+            evaluation_seconds=result.evaluation_seconds,
+            task_result=result,
         )

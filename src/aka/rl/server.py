@@ -104,9 +104,16 @@ class Counters:
     seconds: float = 0.0
 
 
-def make_app(evaluator: Any, token: str | None = None, max_queue: int = 256, workers: int = 1,
-             request_timeout: float = 1800.0, max_request_bytes: int = MAX_REQUEST_BYTES,
-             keep_jobs: int = 100_000, eval_timeout: float | None = None) -> FastAPI:
+def make_app(
+    evaluator: Any,
+    token: str | None = None,
+    max_queue: int = 256,
+    workers: int = 1,
+    request_timeout: float = 1800.0,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
+    keep_jobs: int = 100_000,
+    eval_timeout: float | None = None,
+) -> FastAPI:
     """The reward server's app around `evaluator` (a `KernelEvaluator`). A job's evaluation is
     cut at its request deadline (from submission) or `eval_timeout` seconds after it starts,
     whichever comes first."""
@@ -127,8 +134,11 @@ def make_app(evaluator: Any, token: str | None = None, max_queue: int = 256, wor
                 if left <= 0:
                     raise asyncio.TimeoutError
                 left = min(left, eval_timeout or left)
-                call = (evaluator.evaluate_async(sub.task_id, sub.files, left) if sub.files is not None
-                        else evaluator.evaluate_completion_async(sub.task_id, sub.completion or "", left))
+                call = (
+                    evaluator.evaluate_async(sub.task_id, sub.files, left)
+                    if sub.files is not None
+                    else evaluator.evaluate_completion_async(sub.task_id, sub.completion or "", left)
+                )
                 job.result = await asyncio.wait_for(asyncio.shield(call), timeout=left + DEADLINE_GRACE_S)
                 job.state = "done"
                 counters.done += 1
@@ -172,8 +182,9 @@ def make_app(evaluator: Any, token: str | None = None, max_queue: int = 256, wor
     def enqueue(submissions: list[Submission]) -> list[Job]:
         if queue.maxsize and queue.qsize() + len(submissions) > queue.maxsize:
             counters.rejected += len(submissions)
-            raise HTTPException(429, f"the queue is full ({queue.qsize()} waiting); retry later",
-                                headers={"Retry-After": "5"})
+            raise HTTPException(
+                429, f"the queue is full ({queue.qsize()} waiting); retry later", headers={"Retry-After": "5"}
+            )
         while len(jobs) + len(submissions) > keep_jobs:  # forget the oldest finished jobs
             oldest = next((k for k, j in jobs.items() if j.done.is_set()), None)
             if oldest is None:
@@ -221,8 +232,10 @@ def make_app(evaluator: Any, token: str | None = None, max_queue: int = 256, wor
         if len(body.labels) != len(body.query) or (body.prompts and len(body.prompts) != len(body.query)):
             raise HTTPException(422, "query, prompts and labels (the task ids) must be as long as each other")
         prompts = body.prompts or [""] * len(body.query)
-        subs = [Submission(task_id=label, completion=query[len(prompt):] if query.startswith(prompt) else query)
-                for query, prompt, label in zip(body.query, prompts, body.labels, strict=True)]
+        subs = [
+            Submission(task_id=label, completion=query[len(prompt) :] if query.startswith(prompt) else query)
+            for query, prompt, label in zip(body.query, prompts, body.labels, strict=True)
+        ]
         made = enqueue(subs)
         await asyncio.gather(*(job.done.wait() for job in made))
         values: list[float] = []
@@ -247,11 +260,17 @@ def make_app(evaluator: Any, token: str | None = None, max_queue: int = 256, wor
 
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:
-        lines = [f"aka_queue_waiting {queue.qsize()}", f"aka_queue_capacity {queue.maxsize}",
-                 f"aka_running {running}", f"aka_submitted_total {counters.submitted}",
-                 f"aka_rejected_total {counters.rejected}", f"aka_done_total {counters.done}",
-                 f"aka_failed_total {counters.failed}", f"aka_timed_out_total {counters.timed_out}",
-                 f"aka_evaluation_seconds_total {counters.seconds:.3f}"]
+        lines = [
+            f"aka_queue_waiting {queue.qsize()}",
+            f"aka_queue_capacity {queue.maxsize}",
+            f"aka_running {running}",
+            f"aka_submitted_total {counters.submitted}",
+            f"aka_rejected_total {counters.rejected}",
+            f"aka_done_total {counters.done}",
+            f"aka_failed_total {counters.failed}",
+            f"aka_timed_out_total {counters.timed_out}",
+            f"aka_evaluation_seconds_total {counters.seconds:.3f}",
+        ]
         return PlainTextResponse("\n".join(lines) + "\n")
 
     return app
@@ -260,5 +279,7 @@ def make_app(evaluator: Any, token: str | None = None, max_queue: int = 256, wor
 def check_binding(host: str, token: str | None) -> None:
     """Code arrives over the network: anything but loopback needs a bearer token."""
     if host not in LOOPBACK and not token:
-        raise AkaError(f"--host {host}: the server runs code it is sent; bind it beyond 127.0.0.1 only with a "
-                       "bearer token (--token-env NAME, the variable holding it)")
+        raise AkaError(
+            f"--host {host}: the server runs code it is sent; bind it beyond 127.0.0.1 only with a "
+            "bearer token (--token-env NAME, the variable holding it)"
+        )

@@ -43,7 +43,10 @@ def write_completion(workspace: Path, task: Task, identity: str, evaluated: dict
     result_hash = file_sha256(workspace / RESULT_FILE_NAME)
     assert result_hash is not None, "the result must be written before its completion record"
     record = CompletionRecord(
-        task_name=task.name, task_identity=identity, result_sha256=result_hash, sources_sha256=evaluated,
+        task_name=task.name,
+        task_identity=identity,
+        result_sha256=result_hash,
+        sources_sha256=evaluated,
         completed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     write_text_atomic(workspace / COMPLETION_NAME, record.model_dump_json(indent=2))

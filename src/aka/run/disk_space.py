@@ -25,8 +25,10 @@ class DiskFullError(AkaError):
 
 def disk_full(path: Path, detail: str = "") -> DiskFullError:
     where = f" ({detail})" if detail else ""
-    return DiskFullError(f"{path}: no space left on its disk{where}; the run stopped and keeps every result "
-                         "written so far: free space, then resume with `aka run CONFIG --resume-latest`")
+    return DiskFullError(
+        f"{path}: no space left on its disk{where}; the run stopped and keeps every result "
+        "written so far: free space, then resume with `aka run CONFIG --resume-latest`"
+    )
 
 
 def is_disk_full(exc: BaseException) -> bool:

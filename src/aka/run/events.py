@@ -97,8 +97,17 @@ class TrialEvents:
     worker: str | None = None
 
     def emit(self, kind: EventKind, phase: Phase | None = None) -> None:
-        self.sink.emit(RunEvent(time=now(), event=kind, task=self.task, arm=self.arm, repeat=self.repeat,
-                                worker=self.worker, phase=phase))
+        self.sink.emit(
+            RunEvent(
+                time=now(),
+                event=kind,
+                task=self.task,
+                arm=self.arm,
+                repeat=self.repeat,
+                worker=self.worker,
+                phase=phase,
+            )
+        )
 
     def phase(self, phase: Phase) -> None:
         self.emit(EventKind.TASK_PHASE, phase)
@@ -106,10 +115,21 @@ class TrialEvents:
     def ended(self, kind: EventKind, result: TaskResult) -> None:
         """The trial's end, with what the person watching wants to see of its result."""
         message = result.failure_message or result.compilation_error_message or result.correctness_error_message
-        self.sink.emit(RunEvent(time=now(), event=kind, task=self.task, arm=self.arm, repeat=self.repeat,
-                                worker=self.worker, status=result.status.value, verdict=verdict(result).value,
-                                score=result.score, speedup=result.speedup_ratio,
-                                message=" ".join(message.split()) if message else None))
+        self.sink.emit(
+            RunEvent(
+                time=now(),
+                event=kind,
+                task=self.task,
+                arm=self.arm,
+                repeat=self.repeat,
+                worker=self.worker,
+                status=result.status.value,
+                verdict=verdict(result).value,
+                score=result.score,
+                speedup=result.speedup_ratio,
+                message=" ".join(message.split()) if message else None,
+            )
+        )
 
 
 class EventsFile:

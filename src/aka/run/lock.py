@@ -32,11 +32,16 @@ def holding_run(run_dir: Path) -> Iterator[None]:
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        raise ConfigError(f"{run_dir}: another aka process ({_owner(run_dir)}) is running this run; wait for it to "
-                          "finish or stop it, then resume") from None
+        raise ConfigError(
+            f"{run_dir}: another aka process ({_owner(run_dir)}) is running this run; wait for it to "
+            "finish or stop it, then resume"
+        ) from None
     try:
-        owner = {"pid": os.getpid(), "host": socket.gethostname(),
-                 "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        owner = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
         write_text_atomic(run_dir / OWNER_NAME, json.dumps(owner))
         yield
     finally:

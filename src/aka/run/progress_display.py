@@ -43,8 +43,9 @@ class ProgressDisplay(Protocol):
 
     def __enter__(self) -> ProgressDisplay: ...
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None: ...
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None: ...
 
 
 def clock(seconds: float) -> str:
@@ -125,8 +126,9 @@ class ProgressState:
     def counts(self) -> str:
         total = f"/{self.total}" if self.total is not None else ""
         eta = self.eta()
-        return (f"{self.done}{total} done, elapsed {clock(self.elapsed)}"
-                + (f", ETA {clock(eta)}" if eta is not None and self.total != self.done else ""))
+        return f"{self.done}{total} done, elapsed {clock(self.elapsed)}" + (
+            f", ETA {clock(eta)}" if eta is not None and self.total != self.done else ""
+        )
 
 
 def finished_line(event: RunEvent, state: ProgressState) -> str:
@@ -136,22 +138,28 @@ def finished_line(event: RunEvent, state: ProgressState) -> str:
     known = VERDICT_BY_WORD.get(verdict)
     verdict_style = VERDICT_STYLE[known] if known is not None else "white"
     if event.event is EventKind.TASK_REUSED:
-        return (f"  [dim]done[/]    {escape(trial_name(event))} (completed earlier, kept: {escape(verdict)})"
-                f"  [dim]({state.counts()})[/]")
+        return (
+            f"  [dim]done[/]    {escape(trial_name(event))} (completed earlier, kept: {escape(verdict)})"
+            f"  [dim]({state.counts()})[/]"
+        )
     speedup = f" speedup={event.speedup:.3f}x" if event.speedup else ""
     if speedup and state.smoke_test:
         speedup += " (smoke test)"
     why = f"  ({escape(event.message)})" if event.message and status != "PASS" else ""
-    return (f"  [{style}]{status:<7}[/] [{verdict_style}]{escape(verdict):<18}[/] {escape(trial_name(event))} "
-            f"score={event.score or 0.0:.1f}{speedup}{why}  [dim]({state.counts()})[/]")
+    return (
+        f"  [{style}]{status:<7}[/] [{verdict_style}]{escape(verdict):<18}[/] {escape(trial_name(event))} "
+        f"score={event.score or 0.0:.1f}{speedup}{why}  [dim]({state.counts()})[/]"
+    )
 
 
 def started_line(event: RunEvent) -> str:
     """The run's first line: where it is, who runs, on what, how much; and the smoke-test warning."""
     workers = f"  workers={event.workers}" if event.workers and event.workers > 1 else ""
     dropped = f" ({event.dropped} task(s) dropped by platform_support: see the log)" if event.dropped else ""
-    line = (f"[bold]run[/] {escape(event.run_dir or '')}  agent={escape(event.agent or '')}  "
-            f"device={escape(event.device or '')}  trials={event.trials}{dropped}{workers}")
+    line = (
+        f"[bold]run[/] {escape(event.run_dir or '')}  agent={escape(event.agent or '')}  "
+        f"device={escape(event.device or '')}  trials={event.trials}{dropped}{workers}"
+    )
     return line + (f"\n[yellow]{SMOKE_TEST_NOTE}[/]" if event.smoke_test else "")
 
 
@@ -164,8 +172,9 @@ class PlainDisplay:
     def __enter__(self) -> PlainDisplay:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         return None
 
     def emit(self, event: RunEvent) -> None:
@@ -195,8 +204,9 @@ class JsonDisplay:
     def __enter__(self) -> JsonDisplay:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         return None
 
     def emit(self, event: RunEvent) -> None:
@@ -212,15 +222,17 @@ class LiveDisplay:
     def __init__(self, console: Console) -> None:
         self.console, self.state = console, ProgressState()
         self.header = ""
-        self.live = Live(console=console, get_renderable=self.render, transient=True,
-                         refresh_per_second=LIVE_REFRESHES_PER_SECOND)
+        self.live = Live(
+            console=console, get_renderable=self.render, transient=True, refresh_per_second=LIVE_REFRESHES_PER_SECOND
+        )
 
     def __enter__(self) -> LiveDisplay:
         self.live.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.live.stop()
 
     def emit(self, event: RunEvent) -> None:
@@ -236,8 +248,7 @@ class LiveDisplay:
         state = self.state
         parts: list[RenderableType] = []
         progress = Table.grid(padding=(0, 1))
-        progress.add_row(ProgressBar(total=state.total or None, completed=state.done, width=40),
-                         Text(state.counts()))
+        progress.add_row(ProgressBar(total=state.total or None, completed=state.done, width=40), Text(state.counts()))
         parts.append(progress)
         for arm, total in state.arm_trials.items():
             done, correct = state.arm_counts(arm)
@@ -251,14 +262,20 @@ class LiveDisplay:
             for running in state.running.values():
                 phase = running.phase.value if running.phase else "starting"
                 in_phase = clock(now - running.phase_started) if running.phase else "-"
-                table.add_row(Text(trial_name(running.event)), Text(running.event.worker or "-"), phase, in_phase,
-                              clock(now - running.started))
+                table.add_row(
+                    Text(trial_name(running.event)),
+                    Text(running.event.worker or "-"),
+                    phase,
+                    in_phase,
+                    clock(now - running.started),
+                )
             parts.append(table)
         return Group(*parts)
 
 
-def make_display(err_console: Console, out_console: Console, quiet: bool = False,
-                 json_events: bool = False) -> ProgressDisplay:
+def make_display(
+    err_console: Console, out_console: Console, quiet: bool = False, json_events: bool = False
+) -> ProgressDisplay:
     """The view for this invocation: JSON lines, quiet lines, the live view (both streams are a
     terminal) or plain lines."""
     if json_events:
@@ -275,9 +292,14 @@ def phases_shown(console: Console, what: str) -> Iterator[None]:
     """`aka task check`: the phase it is in, as a spinner in a terminal and one line each elsewhere."""
     started = time.monotonic()
     if not console.is_terminal:
+
         def line(phase: Phase) -> None:
-            console.print(f"  [dim]{phase.value}[/] {escape(what)} ({clock(time.monotonic() - started)})",
-                          highlight=False, soft_wrap=True)
+            console.print(
+                f"  [dim]{phase.value}[/] {escape(what)} ({clock(time.monotonic() - started)})",
+                highlight=False,
+                soft_wrap=True,
+            )
+
         with phases_to(line):
             yield
         return
@@ -285,5 +307,6 @@ def phases_shown(console: Console, what: str) -> Iterator[None]:
 
     def update(phase: Phase) -> None:
         status.update(f"{escape(what)}: {phase.value} (since {clock(time.monotonic() - started)})")
+
     with status, phases_to(update):
         yield

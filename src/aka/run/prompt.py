@@ -42,10 +42,12 @@ def _judging(task: Task, device: DeviceInfo) -> list[str]:
 def _scope_lines(task: Task) -> list[str]:
     """Files of the original's tasks that hold their tests too: which definitions may change."""
     scopes = task.original.symbol_scopes() if task.original else []
-    return [f"- In `{scope.path}` only {', '.join(f'`{s}`' for s in scope.symbols)}"
-            + (" (and new helper functions)" if scope.allow_new_helpers else "")
-            + " may change; the rest of it is the task's harness (any other change fails the task)."
-            for scope in scopes]
+    return [
+        f"- In `{scope.path}` only {', '.join(f'`{s}`' for s in scope.symbols)}"
+        + (" (and new helper functions)" if scope.allow_new_helpers else "")
+        + " may change; the rest of it is the task's harness (any other change fails the task)."
+        for scope in scopes
+    ]
 
 
 def build_prompt(task: Task, work_dir: Path, baseline: BaselineRecord, device: DeviceInfo) -> str:

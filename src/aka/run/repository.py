@@ -48,8 +48,15 @@ def _resolve_url(url: str, task_dir: Path) -> str:
 
 def _git(args: list[str], cwd: Path | None = None) -> str:
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_SECONDS,
-                              check=False, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+        )
     except FileNotFoundError as exc:
         raise AkaError("repository tasks need git on PATH (apt-get install git)") from exc
     except subprocess.TimeoutExpired as exc:
@@ -74,8 +81,9 @@ def _clone(task: Task, dest: Path, log: Path) -> str:
         try:
             _git(["checkout", "--quiet", "--detach", config.repo_revision], cwd=clone)
         except AkaError as exc:
-            raise AkaError(f"{where}: field 'repo_revision' ({config.repo_revision}) is not in the repository: "
-                           f"{exc}") from None
+            raise AkaError(
+                f"{where}: field 'repo_revision' ({config.repo_revision}) is not in the repository: {exc}"
+            ) from None
     commit = _git(["rev-parse", "HEAD"], cwd=clone)
     for command in config.post_clone_install:
         ran = run_command(command, clone, dict(os.environ), config.compile_timeout, log)
@@ -90,8 +98,10 @@ def _editable(config: TaskConfig, root: Path) -> list[str]:
         missing = [p for p in config.source_file_path if not (root / subdir / p).is_file()]
         if missing:
             where = config.repo_revision or "HEAD"
-            raise AkaError(f"source_file_path '{missing[0]}' is not in the repository at {where}"
-                           f" (paths are relative to the repository root)")
+            raise AkaError(
+                f"source_file_path '{missing[0]}' is not in the repository at {where}"
+                f" (paths are relative to the repository root)"
+            )
         return [f"{subdir}/{p}" for p in config.source_file_path]
     tracked = _git(["ls-files"], cwd=root / subdir).splitlines()
     return [f"{subdir}/{p}" for p in tracked if not set(Path(p).parts) & IGNORED_NAMES]
@@ -107,8 +117,9 @@ def materialize(task: Task, cache_root: Path) -> Task:
         cache_root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{task.slug}-", dir=cache_root))
         try:
-            shutil.copytree(task.directory, staging, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"))
+            shutil.copytree(
+                task.directory, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc")
+            )
             commit = _clone(task, staging, cache_root / f"{task.slug}.install.log")
             (staging / MARKER).write_text(commit + "\n")
             try:

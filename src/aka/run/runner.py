@@ -111,9 +111,11 @@ class RunOutcome:
         if not failed:
             return None
         shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
-        return (f"{len(failed)} of {len(self.results)} task(s) ended in an infrastructure failure (not the agent's): "
-                f"{shown}; fix the cause (see their task_result.yaml) and retry them with "
-                f"`aka run CONFIG --resume-run {self.run_dir}`")
+        return (
+            f"{len(failed)} of {len(self.results)} task(s) ended in an infrastructure failure (not the agent's): "
+            f"{shown}; fix the cause (see their task_result.yaml) and retry them with "
+            f"`aka run CONFIG --resume-run {self.run_dir}`"
+        )
 
 
 def package_versions() -> dict[str, str]:
@@ -128,8 +130,14 @@ def package_versions() -> dict[str, str]:
 
 def _git_revision() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                             text=True, timeout=10, check=False)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
@@ -144,8 +152,9 @@ def attach_log(path: Path) -> logging.Handler:
     return handler
 
 
-def _resolve_run_dir(loaded: LoadedRunConfig, model: str, suffix: str | None, resume_run: Path | None,
-                     resume_latest: bool) -> tuple[Path, bool]:
+def _resolve_run_dir(
+    loaded: LoadedRunConfig, model: str, suffix: str | None, resume_run: Path | None, resume_latest: bool
+) -> tuple[Path, bool]:
     experiment = experiment_dir(loaded.config.workspace_directory_prefix, model, loaded.experiment_name)
     if resume_run is not None:
         run_dir = resume_run if resume_run.is_absolute() or resume_run.exists() else experiment / resume_run
@@ -163,11 +172,14 @@ def _log_directory(loaded: LoadedRunConfig) -> Path:
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"{loaded.path}: field 'log_directory': cannot make {directory} ({exc.strerror}); point it "
-                          "at a writable folder") from None
+        raise ConfigError(
+            f"{loaded.path}: field 'log_directory': cannot make {directory} ({exc.strerror}); point it "
+            "at a writable folder"
+        ) from None
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise ConfigError(f"{loaded.path}: field 'log_directory': {directory} is not writable; point it at a "
-                          "writable folder")
+        raise ConfigError(
+            f"{loaded.path}: field 'log_directory': {directory} is not writable; point it at a writable folder"
+        )
     return directory
 
 
@@ -177,8 +189,9 @@ def read_manifest(run_dir: Path) -> RunManifest:
         return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValidationError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"{path}: not a valid run manifest ({first}); the run cannot be resumed, start a new "
-                          "one") from None
+        raise ConfigError(
+            f"{path}: not a valid run manifest ({first}); the run cannot be resumed, start a new one"
+        ) from None
 
 
 def _resume_changes(manifest: RunManifest, loaded: LoadedRunConfig, identities: dict[str, str]) -> list[str]:
@@ -188,33 +201,44 @@ def _resume_changes(manifest: RunManifest, loaded: LoadedRunConfig, identities: 
     before, now = set(manifest.tasks), set(identities)
     if before != now:
         added, dropped = sorted(now - before), sorted(before - now)
-        changes.append(f"field 'tasks': the run has {len(before)} task(s), this config selects {len(now)}"
-                       + (f" (added {', '.join(added[:3])}{'...' if len(added) > 3 else ''})" if added else "")
-                       + (f" (dropped {', '.join(dropped[:3])}{'...' if len(dropped) > 3 else ''})" if dropped else ""))
+        changes.append(
+            f"field 'tasks': the run has {len(before)} task(s), this config selects {len(now)}"
+            + (f" (added {', '.join(added[:3])}{'...' if len(added) > 3 else ''})" if added else "")
+            + (f" (dropped {', '.join(dropped[:3])}{'...' if len(dropped) > 3 else ''})" if dropped else "")
+        )
     record = _config_record(loaded)
     if manifest.config.get("scorer") != record.get("scorer"):
-        changes.append(f"field 'scorer': the run was scored with '{manifest.config.get('scorer')}', this config "
-                       f"uses '{record.get('scorer')}'")
+        changes.append(
+            f"field 'scorer': the run was scored with '{manifest.config.get('scorer')}', this config "
+            f"uses '{record.get('scorer')}'"
+        )
     for key in ("agent", "arms"):
         if manifest.config.get(key) != record.get(key):
             changes.append(f"field '{key}': its settings differ from the run's")
     return changes
 
 
-def _check_resumable(run_dir: Path, loaded: LoadedRunConfig, identities: dict[str, str],
-                     accept_changes: bool) -> RunManifest:
+def _check_resumable(
+    run_dir: Path, loaded: LoadedRunConfig, identities: dict[str, str], accept_changes: bool
+) -> RunManifest:
     manifest = read_manifest(run_dir)
     field = "arms" if loaded.multi_arm else "agent.template"
     if manifest.agent != loaded.experiment_name:
-        raise ConfigError(f"{loaded.path}: field '{field}': the run {run_dir.name} used "
-                          f"'{manifest.agent}', not '{loaded.experiment_name}'; resume with the same config")
+        raise ConfigError(
+            f"{loaded.path}: field '{field}': the run {run_dir.name} used "
+            f"'{manifest.agent}', not '{loaded.experiment_name}'; resume with the same config"
+        )
     if manifest.repeats != loaded.config.repeats:
-        raise ConfigError(f"{loaded.path}: field 'repeats': the run {run_dir.name} used {manifest.repeats}, not "
-                          f"{loaded.config.repeats}; resume with the same config")
+        raise ConfigError(
+            f"{loaded.path}: field 'repeats': the run {run_dir.name} used {manifest.repeats}, not "
+            f"{loaded.config.repeats}; resume with the same config"
+        )
     changes = _resume_changes(manifest, loaded, identities)
     if changes and not accept_changes:
-        raise ConfigError(f"{loaded.path}: {changes[0]}; resume with the config the run {run_dir.name} was made with, "
-                          "or pass --accept-changes to resume with this one (recorded in the run's manifest)")
+        raise ConfigError(
+            f"{loaded.path}: {changes[0]}; resume with the config the run {run_dir.name} was made with, "
+            "or pass --accept-changes to resume with this one (recorded in the run's manifest)"
+        )
     if changes:
         manifest.accepted_changes += [f"{now()}: {change}" for change in changes]
         manifest.config = _config_record(loaded)
@@ -240,11 +264,20 @@ def terminated_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_experiment(config_path: Path, suffix: str | None = None, resume_run: Path | None = None,
-                   resume_latest: bool = False, console: Console | None = None,
-                   device: DeviceInfo | None = None, accept_changes: bool = False, gpus: str | None = None,
-                   lease_seconds: float = DEFAULT_LEASE_SECONDS, init_only: bool = False,
-                   display: ProgressDisplay | None = None, ray: RayBackend | None = None) -> RunOutcome:
+def run_experiment(
+    config_path: Path,
+    suffix: str | None = None,
+    resume_run: Path | None = None,
+    resume_latest: bool = False,
+    console: Console | None = None,
+    device: DeviceInfo | None = None,
+    accept_changes: bool = False,
+    gpus: str | None = None,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    init_only: bool = False,
+    display: ProgressDisplay | None = None,
+    ray: RayBackend | None = None,
+) -> RunOutcome:
     """Validate, run every selected trial (skipping completed ones on resume) and write reports.
     `accept_changes`: resume even where the config changed the task list, scorer or agents.
     `gpus` overrides the config's `gpu_ids`; with several slots (GPUs x `num_parallel`), or one
@@ -254,9 +287,16 @@ def run_experiment(config_path: Path, suffix: str | None = None, resume_run: Pat
     the run's events (default: one plain line per event on `console`, standard error by default).
     `ray`: the workers are Ray actors (aka.parallel.ray_executor), even for one slot."""
     with terminated_as_exit():
-        return _run_experiment(config_path, suffix, resume_run, resume_latest,
-                               display or PlainDisplay(console or Console(stderr=True)), device, accept_changes,
-                               _Parallel(gpus, lease_seconds, init_only, ray))
+        return _run_experiment(
+            config_path,
+            suffix,
+            resume_run,
+            resume_latest,
+            display or PlainDisplay(console or Console(stderr=True)),
+            device,
+            accept_changes,
+            _Parallel(gpus, lease_seconds, init_only, ray),
+        )
 
 
 @dataclass(frozen=True)
@@ -306,9 +346,16 @@ def _slots(checked: CheckedInputs, gpus: str | None, here: bool = True) -> list[
     return slots
 
 
-def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | None, resume_latest: bool,
-                    display: ProgressDisplay, device: DeviceInfo | None, accept_changes: bool,
-                    parallel: _Parallel) -> RunOutcome:
+def _run_experiment(
+    config_path: Path,
+    suffix: str | None,
+    resume_run: Path | None,
+    resume_latest: bool,
+    display: ProgressDisplay,
+    device: DeviceInfo | None,
+    accept_changes: bool,
+    parallel: _Parallel,
+) -> RunOutcome:
     check_run_suffix(suffix)
     checked = check_inputs(config_path, device)
     slots = _slots(checked, parallel.gpus, parallel.ray is None or parallel.ray.address is None)
@@ -317,22 +364,36 @@ def _run_experiment(config_path: Path, suffix: str | None, resume_run: Path | No
     with executors(ray, slots, checked.loaded.config.num_parallel or 1) as make_executor:
         run_dir, resuming = _resolve_run_dir(checked.loaded, checked.model, suffix, resume_run, resume_latest)
         with holding_run(run_dir), display:
-            results = _run_locked(checked, run_dir, resuming, log_directory, display, accept_changes, slots, parallel,
-                                  make_executor)
+            results = _run_locked(
+                checked, run_dir, resuming, log_directory, display, accept_changes, slots, parallel, make_executor
+            )
     return RunOutcome(run_dir, run_dir / REPORTS_DIR, results)
 
 
 def _new_manifest(checked: CheckedInputs, run_dir: Path, log_file: Path) -> RunManifest:
     loaded, device, seed = checked.loaded, checked.device, checked.loaded.config.schedule_seed
     return RunManifest(
-        run_name=run_dir.name, created_at=now(), config_path=str(loaded.path),
-        config=_config_record(loaded), agent=loaded.experiment_name,
+        run_name=run_dir.name,
+        created_at=now(),
+        config_path=str(loaded.path),
+        config=_config_record(loaded),
+        agent=loaded.experiment_name,
         target_gpu_model=checked.model,
-        device={"kind": device.kind, "model": device.model, "name": device.name, "arch": device.arch,
-                "count": device.count, "driver": device.driver},
-        tasks=checked.identities, dropped_tasks={t.name: why for t, why in checked.dropped},
-        versions=package_versions(), git_revision=_git_revision(), log_file=str(log_file),
-        arms=[str(a.label) for a in loaded.arms] if loaded.multi_arm else [], repeats=loaded.config.repeats,
+        device={
+            "kind": device.kind,
+            "model": device.model,
+            "name": device.name,
+            "arch": device.arch,
+            "count": device.count,
+            "driver": device.driver,
+        },
+        tasks=checked.identities,
+        dropped_tasks={t.name: why for t, why in checked.dropped},
+        versions=package_versions(),
+        git_revision=_git_revision(),
+        log_file=str(log_file),
+        arms=[str(a.label) for a in loaded.arms] if loaded.multi_arm else [],
+        repeats=loaded.config.repeats,
         schedule_seed=seed if seed is not None else secrets.randbelow(2**31),
     )
 
@@ -350,21 +411,41 @@ class TrialRunner:
     @classmethod
     def of(cls, checked: CheckedInputs, run_dir: Path) -> TrialRunner:
         loaded = checked.loaded
-        contexts = {arm.label: RunContext(run_dir, loaded.for_arm(arm), checked.device, checked.scorer, arm=arm.label)
-                    for arm in loaded.arms}
-        return cls(contexts, {task.name: task for task in checked.runnable}, checked.identities,
-                   loaded.config.repeats, loaded.multi_arm or loaded.config.repeats > 1)
+        contexts = {
+            arm.label: RunContext(run_dir, loaded.for_arm(arm), checked.device, checked.scorer, arm=arm.label)
+            for arm in loaded.arms
+        }
+        return cls(
+            contexts,
+            {task.name: task for task in checked.runnable},
+            checked.identities,
+            loaded.config.repeats,
+            loaded.multi_arm or loaded.config.repeats > 1,
+        )
 
-    def run(self, trial: Trial, resuming: bool, display: EventSink,
-            worker: str | None = None) -> tuple[Path, TaskResult]:
-        context = replace(self.contexts[trial.arm], repeat=trial.repeat if self.repeated else None,
-                          label=trial.workspace_label(self.repeats), worker=worker)
+    def run(
+        self, trial: Trial, resuming: bool, display: EventSink, worker: str | None = None
+    ) -> tuple[Path, TaskResult]:
+        context = replace(
+            self.contexts[trial.arm],
+            repeat=trial.repeat if self.repeated else None,
+            label=trial.workspace_label(self.repeats),
+            worker=worker,
+        )
         return _run_or_reuse(context, self.by_name[trial.task], self.identities[trial.task], resuming, display)
 
 
-def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_directory: Path, display: EventSink,
-                accept_changes: bool, slots: list[DeviceSlot], parallel: _Parallel,
-                make_executor: ExecutorMaker) -> list[TaskResult]:
+def _run_locked(
+    checked: CheckedInputs,
+    run_dir: Path,
+    resuming: bool,
+    log_directory: Path,
+    display: EventSink,
+    accept_changes: bool,
+    slots: list[DeviceSlot],
+    parallel: _Parallel,
+    make_executor: ExecutorMaker,
+) -> list[TaskResult]:
     """The run, with the run directory held by this process (`aka.run.lock`)."""
     loaded = checked.loaded
     log_file = log_directory / f"{run_dir.parent.name}_{run_dir.name}.log"
@@ -392,8 +473,9 @@ def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_direc
         else:
             results = [runner.run(trial, resuming, display)[1] for trial in trials]
         write_all_reports(run_dir, loaded, results, report_header(run_dir, checked, manifest))
-        display.emit(RunEvent(time=now(), event=EventKind.RUN_FINISHED, run_dir=str(run_dir),
-                              reports=str(run_dir / REPORTS_DIR)))
+        display.emit(
+            RunEvent(time=now(), event=EventKind.RUN_FINISHED, run_dir=str(run_dir), reports=str(run_dir / REPORTS_DIR))
+        )
     finally:
         logging.getLogger("aka").removeHandler(handler)
         handler.close()
@@ -403,16 +485,30 @@ def _run_locked(checked: CheckedInputs, run_dir: Path, resuming: bool, log_direc
 def _run_started(checked: CheckedInputs, run_dir: Path, trials: list[Trial], workers: int) -> RunEvent:
     per_arm = Counter(t.arm for t in trials)
     arms = {str(arm.label): per_arm[arm.label] for arm in checked.loaded.arms} if checked.loaded.multi_arm else None
-    return RunEvent(time=now(), event=EventKind.RUN_STARTED, run_dir=str(run_dir),
-                    agent=checked.loaded.experiment_name, device=checked.device.name,
-                    smoke_test=is_smoke_test(checked.device.name), trials=len(trials),
-                    dropped=len(checked.dropped) or None, arm_trials=arms,
-                    workers=workers)
+    return RunEvent(
+        time=now(),
+        event=EventKind.RUN_STARTED,
+        run_dir=str(run_dir),
+        agent=checked.loaded.experiment_name,
+        device=checked.device.name,
+        smoke_test=is_smoke_test(checked.device.name),
+        trials=len(trials),
+        dropped=len(checked.dropped) or None,
+        arm_trials=arms,
+        workers=workers,
+    )
 
 
 def report_header(run_dir: Path, checked: CheckedInputs, manifest: RunManifest) -> RunHeader:
-    return RunHeader(run_dir.name, checked.loaded.experiment_name, checked.model, str(manifest.device.get("name")),
-                     manifest.created_at, checked.loaded.config.scorer, checked.loaded.config.report_format)
+    return RunHeader(
+        run_dir.name,
+        checked.loaded.experiment_name,
+        checked.model,
+        str(manifest.device.get("name")),
+        manifest.created_at,
+        checked.loaded.config.scorer,
+        checked.loaded.config.report_format,
+    )
 
 
 def _scored_by(ctx: RunContext, workspace: Path, result: TaskResult) -> TaskResult:
@@ -457,16 +553,19 @@ def _schedule(run_dir: Path, loaded: LoadedRunConfig, runnable: list[Task], mani
 def write_all_reports(run_dir: Path, loaded: LoadedRunConfig, results: list[TaskResult], header: RunHeader) -> None:
     """The run's reports over every result; a multi-arm run also gets reports/arms/<label>/ per arm
     (`aka.reports.rebuild`, which `aka report` uses too)."""
-    write_run_reports(run_dir, results, header,
-                      [(str(arm.label), arm.agent.name) for arm in loaded.arms] if loaded.multi_arm else [])
+    write_run_reports(
+        run_dir, results, header, [(str(arm.label), arm.agent.name) for arm in loaded.arms] if loaded.multi_arm else []
+    )
 
 
-def _run_or_reuse(ctx: RunContext, task: Task, identity: str, resuming: bool,
-                  display: EventSink) -> tuple[Path, TaskResult]:
+def _run_or_reuse(
+    ctx: RunContext, task: Task, identity: str, resuming: bool, display: EventSink
+) -> tuple[Path, TaskResult]:
     """The trial's result: kept from an earlier attempt on resume when its record still holds, else
     run now; its events go to the run's events file and to `display`."""
-    events = TrialEvents(Broadcast(EventsFile(ctx.run_dir / EVENTS_NAME), display), task.name, ctx.arm, ctx.repeat,
-                         ctx.worker)
+    events = TrialEvents(
+        Broadcast(EventsFile(ctx.run_dir / EVENTS_NAME), display), task.name, ctx.arm, ctx.repeat, ctx.worker
+    )
     if resuming:
         done = completed_workspace(ctx.run_dir, task, identity, ctx.label)
         if done is not None:

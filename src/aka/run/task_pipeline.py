@@ -65,22 +65,32 @@ def _run_agent(ctx: RunContext, task: Task, workspace: Path, prompt: str, baseli
     work = workspace / AGENT_WORK_DIR
     before = source_hashes(workspace, task)
     context = AgentContext(
-        agent_name=ctx.config.agent_name, settings=ctx.config.agent_settings, options=ctx.config.agent_options,
-        task_name=task.name, prompt=prompt, editable_files=tuple(task.config.source_file_path),
-        log_path=workspace / "agent.log", task=task, device=ctx.device, baseline=baseline,
+        agent_name=ctx.config.agent_name,
+        settings=ctx.config.agent_settings,
+        options=ctx.config.agent_options,
+        task_name=task.name,
+        prompt=prompt,
+        editable_files=tuple(task.config.source_file_path),
+        log_path=workspace / "agent.log",
+        task=task,
+        device=ctx.device,
+        baseline=baseline,
     )
     start = time.monotonic()
     try:
         outcome = ctx.config.agent.launch(context, task.directory, work)
     except Exception as exc:
         logger.exception("agent %s raised on %s", ctx.config.agent_name, task.name)
-        outcome = AgentOutcome(agent=ctx.config.agent_name, ok=False, exit_reason="exception",
-                               message=f"{type(exc).__name__}: {exc}")
+        outcome = AgentOutcome(
+            agent=ctx.config.agent_name, ok=False, exit_reason="exception", message=f"{type(exc).__name__}: {exc}"
+        )
     after = source_hashes(workspace, task)
-    return outcome.model_copy(update={
-        "wall_seconds": round(time.monotonic() - start, 3),
-        "files_changed": [rel for rel in task.config.source_file_path if before[rel] != after[rel]],
-    })
+    return outcome.model_copy(
+        update={
+            "wall_seconds": round(time.monotonic() - start, 3),
+            "files_changed": [rel for rel in task.config.source_file_path if before[rel] != after[rel]],
+        }
+    )
 
 
 def copy_for_agent(task: Task, work: Path) -> None:
@@ -132,11 +142,13 @@ def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, b
     export_dir = workspace / "exports"
     export_dir.mkdir(exist_ok=True)
     build_eval_dir(task, workspace / EVALUATION_DIR, workspace / AGENT_WORK_DIR)
-    env = step_environment(task, device, Step.EXPORT, Target.CANDIDATE, workspace / EVALUATION_DIR,
-                           {"AKA_EXPORT_DIR": str(export_dir)})
+    env = step_environment(
+        task, device, Step.EXPORT, Target.CANDIDATE, workspace / EVALUATION_DIR, {"AKA_EXPORT_DIR": str(export_dir)}
+    )
     return {
-        command: run_command(command, workspace / EVALUATION_DIR, env, task.config.export_timeout,
-                             workspace / "exports.log").ok
+        command: run_command(
+            command, workspace / EVALUATION_DIR, env, task.config.export_timeout, workspace / "exports.log"
+        ).ok
         for command in task.config.export_command
     }
 
@@ -144,12 +156,24 @@ def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, b
 def _heldout(ctx: RunContext, task: Task, workspace: Path, result: TaskResult) -> HeldoutResult | None:
     if HELDOUT_FILE not in task.config.hidden_files or not result.pass_compilation:
         return None
-    return evaluate_heldout(task, workspace / AGENT_WORK_DIR, workspace, ctx.device, result.speedup_ratio,
-                            baseline_builds(ctx.run_dir, task))
+    return evaluate_heldout(
+        task,
+        workspace / AGENT_WORK_DIR,
+        workspace,
+        ctx.device,
+        result.speedup_ratio,
+        baseline_builds(ctx.run_dir, task),
+    )
 
 
-def evaluate_heldout(task: Task, candidate_dir: Path, scratch: Path, device: DeviceInfo, speedup: float | None,
-                     trusted_cache: Path | None = None) -> HeldoutResult:
+def evaluate_heldout(
+    task: Task,
+    candidate_dir: Path,
+    scratch: Path,
+    device: DeviceInfo,
+    speedup: float | None,
+    trusted_cache: Path | None = None,
+) -> HeldoutResult:
     """Correctness and paired speed of the candidate on the hidden held-out cases, next to the
     baseline's own held-out correctness (the PyTorch reference is correct by definition); during a
     run, and after it (`aka heldout`, aka.heldout.post_run). `speedup`: the candidate's on the
@@ -157,24 +181,43 @@ def evaluate_heldout(task: Task, candidate_dir: Path, scratch: Path, device: Dev
     outcomes = evaluate_candidate(task, candidate_dir, scratch, device, heldout=True, trusted_cache=trusted_cache)
     by_step = {o.step: o for o in outcomes}
     correctness, performance = by_step.get(Step.CORRECTNESS), by_step.get(Step.PERFORMANCE)
-    candidate_ok = correctness is not None and correctness.passed and (
-        performance is None or performance.failure not in WRONG_WHEN_TIMED)
+    candidate_ok = (
+        correctness is not None
+        and correctness.passed
+        and (performance is None or performance.failure not in WRONG_WHEN_TIMED)
+    )
     baseline_ok = True
     if task.config.baseline_source is BaselineSource.SOURCE:
-        baseline_ok = all(o.passed for o in evaluate_candidate(task, task.directory, scratch / "heldout_baseline",
-                                                               device, heldout=True, through=2))
-    outcome = {(True, True): HeldoutOutcome.BOTH_PASS, (True, False): HeldoutOutcome.OPT_REGRESSION,
-               (False, True): HeldoutOutcome.OPT_IMPROVEMENT, (False, False): HeldoutOutcome.BOTH_FAIL}
+        baseline_ok = all(
+            o.passed
+            for o in evaluate_candidate(
+                task, task.directory, scratch / "heldout_baseline", device, heldout=True, through=2
+            )
+        )
+    outcome = {
+        (True, True): HeldoutOutcome.BOTH_PASS,
+        (True, False): HeldoutOutcome.OPT_REGRESSION,
+        (False, True): HeldoutOutcome.OPT_IMPROVEMENT,
+        (False, False): HeldoutOutcome.BOTH_FAIL,
+    }
     timed = TaskResult(task_name=task.name, task_type=task.family)
     if candidate_ok and performance is not None:
-        apply_timings(timed, BaselineRecord(task_name=task.name, task_identity="", device="",
-                                            source=task.config.baseline_source), performance.cases)
-    gap = (round(speedup - timed.speedup_ratio, 6)
-           if speedup is not None and timed.speedup_ratio is not None else None)
+        apply_timings(
+            timed,
+            BaselineRecord(task_name=task.name, task_identity="", device="", source=task.config.baseline_source),
+            performance.cases,
+        )
+    gap = round(speedup - timed.speedup_ratio, 6) if speedup is not None and timed.speedup_ratio is not None else None
     failed = next((o for o in outcomes if not o.passed), None)
-    return HeldoutResult(outcome=outcome[(baseline_ok, candidate_ok)], baseline_correct=baseline_ok,
-                         candidate_correct=candidate_ok, speedup_ratio=timed.speedup_ratio, generalization_gap=gap,
-                         message=failed.message if failed else None, cases=timed.cases)
+    return HeldoutResult(
+        outcome=outcome[(baseline_ok, candidate_ok)],
+        baseline_correct=baseline_ok,
+        candidate_correct=candidate_ok,
+        speedup_ratio=timed.speedup_ratio,
+        generalization_gap=gap,
+        message=failed.message if failed else None,
+        cases=timed.cases,
+    )
 
 
 def _status(result: TaskResult) -> TaskStatus:
@@ -187,15 +230,38 @@ def _status(result: TaskResult) -> TaskStatus:
     return TaskStatus.PARTIAL if result.pass_compilation else TaskStatus.FAIL
 
 
-def _judge(ctx: RunContext, task: Task, baseline: BaselineRecord, agent: AgentOutcome,
-           outcomes: list[StepOutcome], tampered: list[str]) -> TaskResult:
-    return judge_outcomes(task, baseline, ctx.device, ctx.scorer, ctx.config.config.scorer, agent, outcomes,
-                          tampered, ctx.config.agent_settings.model)
+def _judge(
+    ctx: RunContext,
+    task: Task,
+    baseline: BaselineRecord,
+    agent: AgentOutcome,
+    outcomes: list[StepOutcome],
+    tampered: list[str],
+) -> TaskResult:
+    return judge_outcomes(
+        task,
+        baseline,
+        ctx.device,
+        ctx.scorer,
+        ctx.config.config.scorer,
+        agent,
+        outcomes,
+        tampered,
+        ctx.config.agent_settings.model,
+    )
 
 
-def judge_outcomes(task: Task, baseline: BaselineRecord, device: DeviceInfo, scorer: Scorer, scorer_name: str,
-                   agent: AgentOutcome, outcomes: list[StepOutcome], tampered: list[str],
-                   model: str | None = None) -> TaskResult:
+def judge_outcomes(
+    task: Task,
+    baseline: BaselineRecord,
+    device: DeviceInfo,
+    scorer: Scorer,
+    scorer_name: str,
+    agent: AgentOutcome,
+    outcomes: list[StepOutcome],
+    tampered: list[str],
+    model: str | None = None,
+) -> TaskResult:
     """The verdict on one candidate's step outcomes: a run's and the RL API's (aka.rl) alike, so a
     trainer gets the reward `aka run` gives for the same candidate."""
     by_step = {o.step: o for o in outcomes}
@@ -203,12 +269,17 @@ def judge_outcomes(task: Task, baseline: BaselineRecord, device: DeviceInfo, sco
     correctness = by_step.get(Step.CORRECTNESS)
     performance = by_step.get(Step.PERFORMANCE)
     result = TaskResult(
-        task_name=task.name, task_type=task.family, device=device.name, agent=agent,
-        device_uuid=device.uuid, device_count=1 if device.mask else device.count,
+        task_name=task.name,
+        task_type=task.family,
+        device=device.name,
+        agent=agent,
+        device_uuid=device.uuid,
+        device_count=1 if device.mask else device.count,
         scorer=scorer_name,
         tampered_files=tampered,
         optimization_summary=(
-            f"Candidate by agent '{agent.agent}'" + (f" (model {model})" if model else "")
+            f"Candidate by agent '{agent.agent}'"
+            + (f" (model {model})" if model else "")
             + f"; evaluated independently by aka {__version__} on {device.name}."
             + (f" Agent: {agent.message}" if agent.message else "")
         ),
@@ -242,8 +313,10 @@ def judge_outcomes(task: Task, baseline: BaselineRecord, device: DeviceInfo, sco
         slowed = slowed_baselines(baseline, performance.cases if performance else []) if device.is_gpu else []
         if slowed and result.failure_kind is FailureKind.NONE:
             result.failure_kind = FailureKind.TAMPERING
-            result.failure_message = (f"the baseline ran over {BASELINE_SLOWDOWN_LIMIT}x slower next to the candidate "
-                                      f"than alone (cases {', '.join(slowed[:3])}): interference")
+            result.failure_message = (
+                f"the baseline ran over {BASELINE_SLOWDOWN_LIMIT}x slower next to the candidate "
+                f"than alone (cases {', '.join(slowed[:3])}): interference"
+            )
     eval_seeds = [o.eval_seed for o in outcomes if o.eval_seed is not None]
     result.eval_seed = eval_seeds[0] if eval_seeds else None
     result.isolation = outcomes[-1].isolation if outcomes else []
@@ -254,9 +327,15 @@ def judge_outcomes(task: Task, baseline: BaselineRecord, device: DeviceInfo, sco
 
 
 def _infra_result(ctx: RunContext, task: Task, message: str) -> TaskResult:
-    return TaskResult(task_name=task.name, task_type=task.family, device=ctx.device.name,
-                      failure_kind=FailureKind.INFRA_ERROR, failure_message=message, status=TaskStatus.INFRA,
-                      optimization_summary="Not evaluated: infrastructure error (not the agent's failure).")
+    return TaskResult(
+        task_name=task.name,
+        task_type=task.family,
+        device=ctx.device.name,
+        failure_kind=FailureKind.INFRA_ERROR,
+        failure_message=message,
+        status=TaskStatus.INFRA,
+        optimization_summary="Not evaluated: infrastructure error (not the agent's failure).",
+    )
 
 
 def _of_trial(ctx: RunContext, result: TaskResult) -> TaskResult:
@@ -291,8 +370,17 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         # An agent that failed and changed nothing handed over no candidate: the task's own
         # sources would pass and score as if it had solved the task.
         no_candidate = not agent.ok and not edited_sources(task, workspace / AGENT_WORK_DIR)
-        outcomes = [] if no_candidate else evaluate_candidate(task, workspace / AGENT_WORK_DIR, workspace, ctx.device,
-                                                              trusted_cache=baseline_builds(ctx.run_dir, task))
+        outcomes = (
+            []
+            if no_candidate
+            else evaluate_candidate(
+                task,
+                workspace / AGENT_WORK_DIR,
+                workspace,
+                ctx.device,
+                trusted_cache=baseline_builds(ctx.run_dir, task),
+            )
+        )
         evaluation_seconds = round(time.monotonic() - started, 3)
         result = _judge(ctx, task, baseline, agent, outcomes, tampered_files(task, workspace / AGENT_WORK_DIR))
         result.evaluation_seconds = evaluation_seconds

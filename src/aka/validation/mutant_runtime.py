@@ -23,9 +23,18 @@ Mutation = Callable[[torch.Tensor, Sequence[torch.Tensor], tuple[float, float]],
 _state = threading.local()
 _previous: dict[str, Any] = {}
 _LOWER = {torch.float64: torch.float32, torch.float32: torch.bfloat16, torch.float16: torch.bfloat16}
-_OTHER_DTYPE = {torch.float32: torch.float16, torch.float16: torch.float32, torch.bfloat16: torch.float32,
-                torch.float64: torch.float32, torch.int64: torch.int32, torch.int32: torch.int64,
-                torch.int16: torch.int32, torch.int8: torch.int16, torch.uint8: torch.int16, torch.bool: torch.uint8}
+_OTHER_DTYPE = {
+    torch.float32: torch.float16,
+    torch.float16: torch.float32,
+    torch.bfloat16: torch.float32,
+    torch.float64: torch.float32,
+    torch.int64: torch.int32,
+    torch.int32: torch.int64,
+    torch.int16: torch.int32,
+    torch.int8: torch.int16,
+    torch.uint8: torch.int16,
+    torch.bool: torch.uint8,
+}
 
 
 def _far(value: float, tensor: torch.Tensor) -> float | bool:
@@ -37,7 +46,7 @@ def _far(value: float, tensor: torch.Tensor) -> float | bool:
 
 def _set_flat(tensor: torch.Tensor, index: int, value: float | bool) -> torch.Tensor:
     out = tensor.clone()
-    out.view(-1)[index:index + 1].fill_(value)
+    out.view(-1)[index : index + 1].fill_(value)
     return out
 
 
@@ -54,8 +63,9 @@ def _constant(t: torch.Tensor, inputs: Sequence[torch.Tensor], tol: tuple[float,
     if t.numel() < 2:
         return None
     mean = t.double().mean().item()
-    value: float | bool = mean if t.dtype.is_floating_point else bool(round(mean)) if t.dtype == torch.bool \
-        else round(mean)
+    value: float | bool = (
+        mean if t.dtype.is_floating_point else bool(round(mean)) if t.dtype == torch.bool else round(mean)
+    )
     return torch.full_like(t, value)
 
 
@@ -63,7 +73,7 @@ def _input_copy(t: torch.Tensor, inputs: Sequence[torch.Tensor], tol: tuple[floa
     source = next((i for i in inputs if i.numel() >= t.numel() and i.numel() > 1), None)
     if source is None:
         return None
-    return source.reshape(-1)[:t.numel()].to(device=t.device, dtype=t.dtype).reshape(t.shape).clone()
+    return source.reshape(-1)[: t.numel()].to(device=t.device, dtype=t.dtype).reshape(t.shape).clone()
 
 
 def _perturb_one(t: torch.Tensor, inputs: Sequence[torch.Tensor], tol: tuple[float, float]) -> torch.Tensor | None:
@@ -86,7 +96,7 @@ def _skip_last_block(t: torch.Tensor, inputs: Sequence[torch.Tensor], tol: tuple
         return None
     block = t.shape[-1] if t.dim() >= 2 and t.shape[-1] < t.numel() else max(1, t.numel() // 8)
     out = t.clone()
-    tail = out.view(-1)[t.numel() - block:]
+    tail = out.view(-1)[t.numel() - block :]
     zero = bool((tail.double().abs() <= tol[0] + tol[1]).all()) if t.dtype != torch.bool else not bool(tail.any())
     tail.fill_(1 if zero else 0)
     return out
@@ -143,10 +153,18 @@ def _lower_precision(t: torch.Tensor, inputs: Sequence[torch.Tensor], tol: tuple
 
 
 MUTATIONS: dict[str, Mutation] = {
-    "zeros": _zeros, "ones": _ones, "constant": _constant, "input_copy": _input_copy,
-    "perturb_one": _perturb_one, "beyond_tolerance": _beyond_tolerance, "skip_last_block": _skip_last_block,
-    "wrong_dtype": _wrong_dtype, "transposed": _transposed, "wrong_strides": _wrong_strides,
-    "off_by_one": _off_by_one, "lower_precision": _lower_precision,
+    "zeros": _zeros,
+    "ones": _ones,
+    "constant": _constant,
+    "input_copy": _input_copy,
+    "perturb_one": _perturb_one,
+    "beyond_tolerance": _beyond_tolerance,
+    "skip_last_block": _skip_last_block,
+    "wrong_dtype": _wrong_dtype,
+    "transposed": _transposed,
+    "wrong_strides": _wrong_strides,
+    "off_by_one": _off_by_one,
+    "lower_precision": _lower_precision,
 }
 WHOLE_CALL = ("stale",)
 
@@ -174,6 +192,7 @@ def corrupt(mutation: str, output: Any, inputs: Sequence[torch.Tensor], toleranc
     def apply(t: torch.Tensor) -> torch.Tensor:
         changed = function(t, inputs, tolerances.get(str(t.dtype).removeprefix("torch."), (0.0, 0.0)))
         return t if changed is None else changed
+
     return _map(output, apply)
 
 
@@ -193,8 +212,9 @@ def _wrap(original: Callable[..., Any], name: str, mutation: str, tolerances: To
         depth = getattr(_state, "depth", 0)
         if depth == 0 and mutation == "lower_precision":
             with _disable_current_modes():
-                args = tuple(_round_lower(a) if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else a
-                             for a in args)
+                args = tuple(
+                    _round_lower(a) if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else a for a in args
+                )
         _state.depth = depth + 1
         try:
             output = original(*args, **kwargs)
@@ -207,6 +227,7 @@ def _wrap(original: Callable[..., Any], name: str, mutation: str, tolerances: To
                 return _stale(name, output)
             inputs = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
             return corrupt(mutation, output, inputs, tolerances)
+
     return mutant
 
 

@@ -37,9 +37,11 @@ MUTANT_NAMES: tuple[str, ...] = (*MUTATIONS, *WHOLE_CALL)
 FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16"})
 OTHER_DTYPE_KNOWN = FLOAT_DTYPES | {"int64", "int32", "int16", "int8", "uint8", "bool"}
 KERNEL_DECORATORS = ("jit", "autotune", "heuristics")
-INSTALL = ("\n\n# --- aka validate: mutant {name} (generated; the baseline above is unchanged) ---\n"
-           "import aka.validation.mutant_runtime as _aka_mutant_runtime  # noqa: E402\n"
-           "_aka_mutant_runtime.install(globals(), {entries!r}, {name!r}, {tolerances!r})\n")
+INSTALL = (
+    "\n\n# --- aka validate: mutant {name} (generated; the baseline above is unchanged) ---\n"
+    "import aka.validation.mutant_runtime as _aka_mutant_runtime  # noqa: E402\n"
+    "_aka_mutant_runtime.install(globals(), {entries!r}, {name!r}, {tolerances!r})\n"
+)
 
 
 @dataclass(frozen=True)
@@ -72,13 +74,13 @@ def entry_functions(source: str) -> list[str]:
     return found
 
 
-def mutant_source(source: str, entries: Sequence[str], name: str,
-                  tolerances: dict[str, tuple[float, float]]) -> str:
+def mutant_source(source: str, entries: Sequence[str], name: str, tolerances: dict[str, tuple[float, float]]) -> str:
     return source.rstrip("\n") + INSTALL.format(entries=list(entries), name=name, tolerances=tolerances)
 
 
-def write_mutant(baseline_dir: Path, sources: Sequence[str], dest: Path, name: str,
-                 tolerances: dict[str, tuple[float, float]]) -> list[str]:
+def write_mutant(
+    baseline_dir: Path, sources: Sequence[str], dest: Path, name: str, tolerances: dict[str, tuple[float, float]]
+) -> list[str]:
     """The mutant's editable files in `dest` (the Python ones wrapped, others copied as they are);
     returns the entry functions wrapped."""
     wrapped: list[str] = []
@@ -106,8 +108,10 @@ def applicable(name: str, outputs: Sequence[TensorShape], inputs: Sequence[Tenso
         "lower_precision": (lambda t: t.dtype in FLOAT_DTYPES, "no floating-point output"),
         "wrong_dtype": (lambda t: t.dtype in OTHER_DTYPE_KNOWN, "no output of a dtype with a stand-in"),
         "transposed": (_matrix, "no output with two dimensions of size > 1"),
-        "wrong_strides": (lambda t: t.numel >= 2 and (_matrix(t) or (len(t.shape) >= 1 and t.shape[-1] >= 2)),
-                          "no output with a dimension that can be strided"),
+        "wrong_strides": (
+            lambda t: t.numel >= 2 and (_matrix(t) or (len(t.shape) >= 1 and t.shape[-1] >= 2)),
+            "no output with a dimension that can be strided",
+        ),
         "skip_last_block": (lambda t: t.numel >= 2, "every output has a single element"),
         "off_by_one": (lambda t: t.numel >= 2, "every output has a single element"),
     }

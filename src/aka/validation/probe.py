@@ -97,8 +97,9 @@ def main(argv: list[str]) -> int:
     task = load_task(Path.cwd() / "harness.py")
     result: dict[str, Any] = {
         "task": task.name,
-        "tolerances": {str(d).removeprefix("torch."): list(vars(tolerance_for(d, task.tolerances)).values())
-                       for d in FLOAT_DTYPES},
+        "tolerances": {
+            str(d).removeprefix("torch."): list(vars(tolerance_for(d, task.tolerances)).values()) for d in FLOAT_DTYPES
+        },
         "cases": check_cases(task, list(task.cases_for(profile)), device),
     }
     if heldout_profile:

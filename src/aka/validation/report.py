@@ -151,8 +151,10 @@ def read_report(path: Path) -> TaskValidation:
 
 def markdown_table(reports: list[TaskValidation]) -> str:
     """One row per task: status, mutation score (killed/judged), what failed or warned, and why."""
-    lines = ["| task | status | mutants killed | not applicable | failed | warned | survived / excepted |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| task | status | mutants killed | not applicable | failed | warned | survived / excepted |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for report in sorted(reports, key=lambda r: r.task_name):
         mutation = report.mutation
         if mutation is None or mutation.score is None:
@@ -160,13 +162,22 @@ def markdown_table(reports: list[TaskValidation]) -> str:
         else:
             judged = mutation.killed + mutation.survived + mutation.invalid
             killed = f"{mutation.killed}/{judged} ({mutation.score:.0%})"
-        absent = ", ".join(m.name for m in mutation.mutants if m.verdict is MutantVerdict.NOT_APPLICABLE) \
-            if mutation else ""
-        odd = ", ".join(f"{m.name} ({m.verdict.value})" for m in mutation.mutants
-                        if m.verdict in (MutantVerdict.SURVIVED, MutantVerdict.EXCEPTED, MutantVerdict.INVALID)) \
-            if mutation else ""
+        absent = (
+            ", ".join(m.name for m in mutation.mutants if m.verdict is MutantVerdict.NOT_APPLICABLE) if mutation else ""
+        )
+        odd = (
+            ", ".join(
+                f"{m.name} ({m.verdict.value})"
+                for m in mutation.mutants
+                if m.verdict in (MutantVerdict.SURVIVED, MutantVerdict.EXCEPTED, MutantVerdict.INVALID)
+            )
+            if mutation
+            else ""
+        )
         failed = ", ".join(c.name for c in report.checks if c.status is Status.FAIL)
         warned = ", ".join(c.name for c in report.checks if c.status is Status.WARN)
-        lines.append(f"| {report.task_name} | {report.overall_status.value} | {killed} | {absent} | {failed} | "
-                     f"{warned} | {odd} |")
+        lines.append(
+            f"| {report.task_name} | {report.overall_status.value} | {killed} | {absent} | {failed} | "
+            f"{warned} | {odd} |"
+        )
     return "\n".join(lines) + "\n"

@@ -17,8 +17,25 @@ import yaml
 
 from aka.config.tasks import task_files
 
-NETWORK_MODULES = frozenset({"socket", "urllib", "urllib3", "requests", "httpx", "aiohttp", "http", "ftplib",
-                             "smtplib", "telnetlib", "paramiko", "websocket", "websockets", "grpc", "xmlrpc"})
+NETWORK_MODULES = frozenset(
+    {
+        "socket",
+        "urllib",
+        "urllib3",
+        "requests",
+        "httpx",
+        "aiohttp",
+        "http",
+        "ftplib",
+        "smtplib",
+        "telnetlib",
+        "paramiko",
+        "websocket",
+        "websockets",
+        "grpc",
+        "xmlrpc",
+    }
+)
 ABSOLUTE = re.compile(r"^(?:/(?!/)[\w.\-+@]+(?:/[\w.\-+@]*)*|~/\S*|[A-Za-z]:[\\/]\S*)$")
 ALLOWED_ABSOLUTE = frozenset({"/dev/null"})
 URL = re.compile(r"\b(?:https?|ftp|wss?)://", re.IGNORECASE)
@@ -54,8 +71,12 @@ def _climbs(node: ast.AST) -> bool:
     """`X.parents[k]` (k >= 1) or `X.parent.parent` on `__file__`'s path: a read above the task folder."""
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents":
         return isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int) and node.slice.value >= 1
-    return (isinstance(node, ast.Attribute) and node.attr == "parent" and isinstance(node.value, ast.Attribute)
-            and node.value.attr == "parent")
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "parent"
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "parent"
+    )
 
 
 def scan_python(text: str, name: str) -> list[str]:

@@ -86,8 +86,9 @@ def load_exceptions(tasks_root: Path) -> MutantExceptions:
     try:
         return MutantExceptions.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
     except (yaml.YAMLError, ValidationError) as exc:
-        raise AkaError(f"{path}: expected 'task name: {{mutant: reason}}' ({type(exc).__name__}); fix the file") \
-            from None
+        raise AkaError(
+            f"{path}: expected 'task name: {{mutant: reason}}' ({type(exc).__name__}); fix the file"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,13 @@ class ValidationOptions:
 
 def _shapes(probe: Probe) -> list[tuple[list[TensorShape], list[TensorShape]]]:
     cases = (probe.data or {}).get("cases", {}).get("shapes", [])
-    return [([TensorShape(tuple(o["shape"]), o["dtype"]) for o in c["outputs"]],
-             [TensorShape(tuple(i["shape"]), i["dtype"]) for i in c["inputs"]]) for c in cases]
+    return [
+        (
+            [TensorShape(tuple(o["shape"]), o["dtype"]) for o in c["outputs"]],
+            [TensorShape(tuple(i["shape"]), i["dtype"]) for i in c["inputs"]],
+        )
+        for c in cases
+    ]
 
 
 def _not_applicable(name: str, probe: Probe) -> str | None:
@@ -119,9 +125,16 @@ def _verdict(outcomes: list[StepOutcome]) -> tuple[MutantVerdict, StepOutcome | 
     return MutantVerdict.INVALID, failed
 
 
-def run_mutants(task: Task, base_dir: Path, probe: Probe, scratch: Path, device: DeviceInfo,
-                names: Sequence[str], tell: Listener,
-                exceptions: MutantExceptions | None = None) -> tuple[Check, MutationScore]:
+def run_mutants(
+    task: Task,
+    base_dir: Path,
+    probe: Probe,
+    scratch: Path,
+    device: DeviceInfo,
+    names: Sequence[str],
+    tell: Listener,
+    exceptions: MutantExceptions | None = None,
+) -> tuple[Check, MutationScore]:
     results: list[MutantResult] = []
     family = family_named(task.family)
     language = family.language if family is not None else ""
@@ -136,8 +149,10 @@ def run_mutants(task: Task, base_dir: Path, probe: Probe, scratch: Path, device:
         start = time.monotonic()
         reason = blocked or _not_applicable(name, probe)
         if reason is None and name in LAYOUT_ONLY and language == "python":
-            reason = ("the wrapped function's output is an intermediate of the judged workload (e2e): its layout "
-                      "is not part of the contract")
+            reason = (
+                "the wrapped function's output is an intermediate of the judged workload (e2e): its layout "
+                "is not part of the contract"
+            )
         if reason is not None:
             verdict = MutantVerdict.NOT_RUN if blocked else MutantVerdict.NOT_APPLICABLE
             results.append(MutantResult(name=name, description=DESCRIPTIONS[name], verdict=verdict, message=reason))
@@ -145,8 +160,14 @@ def run_mutants(task: Task, base_dir: Path, probe: Probe, scratch: Path, device:
         mutant_dir = scratch / f"mutant_{name}"
         entries = write_mutant(base_dir, task.config.source_file_path, mutant_dir / "sources", name, tolerances)
         if not entries:
-            results.append(MutantResult(name=name, description=DESCRIPTIONS[name], verdict=MutantVerdict.NOT_RUN,
-                                        message="no public entry function in the editable Python sources"))
+            results.append(
+                MutantResult(
+                    name=name,
+                    description=DESCRIPTIONS[name],
+                    verdict=MutantVerdict.NOT_RUN,
+                    message="no public entry function in the editable Python sources",
+                )
+            )
             continue
         evaluation = evaluate(task, mutant_dir / "sources", mutant_dir, device, f"mutant {name}", through=2)
         verdict, failed = _verdict(evaluation.outcomes)
@@ -154,9 +175,16 @@ def run_mutants(task: Task, base_dir: Path, probe: Probe, scratch: Path, device:
         excuse = exceptions.reason(task.name, name) if exceptions else None
         if verdict is MutantVerdict.SURVIVED and excuse:
             verdict, message = MutantVerdict.EXCEPTED, f"{message}; recorded exception: {excuse}"
-        results.append(MutantResult(name=name, description=DESCRIPTIONS[name], verdict=verdict,
-                                    failure_kind=failed.failure.value if failed else None, message=message[:600],
-                                    duration_s=round(time.monotonic() - start, 2)))
+        results.append(
+            MutantResult(
+                name=name,
+                description=DESCRIPTIONS[name],
+                verdict=verdict,
+                failure_kind=failed.failure.value if failed else None,
+                message=message[:600],
+                duration_s=round(time.monotonic() - start, 2),
+            )
+        )
         tell(f"  mutant {name}: {verdict.value}")
     return _mutation_check(results)
 
@@ -164,13 +192,20 @@ def run_mutants(task: Task, base_dir: Path, probe: Probe, scratch: Path, device:
 def _mutation_check(results: list[MutantResult]) -> tuple[Check, MutationScore]:
     def named(verdict: MutantVerdict) -> list[str]:
         return [r.name for r in results if r.verdict is verdict]
+
     killed, survived, invalid = named(MutantVerdict.KILLED), named(MutantVerdict.SURVIVED), named(MutantVerdict.INVALID)
     excepted = named(MutantVerdict.EXCEPTED)
     judged = len(killed) + len(survived) + len(invalid)
-    score = MutationScore(killed=len(killed), survived=len(survived), invalid=len(invalid),
-                          not_applicable=len(named(MutantVerdict.NOT_APPLICABLE)),
-                          not_run=len(named(MutantVerdict.NOT_RUN)), excepted=len(excepted),
-                          score=round(len(killed) / judged, 4) if judged else None, mutants=results)
+    score = MutationScore(
+        killed=len(killed),
+        survived=len(survived),
+        invalid=len(invalid),
+        not_applicable=len(named(MutantVerdict.NOT_APPLICABLE)),
+        not_run=len(named(MutantVerdict.NOT_RUN)),
+        excepted=len(excepted),
+        score=round(len(killed) / judged, 4) if judged else None,
+        mutants=results,
+    )
     if survived:
         status, message = Status.FAIL, f"surviving mutant(s): {', '.join(survived)}"
     elif invalid:
@@ -184,10 +219,16 @@ def _mutation_check(results: list[MutantResult]) -> tuple[Check, MutationScore]:
     else:
         status, message = Status.PASS, f"all {len(killed)} applicable mutant(s) killed"
     shown = score.score if score.score is not None else "n/a"
-    evidence = [Evidence(command=f"mutant {r.name}: evaluate_candidate(through=correctness)",
-                         exit_code=0 if r.verdict is MutantVerdict.KILLED else 1, duration_s=r.duration_s,
-                         output_excerpt=f"{r.verdict.value}: {r.message}")
-                for r in results if r.verdict not in (MutantVerdict.NOT_APPLICABLE, MutantVerdict.NOT_RUN)]
+    evidence = [
+        Evidence(
+            command=f"mutant {r.name}: evaluate_candidate(through=correctness)",
+            exit_code=0 if r.verdict is MutantVerdict.KILLED else 1,
+            duration_s=r.duration_s,
+            output_excerpt=f"{r.verdict.value}: {r.message}",
+        )
+        for r in results
+        if r.verdict not in (MutantVerdict.NOT_APPLICABLE, MutantVerdict.NOT_RUN)
+    ]
     return Check(name="mutation", status=status, message=f"score {shown}; {message}", evidence=evidence), score
 
 
@@ -201,10 +242,15 @@ def _solution_dir(task: Task, solutions: Path | None) -> Path | None:
 def _failed(task: Task, device: DeviceInfo, check: str, message: str, start: float) -> TaskValidation:
     """A task that cannot be validated further: its one failing check."""
     evidence = Evidence(command=f"aka.config.tasks.load_task({task.directory})", exit_code=1, output_excerpt=message)
-    return TaskValidation(task_name=task.name, family=task.family, task_dir=str(task.directory), device=device.name,
-                          overall_status=Status.FAIL,
-                          checks=[Check(name=check, status=Status.FAIL, message=message, evidence=[evidence])],
-                          duration_s=round(time.monotonic() - start, 2))
+    return TaskValidation(
+        task_name=task.name,
+        family=task.family,
+        task_dir=str(task.directory),
+        device=device.name,
+        overall_status=Status.FAIL,
+        checks=[Check(name=check, status=Status.FAIL, message=message, evidence=[evidence])],
+        duration_s=round(time.monotonic() - start, 2),
+    )
 
 
 def validate_task(task: Task, device: DeviceInfo, options: ValidationOptions, tell: Listener) -> TaskValidation:
@@ -245,36 +291,53 @@ def validate_task(task: Task, device: DeviceInfo, options: ValidationOptions, te
         if options.mutants:
             base = solution or (None if skeleton else task.directory)
             if base is None:
-                checks.append(Check(name="mutation", status=Status.WARN,
-                                    message="skeleton without a solution: nothing to mutate"))
+                checks.append(
+                    Check(name="mutation", status=Status.WARN, message="skeleton without a solution: nothing to mutate")
+                )
             else:
-                check, mutation = run_mutants(task, base, probe, scratch, device, options.mutants, tell,
-                                              options.exceptions)
+                check, mutation = run_mutants(
+                    task, base, probe, scratch, device, options.mutants, tell, options.exceptions
+                )
                 checks.append(check)
-    return TaskValidation(task_name=task.name, family=task.family, task_dir=str(task.directory),
-                          device=device.name, overall_status=overall([c.status for c in checks]), checks=checks,
-                          mutation=mutation, duration_s=round(time.monotonic() - start, 2))
+    return TaskValidation(
+        task_name=task.name,
+        family=task.family,
+        task_dir=str(task.directory),
+        device=device.name,
+        overall_status=overall([c.status for c in checks]),
+        checks=checks,
+        mutation=mutation,
+        duration_s=round(time.monotonic() - start, 2),
+    )
 
 
 def _row(report: TaskValidation, path: Path) -> SummaryRow:
     mutation = report.mutation
-    return SummaryRow(task_name=report.task_name, family=report.family, overall_status=report.overall_status,
-                      failed_checks=[c.name for c in report.checks if c.status is Status.FAIL],
-                      warned_checks=[c.name for c in report.checks if c.status is Status.WARN],
-                      mutation_score=mutation.score if mutation else None,
-                      surviving_mutants=[m.name for m in mutation.mutants if m.verdict is MutantVerdict.SURVIVED]
-                      if mutation else [], report=str(path))
+    return SummaryRow(
+        task_name=report.task_name,
+        family=report.family,
+        overall_status=report.overall_status,
+        failed_checks=[c.name for c in report.checks if c.status is Status.FAIL],
+        warned_checks=[c.name for c in report.checks if c.status is Status.WARN],
+        mutation_score=mutation.score if mutation else None,
+        surviving_mutants=[m.name for m in mutation.mutants if m.verdict is MutantVerdict.SURVIVED] if mutation else [],
+        report=str(path),
+    )
 
 
-def validate_tasks(tasks_root: Path, selectors: list[str], output: Path, device: DeviceInfo,
-                   options: ValidationOptions, tell: Listener) -> ValidationSummary:
+def validate_tasks(
+    tasks_root: Path, selectors: list[str], output: Path, device: DeviceInfo, options: ValidationOptions, tell: Listener
+) -> ValidationSummary:
     tasks = select_tasks(tasks_root, selectors)
     if not options.exceptions.root:
         options = dataclasses.replace(options, exceptions=load_exceptions(tasks_root))
     if not tasks:
         raise AkaError(f"no task matches {' '.join(selectors)} under {tasks_root}")
-    command = shlex.join(["aka", "validate", *sys.argv[2:]]) if sys.argv[1:2] == ["validate"] else \
-        f"aka validate {' '.join(selectors)}"
+    command = (
+        shlex.join(["aka", "validate", *sys.argv[2:]])
+        if sys.argv[1:2] == ["validate"]
+        else f"aka validate {' '.join(selectors)}"
+    )
     rows: list[SummaryRow] = []
     summary = ValidationSummary(overall_status=Status.PASS, command=command, device=device.name, counts={}, tasks=[])
     for task in tasks:
@@ -283,8 +346,13 @@ def validate_tasks(tasks_root: Path, selectors: list[str], output: Path, device:
         path = write_report(output / task.name, report)
         rows.append(_row(report, path.relative_to(output)))
         statuses = [r.overall_status for r in rows]
-        summary = ValidationSummary(overall_status=overall(statuses), command=command, device=device.name,
-                                    counts={s.value: statuses.count(s) for s in Status}, tasks=rows)
+        summary = ValidationSummary(
+            overall_status=overall(statuses),
+            command=command,
+            device=device.name,
+            counts={s.value: statuses.count(s) for s in Status},
+            tasks=rows,
+        )
         write_summary(output, summary)
         tell(f"  {report.overall_status.value} ({report.duration_s:.0f} s)")
     return summary

@@ -34,8 +34,10 @@ def _values(log: TuningLog, index: int | None) -> str:
 
 def _summary(log: TuningLog) -> str:
     correct = sum(v.correct for v in log.variants)
-    head = (f"autotune ({log.strategy}) tried {len(log.variants)} of {log.grid_size} variant(s) of "
-            f"{', '.join(log.tunables)}, {correct} correct, stopped: {log.stop_reason}")
+    head = (
+        f"autotune ({log.strategy}) tried {len(log.variants)} of {log.grid_size} variant(s) of "
+        f"{', '.join(log.tunables)}, {correct} correct, stopped: {log.stop_reason}"
+    )
     best, start = log.best, next((v for v in log.variants if v.start), None)
     if best is None:
         tail = "no correct variant; sources unchanged"
@@ -53,23 +55,31 @@ def launch_agent(eval_config: AgentContext, task_config_dir: Path, workspace: Pa
     assert isinstance(options, AutotuneOptions)
     name, config = eval_config.agent_name, eval_config.task.config
     if not config.tunables:
-        return AgentOutcome(agent=name, exit_reason="no_tunables",
-                            message="the task declares no tunables; nothing to search, sources unchanged")
+        return AgentOutcome(
+            agent=name,
+            exit_reason="no_tunables",
+            message="the task declares no tunables; nothing to search, sources unchanged",
+        )
     try:
         sources = TunedSources.load(workspace, config)
     except KnobError as exc:
         return AgentOutcome(agent=name, ok=False, exit_reason="tunable_not_found", message=str(exc))
     if not config.performance_command:
-        return AgentOutcome(agent=name, exit_reason="no_performance_step",
-                            message="the task has no performance_command, so variants cannot be compared; "
-                                    "sources unchanged")
+        return AgentOutcome(
+            agent=name,
+            exit_reason="no_performance_step",
+            message="the task has no performance_command, so variants cannot be compared; sources unchanged",
+        )
     if eval_config.baseline.status is FailureKind.SKIPPED:
-        return AgentOutcome(agent=name, exit_reason="skipped",
-                            message=f"variants cannot be measured here ({eval_config.baseline.message}); "
-                                    "sources unchanged")
+        return AgentOutcome(
+            agent=name,
+            exit_reason="skipped",
+            message=f"variants cannot be measured here ({eval_config.baseline.message}); sources unchanged",
+        )
     tuner = Tuner(eval_config, workspace, sources, options.margin, options.seed)
     log = tuner.run()
     best = tuner.best_variant
     changed = sources.write(best, workspace) if best is not None else []
-    return AgentOutcome.ended(name, log.stop_reason, len(log.variants), ok=True, message=_summary(log),
-                              files_changed=changed)
+    return AgentOutcome.ended(
+        name, log.stop_reason, len(log.variants), ok=True, message=_summary(log), files_changed=changed
+    )

@@ -56,8 +56,10 @@ def _python_span(text: str, name: str, file: str) -> tuple[int, int]:
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             if len(node.targets) != 1:
-                raise KnobError(f"tunable {name}: {file} line {node.lineno} assigns it together with other names; "
-                                f"give it its own `{name} = value` line")
+                raise KnobError(
+                    f"tunable {name}: {file} line {node.lineno} assigns it together with other names; "
+                    f"give it its own `{name} = value` line"
+                )
             values.append(node.value)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
             if node.value is not None:
@@ -69,8 +71,10 @@ def _python_span(text: str, name: str, file: str) -> tuple[int, int]:
     node_value = values[0]
     assert node_value.end_lineno is not None and node_value.end_col_offset is not None
     starts = _line_starts(text)
-    return (_char_offset(text, starts, node_value.lineno, node_value.col_offset),
-            _char_offset(text, starts, node_value.end_lineno, node_value.end_col_offset))
+    return (
+        _char_offset(text, starts, node_value.lineno, node_value.col_offset),
+        _char_offset(text, starts, node_value.end_lineno, node_value.end_col_offset),
+    )
 
 
 def _define_span(text: str, name: str, file: str) -> tuple[int, int]:

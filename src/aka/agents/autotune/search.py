@@ -120,7 +120,7 @@ class VariantSearch:
             else:
                 candidates = list(choices)
             for value in candidates:
-                variant = (*self.best[:i], value, *self.best[i + 1:])
+                variant = (*self.best[:i], value, *self.best[i + 1 :])
                 if not self.tried(variant):
                     yield variant
 

@@ -100,10 +100,17 @@ class Tuner:
         self.deadline = time.monotonic() + timeout if timeout is not None else None
         timed_baseline = ctx.baseline.usable and any(c.time_ms for c in ctx.baseline.cases)
         self.stand_in: dict[str, float] = {}
-        self.log = TuningLog(task=ctx.task_name, tunables=list(sources.names), strategy=self.search.strategy,
-                             grid_size=space.size, max_iterations=self.budget, timeout_seconds=timeout,
-                             margin=margin, seed=seed,
-                             speedup_reference="baseline" if timed_baseline else "first correct variant")
+        self.log = TuningLog(
+            task=ctx.task_name,
+            tunables=list(sources.names),
+            strategy=self.search.strategy,
+            grid_size=space.size,
+            max_iterations=self.budget,
+            timeout_seconds=timeout,
+            margin=margin,
+            seed=seed,
+            speedup_reference="baseline" if timed_baseline else "first correct variant",
+        )
 
     def run(self) -> TuningLog:
         """Evaluate variants until the grid, the iterations or the time run out."""
@@ -154,8 +161,12 @@ class Tuner:
         remaining = None if self.deadline is None else self.deadline - time.monotonic()
         started = time.monotonic()
         outcomes = evaluate_candidate(capped_task(self.ctx.task, remaining), candidate, folder, self.ctx.device)
-        record = VariantRecord(index=index, values=dict(zip(self.sources.names, variant, strict=True)),
-                               start=index == 1, seconds=round(time.monotonic() - started, 3))
+        record = VariantRecord(
+            index=index,
+            values=dict(zip(self.sources.names, variant, strict=True)),
+            start=index == 1,
+            seconds=round(time.monotonic() - started, 3),
+        )
         for leftover in ("evaluation", ".reports"):
             shutil.rmtree(folder / leftover, ignore_errors=True)
         problem = next((o for o in outcomes if not o.passed), None)
@@ -182,8 +193,11 @@ class Tuner:
 
     def _note(self, record: VariantRecord) -> None:
         values = ", ".join(f"{k}={v}" for k, v in record.values.items())
-        verdict = (f"correct, mean {record.mean_time_ms} ms, speedup {record.mean_speedup}" if record.correct
-                   else f"{record.failure.value} at {record.failed_step}: {record.message}")
+        verdict = (
+            f"correct, mean {record.mean_time_ms} ms, speedup {record.mean_speedup}"
+            if record.correct
+            else f"{record.failure.value} at {record.failed_step}: {record.message}"
+        )
         line = f"variant {record.index} ({values}): {verdict}{' -> best' if record.became_best else ''}"
         logger.info("%s: %s", self.ctx.task_name, line)
         self.ctx.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -31,16 +31,29 @@ KEY_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKE
 
 def _command(request: CliRequest) -> CliCommand:
     settings = request.settings
-    argv = [str(request.binary), "-p", "--output-format", "stream-json", "--verbose",
-            "--permission-mode", "acceptEdits", "--allowedTools", ALLOWED_TOOLS]
+    argv = [
+        str(request.binary),
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        ALLOWED_TOOLS,
+    ]
     if settings.max_iterations:
         argv += ["--max-turns", str(settings.max_iterations)]
     if settings.model:
         argv += ["--model", settings.model]
     if settings.effort:
         argv += ["--effort", settings.effort]
-    env = {**request.env, "CLAUDE_CONFIG_DIR": str(request.home / ".claude"),
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+    env = {
+        **request.env,
+        "CLAUDE_CONFIG_DIR": str(request.home / ".claude"),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
     if request.base_url:
         env["ANTHROPIC_BASE_URL"] = request.base_url
     key = request.api_key()
@@ -61,16 +74,19 @@ def _marks(event: JsonEvent) -> list[Mark]:
     event carries the tool results."""
     if event.get("type") == "assistant":
         message_id = (event.get("message") or {}).get("id")
-        return [Mark("model", str(message_id) if message_id else None),
-                *[Mark("call", str(b.get("id"))) for b in _blocks(event) if b.get("type") == "tool_use"]]
+        return [
+            Mark("model", str(message_id) if message_id else None),
+            *[Mark("call", str(b.get("id"))) for b in _blocks(event) if b.get("type") == "tool_use"],
+        ]
     if event.get("type") == "user":
         return [Mark("result", str(b.get("tool_use_id"))) for b in _blocks(event) if b.get("type") == "tool_result"]
     return []
 
 
 def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
-    tool_calls = sum(1 for e in events if e.get("type") == "assistant"
-                     for b in _blocks(e) if b.get("type") == "tool_use")
+    tool_calls = sum(
+        1 for e in events if e.get("type") == "assistant" for b in _blocks(e) if b.get("type") == "tool_use"
+    )
     result = next((e for e in reversed(events) if e.get("type") == "result"), None)
     if result is None:
         return RunSummary("error", "no result event in the stream", tool_calls=tool_calls)
@@ -85,18 +101,32 @@ def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
     usage = result.get("usage") or {}
     cost = result.get("total_cost_usd")
     return RunSummary(
-        reason, clip(message if isinstance(message, str) else None), tool_calls=tool_calls,
-        input_tokens=sum(number(usage.get(k)) for k in
-                         ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")),
+        reason,
+        clip(message if isinstance(message, str) else None),
+        tool_calls=tool_calls,
+        input_tokens=sum(
+            number(usage.get(k)) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        ),
         output_tokens=number(usage.get("output_tokens")),
         cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
     )
 
 
-SPEC = cli_agent(CliAgentSpec(
-    name="claude_code",
-    package=CliPackage("claude", VERSION, f"npm install --prefix .agent-clis @anthropic-ai/claude-code@{VERSION}",
-                       f"@anthropic-ai/claude-code@{VERSION}"),
-    key_vars=KEY_VARS, endpoint_var="ANTHROPIC_BASE_URL", command=_command, summarize=_summarize, marks=_marks,
-    own_turn_limit=True,
-), __name__)
+SPEC = cli_agent(
+    CliAgentSpec(
+        name="claude_code",
+        package=CliPackage(
+            "claude",
+            VERSION,
+            f"npm install --prefix .agent-clis @anthropic-ai/claude-code@{VERSION}",
+            f"@anthropic-ai/claude-code@{VERSION}",
+        ),
+        key_vars=KEY_VARS,
+        endpoint_var="ANTHROPIC_BASE_URL",
+        command=_command,
+        summarize=_summarize,
+        marks=_marks,
+        own_turn_limit=True,
+    ),
+    __name__,
+)

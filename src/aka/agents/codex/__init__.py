@@ -38,9 +38,19 @@ MODEL_ITEMS = {"agent_message", "reasoning"}
 
 def _command(request: CliRequest) -> CliCommand:
     settings = request.settings
-    argv = [str(request.binary), "exec", "--json", "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox", "--color", "never", "-C", str(request.workspace),
-            "-c", "allow_login_shell=false"]
+    argv = [
+        str(request.binary),
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--color",
+        "never",
+        "-C",
+        str(request.workspace),
+        "-c",
+        "allow_login_shell=false",
+    ]
     if settings.model:
         argv += ["-m", settings.model]
     if settings.effort:
@@ -49,8 +59,14 @@ def _command(request: CliRequest) -> CliCommand:
     (request.home / ".codex").mkdir(exist_ok=True)
     base_url = request.base_url or request.env.get("OPENAI_BASE_URL")
     if base_url:
-        argv += ["-c", f"model_provider={PROVIDER}", "-c", f'model_providers.{PROVIDER}.name="{PROVIDER}"',
-                 "-c", f"model_providers.{PROVIDER}.base_url={json.dumps(base_url)}"]
+        argv += [
+            "-c",
+            f"model_provider={PROVIDER}",
+            "-c",
+            f'model_providers.{PROVIDER}.name="{PROVIDER}"',
+            "-c",
+            f"model_providers.{PROVIDER}.base_url={json.dumps(base_url)}",
+        ]
         request.api_key()
         key_var = request.api_key_env or next((name for name in KEY_VARS if request.env.get(name)), None)
         if key_var:
@@ -89,15 +105,25 @@ def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
         error = next((e for e in reversed(events) if e.get("type") == "error"), None)
         reason, message = "error", str(error.get("message")) if error else "no turn.completed event in the stream"
     return RunSummary(
-        reason, clip(message), tool_calls=tool_calls,
+        reason,
+        clip(message),
+        tool_calls=tool_calls,
         input_tokens=sum(number(u.get("input_tokens")) for u in usages),
         output_tokens=sum(number(u.get("output_tokens")) for u in usages),
     )
 
 
-SPEC = cli_agent(CliAgentSpec(
-    name="codex",
-    package=CliPackage("codex", VERSION, f"npm install --prefix .agent-clis @openai/codex@{VERSION}",
-                       f"@openai/codex@{VERSION}"),
-    key_vars=KEY_VARS, endpoint_var="OPENAI_BASE_URL", command=_command, summarize=_summarize, marks=_marks,
-), __name__)
+SPEC = cli_agent(
+    CliAgentSpec(
+        name="codex",
+        package=CliPackage(
+            "codex", VERSION, f"npm install --prefix .agent-clis @openai/codex@{VERSION}", f"@openai/codex@{VERSION}"
+        ),
+        key_vars=KEY_VARS,
+        endpoint_var="OPENAI_BASE_URL",
+        command=_command,
+        summarize=_summarize,
+        marks=_marks,
+    ),
+    __name__,
+)

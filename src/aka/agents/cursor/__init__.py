@@ -29,8 +29,10 @@ from aka.agents.registry import AgentSettings
 
 VERSION = "2026.08.11-e8db854"
 KEY_VARS = ("CURSOR_API_KEY",)
-INSTRUCTION = (f"Read the file {PROMPT_FILE_NAME} in the current directory and carry out the task it "
-               f"describes. Do not edit or delete {PROMPT_FILE_NAME}.")
+INSTRUCTION = (
+    f"Read the file {PROMPT_FILE_NAME} in the current directory and carry out the task it "
+    f"describes. Do not edit or delete {PROMPT_FILE_NAME}."
+)
 
 
 def _command(request: CliRequest) -> CliCommand:
@@ -61,16 +63,24 @@ def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
     text = result.get("result") if isinstance(result.get("result"), str) else None
     usage = result.get("usage") or {}
     return RunSummary(
-        "finished" if ok else "error", clip(text if ok else f"{result.get('subtype')}: {text or ''}"),
+        "finished" if ok else "error",
+        clip(text if ok else f"{result.get('subtype')}: {text or ''}"),
         tool_calls=tool_calls,
         input_tokens=number(usage.get("inputTokens")) + number(usage.get("cacheReadTokens")),
         output_tokens=number(usage.get("outputTokens")),
     )
 
 
-SPEC = cli_agent(CliAgentSpec(
-    name="cursor",
-    package=CliPackage("cursor-agent", VERSION, "curl https://cursor.com/install -fsS | bash"),
-    key_vars=KEY_VARS, endpoint_var=None, command=_command, summarize=_summarize, marks=_marks,
-    options_model=CliOptions,
-), __name__)
+SPEC = cli_agent(
+    CliAgentSpec(
+        name="cursor",
+        package=CliPackage("cursor-agent", VERSION, "curl https://cursor.com/install -fsS | bash"),
+        key_vars=KEY_VARS,
+        endpoint_var=None,
+        command=_command,
+        summarize=_summarize,
+        marks=_marks,
+        options_model=CliOptions,
+    ),
+    __name__,
+)

@@ -50,9 +50,13 @@ class DeepSeekOptions(LlmOptions):
         if self.thinking is not None:
             extra_body["thinking"] = {"type": self.thinking}
         fields = self.model_dump(exclude={"thinking", "max_tokens", "extra_body"})
-        return LlmOptions.model_validate({
-            **fields, "extra_body": extra_body,
-            "max_tokens": self.max_tokens or (THINKING_MAX_TOKENS if thinking else MAX_TOKENS)})
+        return LlmOptions.model_validate(
+            {
+                **fields,
+                "extra_body": extra_body,
+                "max_tokens": self.max_tokens or (THINKING_MAX_TOKENS if thinking else MAX_TOKENS),
+            }
+        )
 
 
 @register_agent("deepseek_harness", options=DeepSeekOptions)

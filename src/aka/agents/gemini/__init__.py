@@ -45,8 +45,7 @@ def _command(request: CliRequest) -> CliCommand:
     config_dir = request.home / ".gemini"
     config_dir.mkdir(exist_ok=True)
     (config_dir / "settings.json").write_text(json.dumps(_settings_file(request), indent=2), encoding="utf-8")
-    argv = [str(request.binary), "-p", HEADLESS_INSTRUCTION, "--output-format", "stream-json", "--yolo",
-            "--skip-trust"]
+    argv = [str(request.binary), "-p", HEADLESS_INSTRUCTION, "--output-format", "stream-json", "--yolo", "--skip-trust"]
     if request.settings.model:
         argv += ["-m", request.settings.model]
     env = dict(request.env)
@@ -92,14 +91,30 @@ def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
     else:
         reason, message = "error", error_text or f"status {result.get('status')}"
     stats = result.get("stats") or {}
-    return RunSummary(reason, clip(message), tool_calls=tool_calls,
-                      input_tokens=number(stats.get("input_tokens")), output_tokens=number(stats.get("output_tokens")))
+    return RunSummary(
+        reason,
+        clip(message),
+        tool_calls=tool_calls,
+        input_tokens=number(stats.get("input_tokens")),
+        output_tokens=number(stats.get("output_tokens")),
+    )
 
 
-SPEC = cli_agent(CliAgentSpec(
-    name="gemini",
-    package=CliPackage("gemini", VERSION, f"npm install --prefix .agent-clis @google/gemini-cli@{VERSION}",
-                       f"@google/gemini-cli@{VERSION}"),
-    key_vars=KEY_VARS, endpoint_var="GOOGLE_GEMINI_BASE_URL", command=_command, summarize=_summarize,
-    marks=_marks, own_turn_limit=True,
-), __name__)
+SPEC = cli_agent(
+    CliAgentSpec(
+        name="gemini",
+        package=CliPackage(
+            "gemini",
+            VERSION,
+            f"npm install --prefix .agent-clis @google/gemini-cli@{VERSION}",
+            f"@google/gemini-cli@{VERSION}",
+        ),
+        key_vars=KEY_VARS,
+        endpoint_var="GOOGLE_GEMINI_BASE_URL",
+        command=_command,
+        summarize=_summarize,
+        marks=_marks,
+        own_turn_limit=True,
+    ),
+    __name__,
+)

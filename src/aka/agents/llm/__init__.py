@@ -52,8 +52,10 @@ class LlmOptions(BaseModel):
     @classmethod
     def _http(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
-            raise ValueError(f"base_url '{value}' must start with http:// or https:// "
-                             "(e.g. http://127.0.0.1:8000/v1 for chat_completions)")
+            raise ValueError(
+                f"base_url '{value}' must start with http:// or https:// "
+                "(e.g. http://127.0.0.1:8000/v1 for chat_completions)"
+            )
         return value
 
     @field_validator("extra_body")
@@ -80,8 +82,11 @@ def launch_agent(eval_config: AgentContext, task_config_dir: Path, workspace: Pa
     options, settings, name = eval_config.options, eval_config.settings, eval_config.agent_name
     assert isinstance(options, LlmOptions)
     if not settings.model:
-        return _not_configured(name, "the llm agent needs a model: set `model:` in the run config's `agent:` "
-                                     "section (the name the server knows, e.g. Qwen/Qwen3-32B or claude-sonnet-4-5)")
+        return _not_configured(
+            name,
+            "the llm agent needs a model: set `model:` in the run config's `agent:` "
+            "section (the name the server knows, e.g. Qwen/Qwen3-32B or claude-sonnet-4-5)",
+        )
     api_key = None
     if options.api_key_env is not None:
         api_key = os.environ.get(options.api_key_env)
@@ -89,8 +94,9 @@ def launch_agent(eval_config: AgentContext, task_config_dir: Path, workspace: Pa
             return _not_configured(name, f"agent option api_key_env names '{options.api_key_env}', which is not set")
     timeout = settings.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
     deadline = time.monotonic() + timeout
-    request = RequestSettings(settings.model, options.max_tokens, options.temperature, settings.effort,
-                              dict(options.extra_body))
+    request = RequestSettings(
+        settings.model, options.max_tokens, options.temperature, settings.effort, dict(options.extra_body)
+    )
     protocol = AnthropicMessages if options.api == "anthropic" else ChatCompletions
     conversation: Conversation = protocol(options.base_url, request, SYSTEM_PROMPT, eval_config.prompt, TOOL_SPECS)
     toolbox = Toolbox(eval_config, Workspace(workspace, eval_config.editable_files), deadline)

@@ -54,8 +54,15 @@ def clip(text: str) -> str:
 
 
 class AgentLoop:
-    def __init__(self, agent: str, conversation: Conversation, api_key: str | None, toolbox: Toolbox,
-                 limits: Limits, log_path: Path) -> None:
+    def __init__(
+        self,
+        agent: str,
+        conversation: Conversation,
+        api_key: str | None,
+        toolbox: Toolbox,
+        limits: Limits,
+        log_path: Path,
+    ) -> None:
         self.agent, self.conversation, self.api_key = agent, conversation, api_key
         self.toolbox, self.limits, self.log_path = toolbox, limits, log_path
         self.started = time.monotonic()
@@ -68,8 +75,9 @@ class AgentLoop:
         return self.input_tokens + self.output_tokens
 
     def run(self) -> AgentOutcome:
-        self.transcript.write("start", format=TRANSCRIPT_FORMAT, url=self.conversation.url,
-                              tools=[spec.name for spec in TOOL_SPECS])
+        self.transcript.write(
+            "start", format=TRANSCRIPT_FORMAT, url=self.conversation.url, tools=[spec.name for spec in TOOL_SPECS]
+        )
         while True:
             stop = self._limit_reached()
             if stop is not None:
@@ -106,20 +114,26 @@ class AgentLoop:
         timeout = self.limits.request_timeout if remaining is None else min(remaining, self.limits.request_timeout)
         body = self.conversation.body()
         iteration = self.turns + 1
-        self.transcript.write("request", iteration=iteration, url=self.conversation.url, timeout=round(timeout, 3),
-                              body=self._new_part(body))
+        self.transcript.write(
+            "request",
+            iteration=iteration,
+            url=self.conversation.url,
+            timeout=round(timeout, 3),
+            body=self._new_part(body),
+        )
         sent = time.monotonic()
         payload = post_json(self.conversation.url, self.conversation.headers(self.api_key), body, timeout)
-        self.transcript.write("response", iteration=iteration, seconds=round(time.monotonic() - sent, 3),
-                              body=payload)
+        self.transcript.write("response", iteration=iteration, seconds=round(time.monotonic() - sent, 3), body=payload)
         turn = self.conversation.parse(payload)
         self.turns += 1
         self.tool_calls += len(turn.calls)
         self.input_tokens += turn.input_tokens
         self.output_tokens += turn.output_tokens
         names = ", ".join(call.name for call in turn.calls) or "no tool call"
-        self._log(f"response {iteration}: {names}; {turn.input_tokens}+{turn.output_tokens} tokens, "
-                  f"stop reason {turn.stop_reason}")
+        self._log(
+            f"response {iteration}: {names}; {turn.input_tokens}+{turn.output_tokens} tokens, "
+            f"stop reason {turn.stop_reason}"
+        )
         return turn
 
     def _new_part(self, body: JsonObject) -> JsonObject:
@@ -127,7 +141,7 @@ class AgentLoop:
         and the tools only the first time, so the transcript grows linearly yet holds every request."""
         messages = body.get("messages", [])
         part = {k: v for k, v in body.items() if k != "messages" and (k != "tools" or not self._logged_messages)}
-        part.update(messages_from=self._logged_messages, messages=messages[self._logged_messages:])
+        part.update(messages_from=self._logged_messages, messages=messages[self._logged_messages :])
         self._logged_messages = len(messages)
         return part
 
@@ -136,8 +150,9 @@ class AgentLoop:
         self.transcript.write("error", message=f"request timed out: {exc}")
         if remaining is not None and remaining < MIN_REQUEST_SECONDS:
             return "timeout", self._stopped_message("timeout")
-        return "api_error", (f"no answer from {self.conversation.url} within request_timeout_seconds="
-                                    f"{self.limits.request_timeout:g}")
+        return "api_error", (
+            f"no answer from {self.conversation.url} within request_timeout_seconds={self.limits.request_timeout:g}"
+        )
 
     def _run_tools(self, turn: ModelTurn) -> str | None:
         """Run the calls in order; returns the summary when one of them is `finish`."""
@@ -150,9 +165,15 @@ class AgentLoop:
             else:
                 output = self.toolbox.call(call, evaluate=not last_turn)
             arguments = call.arguments if call.arguments is not None else call.raw_arguments
-            self.transcript.write("tool", id=call.id, name=call.name, arguments=arguments,
-                                  seconds=round(time.monotonic() - started, 3), is_error=output.is_error,
-                                  output=output.text)
+            self.transcript.write(
+                "tool",
+                id=call.id,
+                name=call.name,
+                arguments=arguments,
+                seconds=round(time.monotonic() - started, 3),
+                is_error=output.is_error,
+                output=output.text,
+            )
             if call.name == "finish" and not output.is_error:
                 return output.text
             results.append((call, output))
@@ -160,9 +181,11 @@ class AgentLoop:
         return None
 
     def _stopped_message(self, reason: str) -> str:
-        what = {"max_iterations": f"max_iterations={self.limits.max_iterations} responses",
-                "token_budget": f"token_budget={self.limits.token_budget} tokens ({self.tokens} used)",
-                "timeout": "timeout_seconds"}[reason]
+        what = {
+            "max_iterations": f"max_iterations={self.limits.max_iterations} responses",
+            "token_budget": f"token_budget={self.limits.token_budget} tokens ({self.tokens} used)",
+            "timeout": "timeout_seconds",
+        }[reason]
         last = self.toolbox.last_evaluation
         if not self.turns:
             return f"stopped at {what}: the model never answered ({self.conversation.url})"
@@ -172,9 +195,15 @@ class AgentLoop:
         """`AgentOutcome.ended`'s rule: a limit is `ok` once the model answered (a session it never
         answered in is the agent's failure, not a pass of the untouched task)."""
         outcome = AgentOutcome.ended(
-            self.agent, reason, self.turns, message=clip(message),
-            wall_seconds=round(time.monotonic() - self.started, 3), tool_calls=self.tool_calls,
-            input_tokens=self.input_tokens, output_tokens=self.output_tokens, transcript=str(self.transcript.path),
+            self.agent,
+            reason,
+            self.turns,
+            message=clip(message),
+            wall_seconds=round(time.monotonic() - self.started, 3),
+            tool_calls=self.tool_calls,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            transcript=str(self.transcript.path),
         )
         summary: JsonObject = outcome.model_dump(mode="json", exclude={"files_changed"})
         self.transcript.write("end", evaluations=self.toolbox.evaluations, **summary)

@@ -89,7 +89,7 @@ class Conversation(Protocol):
 
 
 def snippet(value: object) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)[:SNIPPET_CHARS * 2]
+    text = value if isinstance(value, str) else json.dumps(value)[: SNIPPET_CHARS * 2]
     return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "..."
 
 
@@ -151,8 +151,7 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
         self.deadline = deadline
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(_watched(http.client.HTTPSConnection, self.deadline), req,
-                            context=self._context)  # type: ignore[attr-defined]
+        return self.do_open(_watched(http.client.HTTPSConnection, self.deadline), req, context=self._context)  # type: ignore[attr-defined]
 
 
 def _read_capped(response: http.client.HTTPResponse, url: str) -> bytes:
@@ -168,8 +167,12 @@ def _read_capped(response: http.client.HTTPResponse, url: str) -> bytes:
 def post_json(url: str, headers: dict[str, str], body: JsonObject, timeout: float) -> JsonObject:
     """POST `body` as JSON and return the JSON object answered; `TimeoutError` when `timeout` passes,
     for the whole request (connecting, the headers and the body together)."""
-    request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), method="POST",
-                                     headers={"Content-Type": "application/json", **headers})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode("utf-8"),
+        method="POST",
+        headers={"Content-Type": "application/json", **headers},
+    )
     deadline = _Deadline(timeout)
     opener = urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline))
     try:
@@ -241,13 +244,16 @@ class ChatCompletions:
     An assistant message goes back with its reasoning text (`reasoning_content`, `reasoning`) when the
     server sent one: DeepSeek's thinking mode refuses tool-call turns without it."""
 
-    def __init__(self, base_url: str, settings: RequestSettings, system: str, prompt: str,
-                 tools: Sequence[ToolSpec]) -> None:
+    def __init__(
+        self, base_url: str, settings: RequestSettings, system: str, prompt: str, tools: Sequence[ToolSpec]
+    ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.settings = settings
         self.messages: list[JsonObject] = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
-        self.tools = [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                                        "parameters": t.parameters}} for t in tools]
+        self.tools = [
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            for t in tools
+        ]
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -287,12 +293,19 @@ class ChatCompletions:
         assistant: JsonObject = {"role": "assistant", "content": text or None}
         assistant.update({k: message[k] for k in REASONING_FIELDS if isinstance(message.get(k), str)})
         if calls:
-            assistant["tool_calls"] = [{"id": c.id, "type": "function",
-                                        "function": {"name": c.name, "arguments": c.raw_arguments}} for c in calls]
+            assistant["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments}}
+                for c in calls
+            ]
         self.messages.append(assistant)
         usage = payload.get("usage")
-        return ModelTurn(text, tuple(calls), _tokens(usage, "prompt_tokens"), _tokens(usage, "completion_tokens"),
-                         choices[0].get("finish_reason"))
+        return ModelTurn(
+            text,
+            tuple(calls),
+            _tokens(usage, "prompt_tokens"),
+            _tokens(usage, "completion_tokens"),
+            choices[0].get("finish_reason"),
+        )
 
     def add_tool_results(self, results: Sequence[tuple[ToolCall, ToolOutput]]) -> None:
         self.messages += [{"role": "tool", "tool_call_id": call.id, "content": out.text} for call, out in results]
@@ -301,8 +314,9 @@ class ChatCompletions:
 class AnthropicMessages:
     """The native Anthropic Messages API, `POST {base_url}/v1/messages`."""
 
-    def __init__(self, base_url: str, settings: RequestSettings, system: str, prompt: str,
-                 tools: Sequence[ToolSpec]) -> None:
+    def __init__(
+        self, base_url: str, settings: RequestSettings, system: str, prompt: str, tools: Sequence[ToolSpec]
+    ) -> None:
         base = base_url.rstrip("/")
         self.url = base + ("/messages" if base.endswith("/v1") else "/v1/messages")
         self.settings = settings
@@ -318,8 +332,12 @@ class AnthropicMessages:
 
     def body(self) -> JsonObject:
         s = self.settings
-        body: JsonObject = {"model": s.model, "max_tokens": s.max_tokens, "system": self.system,
-                            "messages": self.messages}
+        body: JsonObject = {
+            "model": s.model,
+            "max_tokens": s.max_tokens,
+            "system": self.system,
+            "messages": self.messages,
+        }
         if self.tools:
             body["tools"] = self.tools
         if s.temperature is not None:
@@ -345,11 +363,17 @@ class AnthropicMessages:
         if content:
             self.messages.append({"role": "assistant", "content": content})
         usage = payload.get("usage")
-        return ModelTurn("\n".join(texts), tuple(calls),
-                         _tokens(usage, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
-                         _tokens(usage, "output_tokens"), payload.get("stop_reason"))
+        return ModelTurn(
+            "\n".join(texts),
+            tuple(calls),
+            _tokens(usage, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
+            _tokens(usage, "output_tokens"),
+            payload.get("stop_reason"),
+        )
 
     def add_tool_results(self, results: Sequence[tuple[ToolCall, ToolOutput]]) -> None:
-        blocks = [{"type": "tool_result", "tool_use_id": call.id, "content": out.text, "is_error": out.is_error}
-                  for call, out in results]
+        blocks = [
+            {"type": "tool_result", "tool_use_id": call.id, "content": out.text, "is_error": out.is_error}
+            for call, out in results
+        ]
         self.messages.append({"role": "user", "content": blocks})

@@ -25,8 +25,9 @@ LIVE_SYSTEM = "This is a connectivity check of a coding agent's endpoint."
 LIVE_MAX_TOKENS = 64
 
 
-def llm_needs(settings: AgentSettings, base_url: str | None, api_key_env: str | None,
-              env: Mapping[str, str]) -> list[str]:
+def llm_needs(
+    settings: AgentSettings, base_url: str | None, api_key_env: str | None, env: Mapping[str, str]
+) -> list[str]:
     """What is still missing, each as the fix: empty when the agent can run."""
     needs = []
     if not settings.model:
@@ -48,8 +49,15 @@ def llm_uses(base_url: str | None, api_key_env: str | None, env: Mapping[str, st
     return "; ".join(parts)
 
 
-def live_call(settings: AgentSettings, api: str, base_url: str, api_key_env: str | None, prompt: str,
-              timeout: float, extra_body: Mapping[str, object] | None = None) -> str:
+def live_call(
+    settings: AgentSettings,
+    api: str,
+    base_url: str,
+    api_key_env: str | None,
+    prompt: str,
+    timeout: float,
+    extra_body: Mapping[str, object] | None = None,
+) -> str:
     """One request without tools: `ok (N s): <the reply>` or `FAILED (N s): <why>`."""
     assert settings.model is not None
     request = RequestSettings(settings.model, LIVE_MAX_TOKENS, None, settings.effort, dict(extra_body or {}))

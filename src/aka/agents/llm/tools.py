@@ -39,25 +39,45 @@ def _path(description: str) -> JsonObject:
 
 
 def _schema(required: dict[str, JsonObject], optional: dict[str, JsonObject] | None = None) -> JsonObject:
-    return {"type": "object", "properties": {**required, **(optional or {})}, "required": list(required),
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {**required, **(optional or {})},
+        "required": list(required),
+        "additionalProperties": False,
+    }
 
 
 REL = "path relative to the workspace root, e.g. kernel.py"
 TOOL_SPECS = (
-    ToolSpec("list_files", "List the files in the workspace (or in one folder of it), with sizes; "
-             "editable files are marked.", _schema({}, {"path": _path("folder relative to the workspace root")})),
+    ToolSpec(
+        "list_files",
+        "List the files in the workspace (or in one folder of it), with sizes; editable files are marked.",
+        _schema({}, {"path": _path("folder relative to the workspace root")}),
+    ),
     ToolSpec("read_file", "Read a text file of the workspace.", _schema({"path": _path(REL)})),
-    ToolSpec("write_file", "Replace the whole content of one of the task's editable files.",
-             _schema({"path": _path(REL), "content": {"type": "string", "description": "the new content"}})),
-    ToolSpec("edit_file", "Replace one exact occurrence of old_string with new_string in an editable file; "
-             "old_string must occur exactly once.",
-             _schema({"path": _path(REL), "old_string": {"type": "string"}, "new_string": {"type": "string"}})),
-    ToolSpec("run_evaluation", "Compile, check correctness and time the current editable files with the "
-             "platform's own evaluation (the same as the final one); returns pass/fail per step and the "
-             "speedup per test case.", _schema({})),
-    ToolSpec("finish", "End the session. The editable files as they are now are evaluated.",
-             _schema({"summary": {"type": "string", "description": "what you changed and why"}})),
+    ToolSpec(
+        "write_file",
+        "Replace the whole content of one of the task's editable files.",
+        _schema({"path": _path(REL), "content": {"type": "string", "description": "the new content"}}),
+    ),
+    ToolSpec(
+        "edit_file",
+        "Replace one exact occurrence of old_string with new_string in an editable file; "
+        "old_string must occur exactly once.",
+        _schema({"path": _path(REL), "old_string": {"type": "string"}, "new_string": {"type": "string"}}),
+    ),
+    ToolSpec(
+        "run_evaluation",
+        "Compile, check correctness and time the current editable files with the "
+        "platform's own evaluation (the same as the final one); returns pass/fail per step and the "
+        "speedup per test case.",
+        _schema({}),
+    ),
+    ToolSpec(
+        "finish",
+        "End the session. The editable files as they are now are evaluated.",
+        _schema({"summary": {"type": "string", "description": "what you changed and why"}}),
+    ),
 )
 
 
@@ -130,8 +150,10 @@ class Workspace:
     def writable(self, path: str) -> Path:
         rel, target = self.inside(path)
         if rel.as_posix() not in self.editable:
-            raise ToolError(f"'{path}' is not an editable file; only these are evaluated and may be written: "
-                            f"{', '.join(self.editable)}")
+            raise ToolError(
+                f"'{path}' is not an editable file; only these are evaluated and may be written: "
+                f"{', '.join(self.editable)}"
+            )
         if target.is_symlink() or target.resolve() != self.real_root / rel or target.is_dir():
             raise ToolError(f"'{path}' is a symlink or folder; refused")
         return target
@@ -179,8 +201,9 @@ class Toolbox:
             if call.name == "write_file":
                 return ToolOutput(ws.write_file(_argument(args, "path"), _argument(args, "content")))
             if call.name == "edit_file":
-                return ToolOutput(ws.edit_file(_argument(args, "path"), _argument(args, "old_string"),
-                                               _argument(args, "new_string")))
+                return ToolOutput(
+                    ws.edit_file(_argument(args, "path"), _argument(args, "old_string"), _argument(args, "new_string"))
+                )
             if call.name == "run_evaluation":
                 if not evaluate:
                     return ToolOutput("not run: the session's budget is used up", True)
@@ -234,7 +257,12 @@ class Toolbox:
         apply_timings(judged, self.ctx.baseline, performance.cases)
         if judged.speedup_ratio is None:
             return [f"speedup: not available ({judged.speedup_calculation_error_message})"]
-        cases = [f"{c.id}: {c.speedup:.3f}x ({c.base_ms:.4f} ms -> {c.optimized_ms:.4f} ms)"
-                 for c in judged.cases if c.speedup is not None and c.base_ms and c.optimized_ms]
-        return cases + [f"mean speedup {judged.speedup_ratio:.3f}x over {len(cases)} case(s) "
-                        "(baseline time / your time; higher is better)"]
+        cases = [
+            f"{c.id}: {c.speedup:.3f}x ({c.base_ms:.4f} ms -> {c.optimized_ms:.4f} ms)"
+            for c in judged.cases
+            if c.speedup is not None and c.base_ms and c.optimized_ms
+        ]
+        return cases + [
+            f"mean speedup {judged.speedup_ratio:.3f}x over {len(cases)} case(s) "
+            "(baseline time / your time; higher is better)"
+        ]

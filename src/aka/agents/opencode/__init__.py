@@ -32,24 +32,36 @@ from aka.agents.registry import AgentSettings
 
 VERSION = "1.18.33"
 PROVIDER = "aka"
-KEY_VARS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY", "GEMINI_API_KEY",
-            "OPENROUTER_API_KEY", "OPENCODE_API_KEY")
+KEY_VARS = (
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "GOOGLE_GENERATIVE_AI_API_KEY",
+    "GEMINI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "OPENCODE_API_KEY",
+)
 
 
 def _config(request: CliRequest) -> tuple[dict[str, Any], str | None]:
     """opencode.json content and the `-m` value."""
     config: dict[str, Any] = {
-        "$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled",
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
         "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow"},
     }
     model = request.settings.model
     if request.base_url:
         name = model or "default"
         key = f"{{env:{request.api_key_env}}}" if request.api_key() else LOCAL_ENDPOINT_KEY
-        config["provider"] = {PROVIDER: {
-            "npm": "@ai-sdk/openai-compatible", "name": "aka endpoint",
-            "options": {"baseURL": request.base_url, "apiKey": key}, "models": {name: {"name": name}},
-        }}
+        config["provider"] = {
+            PROVIDER: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "aka endpoint",
+                "options": {"baseURL": request.base_url, "apiKey": key},
+                "models": {name: {"name": name}},
+            }
+        }
         model = f"{PROVIDER}/{name}"
     return config, model
 
@@ -64,8 +76,14 @@ def _command(request: CliRequest) -> CliCommand:
         argv += ["-m", model]
     if request.settings.effort:
         argv += ["--variant", request.settings.effort]
-    env = {**request.env, "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-           "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1", "OPENCODE_DISABLE_SHARE": "1"}
+    env = {
+        **request.env,
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+    }
     if request.base_url:
         env["OPENCODE_DISABLE_MODELS_FETCH"] = "1"
     return CliCommand(argv, env, stdin=request.prompt.encode())
@@ -104,16 +122,26 @@ def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
     tokens = [s.get("tokens") or {} for s in steps]
     costs = [float(cost) for s in steps if isinstance(cost := s.get("cost"), (int, float))]
     return RunSummary(
-        reason, clip(message), tool_calls=sum(1 for e in events if e.get("type") == "tool_use"),
+        reason,
+        clip(message),
+        tool_calls=sum(1 for e in events if e.get("type") == "tool_use"),
         input_tokens=sum(number(t.get("input")) + number((t.get("cache") or {}).get("read")) for t in tokens),
         output_tokens=sum(number(t.get("output")) + number(t.get("reasoning")) for t in tokens),
         cost_usd=sum(costs) if costs else None,
     )
 
 
-SPEC = cli_agent(CliAgentSpec(
-    name="opencode",
-    package=CliPackage("opencode", VERSION, f"npm install --prefix .agent-clis opencode-ai@{VERSION}",
-                       f"opencode-ai@{VERSION}"),
-    key_vars=KEY_VARS, endpoint_var=None, command=_command, summarize=_summarize, marks=_marks,
-), __name__)
+SPEC = cli_agent(
+    CliAgentSpec(
+        name="opencode",
+        package=CliPackage(
+            "opencode", VERSION, f"npm install --prefix .agent-clis opencode-ai@{VERSION}", f"opencode-ai@{VERSION}"
+        ),
+        key_vars=KEY_VARS,
+        endpoint_var=None,
+        command=_command,
+        summarize=_summarize,
+        marks=_marks,
+    ),
+    __name__,
+)

@@ -70,8 +70,11 @@ def completion_text(completion: object) -> str:
     if isinstance(completion, Mapping):
         return str(completion.get("content") or "")
     if isinstance(completion, Sequence):
-        parts = [completion_text(m) for m in completion
-                 if not isinstance(m, Mapping) or m.get("role", "assistant") == "assistant"]
+        parts = [
+            completion_text(m)
+            for m in completion
+            if not isinstance(m, Mapping) or m.get("role", "assistant") == "assistant"
+        ]
         return "\n\n".join(p for p in parts if p)
     return "" if completion is None else str(completion)
 
@@ -81,6 +84,12 @@ def numeric_metrics(result: CandidateResult, preset: str) -> dict[str, float]:
     every logged key: booleans as 0/1, an untimed speedup as 0."""
     chosen = reward(result, preset)
     metrics: dict[str, Metric] = chosen.metrics
-    return {"score": chosen.value, "applicable": float(chosen.applicable), "compiled": float(result.compiled),
-            "correct": float(result.correct), "speedup": float(result.speedup or 0.0),
-            "aka_score": float(metrics["score"] or 0.0), "cached": float(result.cached)}
+    return {
+        "score": chosen.value,
+        "applicable": float(chosen.applicable),
+        "compiled": float(result.compiled),
+        "correct": float(result.correct),
+        "speedup": float(result.speedup or 0.0),
+        "aka_score": float(metrics["score"] or 0.0),
+        "cached": float(result.cached),
+    }

@@ -16,18 +16,22 @@ from aka.rl.adapters import completion_text, default_evaluator, default_preset, 
 
 
 def _response(query: str, prompt: str) -> str:
-    return query[len(prompt):] if prompt and query.startswith(prompt) else query
+    return query[len(prompt) :] if prompt and query.startswith(prompt) else query
 
 
-def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[str],
-                **_kwargs: Any) -> dict[str, Any]:
+def reward_func(
+    queries: Sequence[str], prompts: Sequence[str], labels: Sequence[str], **_kwargs: Any
+) -> dict[str, Any]:
     import torch
 
     scorer = default_evaluator()
-    rows = [numeric_metrics(scorer.evaluate_completion(str(label), _response(completion_text(q), p)),
-                            default_preset())
-            for q, p, label in zip(queries, prompts, labels, strict=True)]
+    rows = [
+        numeric_metrics(scorer.evaluate_completion(str(label), _response(completion_text(q), p)), default_preset())
+        for q, p, label in zip(queries, prompts, labels, strict=True)
+    ]
     rewards = torch.tensor([row["score"] for row in rows], dtype=torch.float32)
-    logs = {key: torch.tensor([row[key] for row in rows], dtype=torch.float32)
-            for key in ("compiled", "correct", "speedup", "applicable")}
+    logs = {
+        key: torch.tensor([row[key] for row in rows], dtype=torch.float32)
+        for key in ("compiled", "correct", "speedup", "applicable")
+    }
     return {"rewards": rewards, "scores": rewards.clone(), "extra_logs": logs}

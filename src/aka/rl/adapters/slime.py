@@ -26,7 +26,8 @@ def _task_id(sample: object) -> str:
 
 async def reward_with_metrics(args: object, sample: object) -> dict[str, float]:
     result = await default_evaluator().evaluate_completion_async(
-        _task_id(sample), completion_text(getattr(sample, "response", "")))
+        _task_id(sample), completion_text(getattr(sample, "response", ""))
+    )
     row = numeric_metrics(result, default_preset())
     return {"reward": row.pop("score"), **row}
 

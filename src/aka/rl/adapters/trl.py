@@ -33,27 +33,49 @@ def _task_ids(kwargs: dict[str, Any], column: str, count: int) -> list[str]:
     return [str(i) for i in ids]
 
 
-def make_reward_func(evaluator: CompletionScorer | None = None, preset: str | None = None,
-                     column: str = TASK_ID_KEY, name: str = "aka_kernel_reward") -> RewardFunc:
-    def reward_func(prompts: Sequence[object], completions: Sequence[object],
-                    completion_ids: Sequence[object] | None = None, **kwargs: Any) -> list[float | None]:
+def make_reward_func(
+    evaluator: CompletionScorer | None = None,
+    preset: str | None = None,
+    column: str = TASK_ID_KEY,
+    name: str = "aka_kernel_reward",
+) -> RewardFunc:
+    def reward_func(
+        prompts: Sequence[object],
+        completions: Sequence[object],
+        completion_ids: Sequence[object] | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
         scorer = evaluator or default_evaluator()
         ids = _task_ids(kwargs, column, len(completions))
-        return [_value(scorer.evaluate_completion(task, completion_text(c)), preset or default_preset())
-                for task, c in zip(ids, completions, strict=True)]
+        return [
+            _value(scorer.evaluate_completion(task, completion_text(c)), preset or default_preset())
+            for task, c in zip(ids, completions, strict=True)
+        ]
 
     reward_func.__name__ = reward_func.__qualname__ = name
     return reward_func
 
 
-def make_async_reward_func(evaluator: CompletionScorer | None = None, preset: str | None = None,
-                           column: str = TASK_ID_KEY, name: str = "aka_kernel_reward") -> AsyncRewardFunc:
-    async def reward_func(prompts: Sequence[object], completions: Sequence[object],
-                          completion_ids: Sequence[object] | None = None, **kwargs: Any) -> list[float | None]:
+def make_async_reward_func(
+    evaluator: CompletionScorer | None = None,
+    preset: str | None = None,
+    column: str = TASK_ID_KEY,
+    name: str = "aka_kernel_reward",
+) -> AsyncRewardFunc:
+    async def reward_func(
+        prompts: Sequence[object],
+        completions: Sequence[object],
+        completion_ids: Sequence[object] | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
         scorer = evaluator or default_evaluator()
         ids = _task_ids(kwargs, column, len(completions))
-        results = await asyncio.gather(*(scorer.evaluate_completion_async(task, completion_text(c))
-                                         for task, c in zip(ids, completions, strict=True)))
+        results = await asyncio.gather(
+            *(
+                scorer.evaluate_completion_async(task, completion_text(c))
+                for task, c in zip(ids, completions, strict=True)
+            )
+        )
         return [_value(result, preset or default_preset()) for result in results]
 
     reward_func.__name__ = reward_func.__qualname__ = name

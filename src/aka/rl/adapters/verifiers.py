@@ -24,8 +24,12 @@ def _task_id(answer: object, info: Mapping[str, object] | None) -> str:
 
 
 def _results(scorer: CompletionScorer) -> Any:
-    async def verdict(completion: object, answer: object = None, info: Mapping[str, object] | None = None,
-                      state: dict[str, object] | None = None) -> CandidateResult:
+    async def verdict(
+        completion: object,
+        answer: object = None,
+        info: Mapping[str, object] | None = None,
+        state: dict[str, object] | None = None,
+    ) -> CandidateResult:
         kept = state.get(STATE_KEY) if state is not None else None
         if isinstance(kept, CandidateResult):
             return kept
@@ -41,36 +45,63 @@ def rubric_funcs(scorer: CompletionScorer, preset: str) -> list[Any]:
     """The reward function and the three metric functions, in the Rubric's order."""
     verdict = _results(scorer)
 
-    async def kernel_reward(completion: object, answer: object = None, info: Mapping[str, object] | None = None,
-                            state: dict[str, object] | None = None, **_kw: object) -> float:
+    async def kernel_reward(
+        completion: object,
+        answer: object = None,
+        info: Mapping[str, object] | None = None,
+        state: dict[str, object] | None = None,
+        **_kw: object,
+    ) -> float:
         return reward(await verdict(completion, answer, info, state), preset).value
 
-    async def compiled(completion: object, answer: object = None, info: Mapping[str, object] | None = None,
-                       state: dict[str, object] | None = None, **_kw: object) -> float:
+    async def compiled(
+        completion: object,
+        answer: object = None,
+        info: Mapping[str, object] | None = None,
+        state: dict[str, object] | None = None,
+        **_kw: object,
+    ) -> float:
         return float((await verdict(completion, answer, info, state)).compiled)
 
-    async def correct(completion: object, answer: object = None, info: Mapping[str, object] | None = None,
-                      state: dict[str, object] | None = None, **_kw: object) -> float:
+    async def correct(
+        completion: object,
+        answer: object = None,
+        info: Mapping[str, object] | None = None,
+        state: dict[str, object] | None = None,
+        **_kw: object,
+    ) -> float:
         return float((await verdict(completion, answer, info, state)).correct)
 
-    async def speedup(completion: object, answer: object = None, info: Mapping[str, object] | None = None,
-                      state: dict[str, object] | None = None, **_kw: object) -> float:
+    async def speedup(
+        completion: object,
+        answer: object = None,
+        info: Mapping[str, object] | None = None,
+        state: dict[str, object] | None = None,
+        **_kw: object,
+    ) -> float:
         return float((await verdict(completion, answer, info, state)).speedup or 0.0)
 
     return [kernel_reward, compiled, correct, speedup]
 
 
-def load_environment(task_ids: Sequence[str] | None = None, preset: str | None = None, with_baseline: bool = False,
-                     evaluator: CompletionScorer | None = None, system_prompt: str | None = None,
-                     **env_args: Any) -> Any:
+def load_environment(
+    task_ids: Sequence[str] | None = None,
+    preset: str | None = None,
+    with_baseline: bool = False,
+    evaluator: CompletionScorer | None = None,
+    system_prompt: str | None = None,
+    **env_args: Any,
+) -> Any:
     """The environment; `task_ids` default to every task of the evaluator's tasks root.
     `with_baseline=True` puts the baseline's timings in the prompts (measuring them first)."""
     import verifiers as vf
     from datasets import Dataset
 
     if not hasattr(vf, "Rubric"):
-        raise ImportError("aka's verifiers environment needs the Rubric/SingleTurnEnv API, which verifiers 0.4 "
-                          "dropped for verifiers.v1: pip install 'verifiers<0.4'")
+        raise ImportError(
+            "aka's verifiers environment needs the Rubric/SingleTurnEnv API, which verifiers 0.4 "
+            "dropped for verifiers.v1: pip install 'verifiers<0.4'"
+        )
     scorer = evaluator or default_evaluator()
     if task_ids is None:
         from aka.config.tasks import select_tasks
@@ -79,7 +110,14 @@ def load_environment(task_ids: Sequence[str] | None = None, preset: str | None =
         if not isinstance(scorer, KernelEvaluator):
             raise ValueError("load_environment: pass task_ids with a custom evaluator")
         task_ids = [task.name for task in select_tasks(scorer.tasks_root, ["all"], "load_environment")]
-    rows = [{"question": scorer.prompt(task, with_baseline), "answer": task, "info": {TASK_ID_KEY: task},
-             "task": "aka-kernel"} for task in task_ids]
+    rows = [
+        {
+            "question": scorer.prompt(task, with_baseline),
+            "answer": task,
+            "info": {TASK_ID_KEY: task},
+            "task": "aka-kernel",
+        }
+        for task in task_ids
+    ]
     rubric = vf.Rubric(funcs=rubric_funcs(scorer, preset or default_preset()), weights=[1.0, 0.0, 0.0, 0.0])
     return vf.SingleTurnEnv(dataset=Dataset.from_list(rows), system_prompt=system_prompt, rubric=rubric, **env_args)

@@ -30,30 +30,52 @@ def _scored(result_metrics: dict[str, float], task_id: str) -> dict[str, float]:
     return result_metrics
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: object,
-                  extra_info: Mapping[str, object] | None = None, preset: str | None = None,
-                  **_kwargs: object) -> dict[str, float]:
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: object,
+    extra_info: Mapping[str, object] | None = None,
+    preset: str | None = None,
+    **_kwargs: object,
+) -> dict[str, float]:
     task_id = _task_id(ground_truth, extra_info)
     result = default_evaluator().evaluate_completion(task_id, solution_str)
     return _scored(numeric_metrics(result, preset or default_preset()), task_id)
 
 
-async def compute_score_async(data_source: str, solution_str: str, ground_truth: object,
-                              extra_info: Mapping[str, object] | None = None, preset: str | None = None,
-                              **_kwargs: object) -> dict[str, float]:
+async def compute_score_async(
+    data_source: str,
+    solution_str: str,
+    ground_truth: object,
+    extra_info: Mapping[str, object] | None = None,
+    preset: str | None = None,
+    **_kwargs: object,
+) -> dict[str, float]:
     task_id = _task_id(ground_truth, extra_info)
     result = await default_evaluator().evaluate_completion_async(task_id, solution_str)
     return _scored(numeric_metrics(result, preset or default_preset()), task_id)
 
 
-def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[object],
-                        extra_infos: Sequence[Mapping[str, object] | None] | None = None, preset: str | None = None,
-                        **_kwargs: object) -> list[dict[str, float]]:
+def compute_score_batch(
+    data_sources: Sequence[str],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[object],
+    extra_infos: Sequence[Mapping[str, object] | None] | None = None,
+    preset: str | None = None,
+    **_kwargs: object,
+) -> list[dict[str, float]]:
     infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
 
     async def every() -> list[dict[str, float]]:
-        return list(await asyncio.gather(*(
-            compute_score_async(source, solution, truth, info, preset)
-            for source, solution, truth, info in zip(data_sources, solution_strs, ground_truths, infos, strict=True))))
+        return list(
+            await asyncio.gather(
+                *(
+                    compute_score_async(source, solution, truth, info, preset)
+                    for source, solution, truth, info in zip(
+                        data_sources, solution_strs, ground_truths, infos, strict=True
+                    )
+                )
+            )
+        )
 
     return asyncio.run(every())

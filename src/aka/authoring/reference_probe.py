@@ -12,7 +12,6 @@ kernelbench` records its verdict per problem in the import report; `aka validate
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -26,6 +25,7 @@ from typing import Literal
 import torch
 
 from aka.harness.compare import Output, compare_outputs
+from aka.harness.describe import load_kernel_task
 from aka.harness.task import KernelTask, make_case_inputs
 from aka.harness.verify import nonfinite_reference
 
@@ -126,15 +126,10 @@ def _case_checks(task: KernelTask, case_id: str, expected: Sequence[Output]) -> 
 
 
 def _load_task(task_dir: Path) -> KernelTask:
-    spec = importlib.util.spec_from_file_location("_aka_probed_harness", task_dir / "harness.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {task_dir / 'harness.py'}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    tasks = [v for v in vars(module).values() if isinstance(v, KernelTask)]
-    if not tasks:
+    task = load_kernel_task(task_dir)
+    if task is None:
         raise ImportError("harness.py declares no KernelTask")
-    return tasks[0]
+    return task
 
 
 def probe_in_child(task_dir: Path, seeds: int = SEED_COUNT, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeResult:

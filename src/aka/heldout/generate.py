@@ -13,7 +13,6 @@ were rejected, and why, is recorded.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -27,6 +26,7 @@ from pathlib import Path
 import torch
 
 from aka.harness.cases import Case, Param, case_id
+from aka.harness.describe import load_kernel_task
 from aka.harness.task import KernelTask, make_case_inputs
 from aka.harness.verify import nonfinite_reference
 
@@ -158,15 +158,10 @@ def heldout_source(generated: Generated) -> str:
 
 
 def _load_task(task_dir: Path) -> KernelTask:
-    spec = importlib.util.spec_from_file_location("_aka_heldout_harness", task_dir / "harness.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {task_dir / 'harness.py'}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    tasks = [v for v in vars(module).values() if isinstance(v, KernelTask)]
-    if not tasks:
+    task = load_kernel_task(task_dir)
+    if task is None:
         raise ImportError("harness.py declares no KernelTask (only aka.harness tasks get generated cases)")
-    return tasks[0]
+    return task
 
 
 def generate_in_child(

@@ -28,7 +28,7 @@ from aka.parallel.slurm_cli import slurm_app
 from aka.reports.summary import print_summary
 from aka.run.disk_space import disk_full, is_disk_full
 from aka.run.progress_display import make_display, phases_shown
-from aka.run.runner import INFRA_EXIT, package_versions, run_experiment
+from aka.run.runner import INFRA_EXIT, package_versions, run_experiment, terminated_as_exit
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 tasks_app = typer.Typer(no_args_is_help=True, help="Inspect the task suite.")
@@ -313,14 +313,15 @@ def validate_command(
     )
     folder = (output or output_default()).resolve()
     try:
-        summary = validate_tasks(
-            root,
-            selectors,
-            folder,
-            detect_device(),
-            options,
-            lambda line: err_console.print(line, highlight=False, markup=False),
-        )
+        with terminated_as_exit():  # SIGTERM unwinds: step processes killed, scratch folders removed
+            summary = validate_tasks(
+                root,
+                selectors,
+                folder,
+                detect_device(),
+                options,
+                lambda line: err_console.print(line, highlight=False, markup=False),
+            )
     except AkaError as exc:
         raise fail(exc) from None
     table = Table("task", "status", "mutation score", "failed checks / surviving mutants")

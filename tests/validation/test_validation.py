@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from conftest import processes_under
 
 from aka.authoring.task_tools import scaffold_task
 from aka.config.tasks import load_task, select_tasks
@@ -253,3 +256,27 @@ def test_mutation_score_and_recorded_exceptions(tmp_path: Path) -> None:
     (tmp_path / "validation_exceptions.yaml").write_text("a/b/c: [1, 2]\n")
     with pytest.raises(AkaError, match="validation_exceptions.yaml"):
         load_exceptions(tmp_path)
+
+
+def test_sigterm_stops_the_validator_and_leaves_no_scratch_or_process(tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(REPO / "src")}
+    command = [sys.executable, "-m", "aka.cli", "validate", "triton2triton/basic/gelu", "--no-mutants"]
+    proc = subprocess.Popen(
+        [*command, "--output", str(tmp_path / "out")],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list(scratch.glob("aka-validate-*/*")):
+        time.sleep(0.2)
+    assert list(scratch.glob("aka-validate-*")), "the validator never started a task"
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert not list(scratch.glob("aka-validate-*")), "the scratch folder outlived SIGTERM"
+    assert processes_under(tmp_path) == [] and processes_under(REPO / "tasks") == []

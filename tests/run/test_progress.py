@@ -19,7 +19,9 @@ from conftest import toy_kernel_source
 from rich.console import Console
 from typer.testing import CliRunner
 
+from aka import cli
 from aka.cli import app
+from aka.console import cli_console
 from aka.progress import Phase, phase, phases_to, step_started
 from aka.reports.summary import print_summary
 from aka.results.task_result import FailureKind, TaskResult, TaskStatus
@@ -201,8 +203,15 @@ def _toy_run(make_toy_task, write_run_config, tmp_path: Path, **fields: object) 
 
 
 def test_a_run_off_a_terminal_prints_lines_then_the_summary_and_a_whole_path(
-    make_toy_task, write_run_config, tmp_path: Path
+    make_toy_task, write_run_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Consoles made here, with no terminal variables: the CLI's own were made when aka.cli was
+    # first imported in this process, with whatever another test's environment held then
+    # (a full run on CI once gave this test an 80-column summary table).
+    for name in ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(cli, "console", cli_console())
+    monkeypatch.setattr(cli, "err_console", cli_console(stderr=True))
     config = _toy_run(make_toy_task, write_run_config, tmp_path)
     done = CliRunner().invoke(app, ["run", str(config)])
     assert done.exit_code == 0, done.output

@@ -178,3 +178,38 @@ def test_a_disk_that_fills_mid_run_stops_it_with_one_line_and_it_resumes(
     events = [yaml.safe_load(line) for line in (out / "events.jsonl").read_text().splitlines()]
     finished = sorted(e["task"] for e in events if e["event"] == "task_finished")
     assert finished == [f"triton2triton/toy/t{i}" for i in range(4)], "each task finished once"
+
+
+FILLED_BY_THE_CANDIDATE = """
+set -eu
+mount -t tmpfs -o size=100m tmpfs "$DISK"
+mkdir -p "$DISK/ws/evaluation" "$DISK/ws/work"
+dd if=/dev/zero of="$DISK/ws/evaluation/hoard" bs=1M count=60 2> /dev/null
+"$PY" - <<'PY'
+import os
+from pathlib import Path
+from aka.run.disk_space import full_after_evaluation, low_on_space
+ws = Path(os.environ["DISK"]) / "ws"
+print(low_on_space(ws), full_after_evaluation(ws), (ws / "evaluation").exists(), (ws / "work").exists())
+PY
+"""
+
+
+def test_files_a_candidate_left_in_its_evaluation_folder_do_not_make_the_disk_full(tmp_path: Path) -> None:
+    """A candidate that fills a nearly full disk from its evaluation folder would otherwise have
+    its failure refused as the disk's: the folder (rebuilt for every evaluation) goes first."""
+    if subprocess.run(["unshare", "-Urm", "true"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("no user and mount namespaces here (unshare -Urm): a small disk cannot be made")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    env = {**_env(), "DISK": str(disk), "PY": sys.executable}
+    done = subprocess.run(
+        ["unshare", "-Urm", "bash", "-c", FILLED_BY_THE_CANDIDATE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "False", "True"], done.stdout

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from aka.errors import AkaError
+from aka.run.layout import EVALUATION_DIR
 
 # Below this much free space a failed evaluation is not believed: its steps could not write.
 MIN_FREE_BYTES = 64 * 2**20
@@ -41,3 +42,15 @@ def low_on_space(path: Path) -> bool:
         return shutil.disk_usage(path).free < MIN_FREE_BYTES
     except OSError:
         return False
+
+
+def full_after_evaluation(workspace: Path) -> bool:
+    """Whether the disk is still low once the workspace's evaluation folders are removed (they are
+    rebuilt from the pristine task for every evaluation, so nothing is lost): files a candidate
+    left there must not turn its own failure into one the run refuses to record."""
+    if not low_on_space(workspace):
+        return False
+    for folder in workspace.glob(f"{EVALUATION_DIR}*"):
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+    return low_on_space(workspace)

@@ -35,7 +35,7 @@ from aka.results.task_result import (
     write_task_result,
 )
 from aka.run.completion import source_hashes, write_completion
-from aka.run.disk_space import disk_full, is_disk_full, low_on_space
+from aka.run.disk_space import disk_full, full_after_evaluation, is_disk_full, low_on_space
 from aka.run.layout import AGENT_WORK_DIR, EVALUATION_DIR, REPOSITORIES_DIR, new_task_workspace
 from aka.run.prompt import build_prompt
 from aka.run.repository import materialize
@@ -397,7 +397,7 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         result = _infra_result(ctx, task, f"{type(exc).__name__}: {exc}")
         write_task_result(workspace, _of_trial(ctx, result))
         return workspace, result
-    if result.status is not TaskStatus.PASS and low_on_space(workspace):  # its steps could not write: not its fault
+    if result.status is not TaskStatus.PASS and full_after_evaluation(workspace):  # its steps could not write
         raise disk_full(ctx.run_dir, f"{task.name} was evaluated with the disk full; its result is not kept")
     write_task_result(workspace, _of_trial(ctx, result))
     write_completion(workspace, task, identity, evaluated)

@@ -92,6 +92,11 @@ def test_a_reused_pid_is_not_taken_for_the_holder(tmp_path: Path) -> None:
     assert entry.lease.pid_started == pid_start_time(os.getpid())
     reused = entry.lease.model_copy(update={"pid_started": "0"})
     assert "died holding it" in (lease_problem(reused, time.time(), 60) or "")
+    # Silent first, then killed (the supervisor kills a silent holder before it is reclaimed):
+    # the reason kept is the silence.
+    silent_then_killed = reused.model_copy(update={"heartbeat_at": time.time() - 120})
+    problem = lease_problem(silent_then_killed, time.time(), 60) or ""
+    assert "sent no heartbeat for 120 s (lease 60 s) and is gone" in problem
 
 
 def test_infrastructure_failures_are_retried_up_to_the_bound_then_failed(tmp_path: Path) -> None:

@@ -114,13 +114,17 @@ def pid_start_time(pid: int) -> str | None:
 def lease_problem(lease: Lease, now: float, lease_seconds: float) -> str | None:
     """Why the lease no longer holds (holder dead or silent), or None while it does."""
     holder = f"worker {lease.worker_id} (pid {lease.pid} on {lease.host})"
+    gone = False
     if lease.host == socket.gethostname():
         started = pid_start_time(lease.pid)
-        if started is None or (lease.pid_started is not None and started != lease.pid_started):
-            return f"{holder} died holding it"
-    if now - lease.heartbeat_at > lease_seconds:
-        return f"{holder} sent no heartbeat for {now - lease.heartbeat_at:.0f} s (lease {lease_seconds:.0f} s)"
-    return None
+        gone = started is None or (lease.pid_started is not None and started != lease.pid_started)
+    silent = now - lease.heartbeat_at > lease_seconds
+    if silent:
+        # A silent holder is killed by the supervisor, often before the trial is reclaimed:
+        # the reason kept is the first one, its silence.
+        quiet = f"{holder} sent no heartbeat for {now - lease.heartbeat_at:.0f} s (lease {lease_seconds:.0f} s)"
+        return f"{quiet} and is gone" if gone else quiet
+    return f"{holder} died holding it" if gone else None
 
 
 class TrialQueue:

@@ -6,6 +6,7 @@ restarted by Ray and its trial finished once; SIGTERM stops every worker; no pro
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -42,8 +43,13 @@ RAY_START_SECONDS = 180
 ACTOR_TITLE = "ray::SlotWorker"
 
 
+# The cluster's token, given to every process here (a fresh machine has no ~/.ray/auth_token, and
+# `ray start` in token mode refuses to start without one).
+RAY_TOKEN = secrets.token_hex(32)
+
+
 def _env() -> dict[str, str]:
-    env = dict(os.environ, COLUMNS="200", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token")
+    env = dict(os.environ, COLUMNS="200", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=RAY_TOKEN)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
     return env
 

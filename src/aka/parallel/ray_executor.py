@@ -262,22 +262,35 @@ def _gpu_mask(ids: list[str]) -> Iterator[None]:
 
 
 def _connect(ray: ModuleType, backend: RayBackend, slots: list[DeviceSlot]) -> None:
-    env_vars = {"PYTHONPATH": os.pathsep.join(p for p in (SRC_DIR, os.environ.get("PYTHONPATH")) if p)}
-    common: dict[str, Any] = {
-        "include_dashboard": False,
-        "log_to_driver": False,
-        "logging_level": logging.ERROR,
-        "runtime_env": {"env_vars": env_vars},
-    }
+    """A cluster's workers find this source tree through the job's runtime environment. A Ray
+    started here inherits it from this process instead: its prestarted worker processes then serve
+    the slots' actors at once (a job-level runtime environment would need fresh ones, seconds each)."""
+    python_path = {"PYTHONPATH": os.pathsep.join(p for p in (SRC_DIR, os.environ.get("PYTHONPATH")) if p)}
+    common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
     if backend.address is not None:
-        ray.init(address=backend.address, **common)
+        ray.init(address=backend.address, runtime_env={"env_vars": python_path}, **common)
         return
     gpus = sorted({s.gpu for s in slots if s.gpu is not None}, key=int)
     local: dict[str, Any] = {"num_cpus": max(os.cpu_count() or 1, sum(1 for s in slots if s.gpu is None))}
     if gpus and backend.gpu_resource:
         local["resources"] = {backend.gpu_resource: len(gpus)}
-    with _gpu_mask([] if backend.gpu_resource else gpus):
+    with _gpu_mask([] if backend.gpu_resource else gpus), _environment(python_path):
         ray.init(**common, **local)
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """`values` in this process's environment while Ray starts (its processes inherit them)."""
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ GPUS_PER_NODE ?= 1
 GPU_IDS ?=
 SLURM_ARGS ?=
 
-.PHONY: install install-test agent-clis check-agents run smoke test lint clean-runs \
+.PHONY: install install-test agent-clis check-agents run parallel-run smoke test lint clean-runs \
 	slurm-smoke slurm-run slurm-parallel-submit
 
 $(VENV)/bin/python:
@@ -64,6 +64,11 @@ check-agents: install
 
 run: install
 	$(VENV)/bin/aka run $(CONFIG) $(RUN_ARGS)
+
+# make parallel-run CONFIG=... GPU_IDS=0,1,2,3 [RUN_ARGS=--resume-latest]: one worker per GPU, claiming
+# from the run's shared queue; without GPU_IDS, every GPU this machine shows (none: the config's CPU workers).
+parallel-run: install
+	$(VENV)/bin/aka run $(CONFIG) --gpus $(or $(GPU_IDS),all) $(RUN_ARGS)
 
 smoke: install
 	$(VENV)/bin/aka doctor

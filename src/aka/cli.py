@@ -81,7 +81,10 @@ def run(
     ] = False,
     gpus: Annotated[
         Optional[str],
-        typer.Option("--gpus", help="GPUs for a parallel run, e.g. 0,1,2,3 (overrides gpu_ids): one worker per GPU."),
+        typer.Option(
+            "--gpus",
+            help="GPUs for a parallel run, e.g. 0,1,2,3, or all (overrides gpu_ids): one worker per GPU.",
+        ),
     ] = None,
     lease_seconds: Annotated[
         float, typer.Option("--lease-seconds", help="A parallel worker silent this long loses its trial.")

@@ -108,8 +108,9 @@ def test_workers_share_the_queue_and_each_trial_runs_and_counts_once(
     names = [f"triton2triton/toy/t{i}" for i in range(4)]
     for name in names:
         make_toy_task(name)
-    done = _aka(tmp_path, str(write_run_config(num_parallel=2)))
+    done = _aka(tmp_path, str(write_run_config(num_parallel=2)), "--gpus", "all")  # no GPU here: CPU workers
     assert done.returncode == 0, done.stderr
+    assert "--gpus all: no GPU here" in done.stderr
     run_dir = _run_dir(tmp_path)
     started = Counter(e["task"] for e in _events(run_dir) if e["event"] == "task_started")
     assert started == dict.fromkeys(names, 1)

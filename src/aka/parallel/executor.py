@@ -9,6 +9,7 @@ directory (Slurm: `srun` on the allocation; Ray: a task per GPU) needs nothing e
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import subprocess
@@ -21,6 +22,8 @@ from typing import Protocol
 from aka.errors import ConfigError
 from aka.parallel.queue import QUEUE_DIR, WORKERS_DIR
 from aka.process import PR_SET_PDEATHSIG
+
+logger = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 10.0
 MASK_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
@@ -37,6 +40,19 @@ class DeviceSlot:
     @property
     def worker_id(self) -> str:
         return f"gpu{self.gpu}-{self.index}" if self.gpu is not None else f"cpu-{self.index}"
+
+
+ALL_GPUS = "all"  # `--gpus all`: every GPU this machine shows
+
+
+def every_gpu_here(count: int, here: bool) -> str:
+    """`--gpus all` as ids (`make parallel-run` without GPU_IDS, as the seed discovers them): every
+    GPU this machine shows, or "" (the config's CPU workers) where it shows none."""
+    if not here:
+        raise ConfigError("--gpus all: the cluster's GPUs are not this machine's; list GPU ids, e.g. 0,1,2,3")
+    if count == 0:
+        logger.warning("--gpus all: no GPU here; running the config's num_parallel CPU workers")
+    return ",".join(str(i) for i in range(count))
 
 
 def device_slots(gpu_ids: str | int | list[int] | None, num_parallel: int | None, field: str) -> list[DeviceSlot]:

@@ -31,7 +31,7 @@ from aka.config.tasks import Task, gate_tasks, select_tasks, task_identity
 from aka.device import DeviceInfo, detect_device, resolve_target_model
 from aka.errors import ConfigError
 from aka.parallel.backends import ExecutorMaker, executors
-from aka.parallel.executor import DeviceSlot, device_slots
+from aka.parallel.executor import ALL_GPUS, DeviceSlot, device_slots, every_gpu_here
 from aka.parallel.pool import queue_results, supervise
 from aka.parallel.queue import DEFAULT_LEASE_SECONDS, TrialQueue
 from aka.parallel.ray_executor import RayBackend
@@ -337,6 +337,8 @@ def check_inputs(config_path: Path, device: DeviceInfo | None) -> CheckedInputs:
 
 def _slots(checked: CheckedInputs, gpus: str | None, here: bool = True) -> list[DeviceSlot]:
     config = checked.loaded.config
+    if gpus == ALL_GPUS:
+        gpus = every_gpu_here(checked.device.count if checked.device.is_gpu else 0, here)
     field = "--gpus" if gpus is not None else f"{checked.loaded.path}: field 'gpu_ids'"
     slots = device_slots(gpus if gpus is not None else config.gpu_ids, config.num_parallel, field)
     count = checked.device.count if checked.device.is_gpu and here else 0  # a cluster's GPUs are counted, not named

@@ -245,22 +245,6 @@ def _cluster_check(ray: ModuleType, slots: list[DeviceSlot], backend: RayBackend
         raise ConfigError(f"--backend ray: the Ray cluster has no {missing[0]} (it has {have or 'nothing'}); {fix}")
 
 
-@contextlib.contextmanager
-def _gpu_mask(ids: list[str]) -> Iterator[None]:
-    """A Ray instance started here sees only the listed GPUs (it masks its workers among them)."""
-    previous = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if ids:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
-    try:
-        yield
-    finally:
-        if ids:
-            if previous is None:
-                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-            else:
-                os.environ["CUDA_VISIBLE_DEVICES"] = previous
-
-
 def _connect(ray: ModuleType, backend: RayBackend, slots: list[DeviceSlot]) -> None:
     """A cluster's workers find this source tree through the job's runtime environment. A Ray
     started here inherits it from this process instead: its prestarted worker processes then serve
@@ -274,7 +258,9 @@ def _connect(ray: ModuleType, backend: RayBackend, slots: list[DeviceSlot]) -> N
     local: dict[str, Any] = {"num_cpus": max(os.cpu_count() or 1, sum(1 for s in slots if s.gpu is None))}
     if gpus and backend.gpu_resource:
         local["resources"] = {backend.gpu_resource: len(gpus)}
-    with _gpu_mask([] if backend.gpu_resource else gpus), _environment(python_path):
+    # A Ray started here sees only the listed GPUs (it masks its workers among them).
+    mask = {"CUDA_VISIBLE_DEVICES": ",".join(gpus)} if gpus and not backend.gpu_resource else {}
+    with _environment({**python_path, **mask}):
         ray.init(**common, **local)
 
 

@@ -148,11 +148,19 @@ cp "$DISK"/workspace_*/run_*/events.jsonl "$OUT/events.jsonl"
 """
 
 
+def _as_root_of_a_user_namespace(script: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """`script` in bash as root of new user and mount namespaces, where it can mount a small tmpfs
+    as a disk to fill; skips the test where such namespaces cannot be made."""
+    if subprocess.run(["unshare", "-Urm", "true"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("no user and mount namespaces here (unshare -Urm): a small disk cannot be made")
+    return subprocess.run(
+        ["unshare", "-Urm", "bash", "-c", script], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
 def test_a_disk_that_fills_mid_run_stops_it_with_one_line_and_it_resumes(
     tmp_path: Path, make_toy_task, write_run_config
 ) -> None:
-    if subprocess.run(["unshare", "-Urm", "true"], capture_output=True, check=False).returncode != 0:
-        pytest.skip("no user and mount namespaces here (unshare -Urm): a small disk cannot be made")
     for i in range(4):
         make_toy_task(f"triton2triton/toy/t{i}", kernel=toy_kernel_source())
     disk, out = tmp_path / "disk", tmp_path / "out"
@@ -160,14 +168,7 @@ def test_a_disk_that_fills_mid_run_stops_it_with_one_line_and_it_resumes(
     out.mkdir()
     config = write_run_config(log_directory=str(disk / "logs"), workspace_directory_prefix=str(disk / "workspace"))
     env = {**_env(), "DISK": str(disk), "OUT": str(out), "CONFIG": str(config), "PY": sys.executable}
-    done = subprocess.run(
-        ["unshare", "-Urm", "bash", "-c", DISK_FULL_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    done = _as_root_of_a_user_namespace(DISK_FULL_SCRIPT, env, timeout=600)
     assert done.returncode != 90, "cannot mount a tmpfs in a user namespace here"
     first_err = [line for line in (out / "first.err").read_text().splitlines() if line.strip()]
     assert (out / "first.rc").read_text().strip() == "2", first_err
@@ -198,18 +199,9 @@ PY
 def test_files_a_candidate_left_in_its_evaluation_folder_do_not_make_the_disk_full(tmp_path: Path) -> None:
     """A candidate that fills a nearly full disk from its evaluation folder would otherwise have
     its failure refused as the disk's: the folder (rebuilt for every evaluation) goes first."""
-    if subprocess.run(["unshare", "-Urm", "true"], capture_output=True, check=False).returncode != 0:
-        pytest.skip("no user and mount namespaces here (unshare -Urm): a small disk cannot be made")
     disk = tmp_path / "disk"
     disk.mkdir()
     env = {**_env(), "DISK": str(disk), "PY": sys.executable}
-    done = subprocess.run(
-        ["unshare", "-Urm", "bash", "-c", FILLED_BY_THE_CANDIDATE],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _as_root_of_a_user_namespace(FILLED_BY_THE_CANDIDATE, env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False", "False", "True"], done.stdout

@@ -28,10 +28,17 @@ from aka.errors import AkaError
 from aka.harness.compare import compare_outputs, tolerance_for
 from aka.validation import mutant_runtime
 from aka.validation.checks import reference_check, run_probe, self_containment_check
-from aka.validation.mutants import MUTANT_NAMES, TensorShape, applicable, entry_functions, mutant_source
+from aka.validation.mutants import (
+    MUTANT_NAMES,
+    TensorShape,
+    applicable,
+    entry_functions,
+    harness_file,
+    mutant_source,
+)
 from aka.validation.report import MutantResult, MutantVerdict, Status, read_report
 from aka.validation.static_scan import scan_python
-from aka.validation.validate import ValidationOptions, _mutation_check, load_exceptions, validate_tasks
+from aka.validation.validate import ValidationOptions, _mutation_check, load_exceptions, run_mutants, validate_tasks
 
 REPO = Path(__file__).resolve().parents[2]
 TOLERANCES = {"float32": (1e-5, 1e-5), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1.6e-2)}
@@ -166,6 +173,37 @@ def test_suite_task_passes_with_every_mutant_killed(tmp_path: Path) -> None:
     dashboard_summary, dashboard_reports = find_validation(out)
     assert dashboard_summary is not None and dashboard_summary.overall_status.value == "WARN"
     assert [r.subject for r in dashboard_reports] == ["triton2triton/basic/gelu"]
+
+
+def test_mutants_through_the_harness_wrap_what_load_candidate_returns(tasks_root: Path, tmp_path: Path) -> None:
+    """The route CUDA sources take (no Python function to wrap), run here on a Triton task: a copy
+    of the task whose harness mutates the loaded candidate. Each mutant is killed by the real
+    correctness step; the pristine task is untouched."""
+    task_dir = _scale_task(tasks_root)
+    pristine = (task_dir / "harness.py").read_text()
+    assert harness_file(task_dir, "python3 harness.py correctness") == (task_dir / "harness.py", "TASK")
+    task = load_task(tasks_root, task_dir)
+    probe = run_probe(task, tmp_path / "probe", detect_device(), heldout=False)
+    check, score = run_mutants(
+        task, task_dir, probe, tmp_path, detect_device(), ("zeros", "stale"), lambda _: None, through_harness=True
+    )
+    assert check.status is Status.PASS, check.message
+    assert [m.verdict for m in score.mutants] == [MutantVerdict.KILLED] * 2, score.mutants
+    assert all("wrapped load_candidate" in m.message and m.failure_kind == "incorrect" for m in score.mutants)
+    copied = (tmp_path / "mutant_zeros" / "task" / "harness.py").read_text()
+    assert copied.startswith(pristine.rstrip("\n")) and "mutate_task(TASK, 'zeros'" in copied
+    assert (task_dir / "harness.py").read_text() == pristine
+
+
+def test_cuda_mutants_are_not_run_without_a_gpu(tmp_path: Path) -> None:
+    if detect_device().is_gpu:
+        pytest.skip("a GPU is here: the CUDA mutants run (aka validate on the device, docs/benchmarks)")
+    task = select_tasks(REPO / "tasks", ["cuda2cuda/llm/row_sum"])[0]
+    probe = run_probe(task, tmp_path / "probe", detect_device(), heldout=False)
+    check, score = run_mutants(task, task.directory, probe, tmp_path, detect_device(), ("zeros",), lambda _: None)
+    assert score.mutants[0].verdict is MutantVerdict.NOT_RUN
+    assert "needs a GPU: CUDA sources run only on the device" in score.mutants[0].message
+    assert check.status is Status.WARN
 
 
 @pytest.mark.slow

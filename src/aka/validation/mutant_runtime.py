@@ -2,13 +2,17 @@
 
 A mutant's source is the baseline's own file with two lines appended (`aka.validation.mutants`):
 they hand the module's public functions to `install`, which rebinds each name to a wrapper that
-calls the real baseline and then corrupts what it returned. The corruption runs outside the
+calls the real baseline and then corrupts what it returned. Sources with no Python function to
+wrap (CUDA C++) are mutated one level up instead: a copy of the task whose harness hands its
+`KernelTask` to `mutate_task`, so whatever callable `load_candidate` returns for the candidate is
+wrapped the same way. The corruption runs outside the
 worker's torch-operator guard, so the only thing that can reject a mutant is the task's
 correctness check, which is what mutation testing measures. Standard library and torch only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable, MutableMapping, Sequence
@@ -229,6 +233,20 @@ def _wrap(original: Callable[..., Any], name: str, mutation: str, tolerances: To
             return corrupt(mutation, output, inputs, tolerances)
 
     return mutant
+
+
+def mutate_task(task: Any, mutation: str, tolerances: Tolerances) -> Any:
+    """`task` (a `KernelTask`) whose loaded candidates return mutated outputs. Only the candidate's
+    worker imports the harness with this applied (the judge runs the file as `__main__`, before
+    it), and the baseline's sources (`_aka_baseline_*` modules, timed only) are left alone."""
+    if mutation not in MUTATIONS and mutation not in WHOLE_CALL:
+        raise ValueError(f"unknown mutation {mutation!r}")
+    load = task.load_candidate
+
+    def load_mutant(directory: Any) -> Callable[..., Any]:
+        return _wrap(load(directory), "candidate", mutation, tolerances)
+
+    return dataclasses.replace(task, load_candidate=load_mutant)
 
 
 def install(namespace: MutableMapping[str, Any], names: Sequence[str], mutation: str, tolerances: Tolerances) -> None:

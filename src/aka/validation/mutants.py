@@ -12,6 +12,8 @@ mutation that cannot is recorded as not applicable with its reason, never as kil
 from __future__ import annotations
 
 import ast
+import shlex
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,12 @@ INSTALL = (
     "\n\n# --- aka validate: mutant {name} (generated; the baseline above is unchanged) ---\n"
     "import aka.validation.mutant_runtime as _aka_mutant_runtime  # noqa: E402\n"
     "_aka_mutant_runtime.install(globals(), {entries!r}, {name!r}, {tolerances!r})\n"
+)
+
+TASK_INSTALL = (
+    "\n\n# --- aka validate: mutant {name} of the candidate's outputs (generated; the harness above is unchanged) ---\n"
+    "import aka.validation.mutant_runtime as _aka_mutant_runtime  # noqa: E402\n"
+    "{variable} = _aka_mutant_runtime.mutate_task({variable}, {name!r}, {tolerances!r})\n"
 )
 
 
@@ -92,6 +100,44 @@ def write_mutant(
         target.write_text(mutant_source(text, entries, name, tolerances) if entries else text, encoding="utf-8")
         wrapped += [f"{rel}:{e}" for e in entries]
     return wrapped
+
+
+def harness_file(task_dir: Path, correctness_command: str) -> tuple[Path, str] | None:
+    """The harness script the correctness command runs, and the module variable holding its
+    `KernelTask` (`TASK = KernelTask(...)`); None when the command is not such a script."""
+    try:
+        argv = shlex.split(correctness_command)
+    except ValueError:
+        return None
+    if len(argv) < 2 or not argv[1].endswith(".py") or not (task_dir / argv[1]).is_file():
+        return None
+    script = task_dir / argv[1]
+    for node in ast.parse(script.read_text(encoding="utf-8")).body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value.func).endswith("KernelTask")
+        ):
+            return script, node.targets[0].id
+    return None
+
+
+def write_mutant_task(
+    task_dir: Path, dest: Path, correctness_command: str, name: str, tolerances: dict[str, tuple[float, float]]
+) -> Path | None:
+    """A copy of the task folder at `dest` whose harness mutates the candidate's outputs (for
+    sources with no Python function to wrap); None when the harness declares no `KernelTask`."""
+    found = harness_file(task_dir, correctness_command)
+    if found is None:
+        return None
+    script, variable = found
+    shutil.copytree(task_dir, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    copy = dest / script.relative_to(task_dir)
+    text = copy.read_text(encoding="utf-8").rstrip("\n")
+    copy.write_text(text + TASK_INSTALL.format(name=name, variable=variable, tolerances=tolerances), encoding="utf-8")
+    return dest
 
 
 def _matrix(t: TensorShape) -> bool:

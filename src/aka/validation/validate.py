@@ -4,7 +4,8 @@ per task and a summary, rewritten after each task so an interrupted validation k
 Skeleton tasks (instruction2triton: no kernel given) have their untouched sources fail cleanly,
 and their solution (`--solutions`, by default `solutions/examples` beside the tasks folder) is
 what must pass and what the mutants are made from. CUDA and HIP sources have no Python entry
-to wrap: their mutants are recorded as not run.
+to wrap: their mutants run through a copy of the task whose harness wraps the loaded candidate
+(`aka.validation.mutants.write_mutant_task`), on the device only.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from aka.config.families import family_named
 from aka.config.tasks import Task, select_tasks
 from aka.device import DeviceInfo
 from aka.errors import AkaError
-from aka.evaluation.step_spec import Step
+from aka.evaluation.step_spec import Step, step_commands
 from aka.evaluation.steps import StepOutcome
 from aka.results.task_result import FailureKind
 from aka.run.repository import materialize
@@ -45,7 +46,14 @@ from aka.validation.checks import (
     schema_check,
     self_containment_check,
 )
-from aka.validation.mutants import DESCRIPTIONS, MUTANT_NAMES, TensorShape, applicable, write_mutant
+from aka.validation.mutants import (
+    DESCRIPTIONS,
+    MUTANT_NAMES,
+    TensorShape,
+    applicable,
+    write_mutant,
+    write_mutant_task,
+)
 from aka.validation.report import (
     Check,
     Evidence,
@@ -134,17 +142,23 @@ def run_mutants(
     names: Sequence[str],
     tell: Listener,
     exceptions: MutantExceptions | None = None,
+    through_harness: bool = False,
 ) -> tuple[Check, MutationScore]:
+    """Each mutant through compile and correctness. Python sources are mutated in their entry
+    functions; sources with none to wrap (CUDA C++), or any task with `through_harness`, through a
+    copy of the task whose harness wraps what `load_candidate` returns (`write_mutant_task`)."""
     results: list[MutantResult] = []
     family = family_named(task.family)
     language = family.language if family is not None else ""
     python_sources = [rel for rel in task.config.source_file_path if rel.endswith(".py")]
+    through_harness = through_harness or language in ("cuda", "hip") or not python_sources
     blocked = None
-    if language in ("cuda", "hip") or not python_sources:
-        blocked = "needs a GPU: CUDA/HIP sources have no Python entry function to wrap"
+    if through_harness and language in ("cuda", "hip") and not device.is_gpu:
+        blocked = f"needs a GPU: {language.upper()} sources run only on the device"
     elif probe.data is None:
         blocked = "the probe could not run the reference, so no output shapes or tolerances are known"
     tolerances = {k: (float(v[0]), float(v[1])) for k, v in (probe.data or {}).get("tolerances", {}).items()}
+    correctness = next(iter(step_commands(task, Step.CORRECTNESS)), "")
     for name in names:
         start = time.monotonic()
         reason = blocked or _not_applicable(name, probe)
@@ -158,18 +172,26 @@ def run_mutants(
             results.append(MutantResult(name=name, description=DESCRIPTIONS[name], verdict=verdict, message=reason))
             continue
         mutant_dir = scratch / f"mutant_{name}"
-        entries = write_mutant(base_dir, task.config.source_file_path, mutant_dir / "sources", name, tolerances)
+        if through_harness:
+            copy = write_mutant_task(task.directory, mutant_dir / "task", correctness, name, tolerances)
+            entries = ["load_candidate"] if copy else []
+            judged, sources = (dataclasses.replace(task, directory=copy) if copy else task), base_dir
+        else:
+            entries = write_mutant(base_dir, task.config.source_file_path, mutant_dir / "sources", name, tolerances)
+            judged, sources = task, mutant_dir / "sources"
         if not entries:
             results.append(
                 MutantResult(
                     name=name,
                     description=DESCRIPTIONS[name],
                     verdict=MutantVerdict.NOT_RUN,
-                    message="no public entry function in the editable Python sources",
+                    message="the harness declares no KernelTask to wrap"
+                    if through_harness
+                    else "no public entry function in the editable Python sources",
                 )
             )
             continue
-        evaluation = evaluate(task, mutant_dir / "sources", mutant_dir, device, f"mutant {name}", through=2)
+        evaluation = evaluate(judged, sources, mutant_dir, device, f"mutant {name}", through=2)
         verdict, failed = _verdict(evaluation.outcomes)
         message = f"wrapped {', '.join(entries)}; " + (describe(failed) if failed else "passed correctness")
         excuse = exceptions.reason(task.name, name) if exceptions else None

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any, Protocol
 
 KILL_GRACE_SECONDS = 5.0
 TAIL_CHARS = 2000
@@ -141,6 +142,22 @@ def _dies_with(parent: int, preexec: Callable[[], None] | None) -> Callable[[], 
     return start
 
 
+class RunningProcess(Protocol):
+    """What `StartedCommand` needs of a started process: a `subprocess.Popen`, or a step forked
+    by the warm parent (`aka.evaluation.warm_parent.ForkedProcess`)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | Any: ...
+    @property
+    def stdin(self) -> IO[bytes] | Any: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def communicate(self, input: bytes | None = None, timeout: float | None = None) -> tuple[Any, Any]: ...
+    def kill(self) -> None: ...
+
+
 class StartedCommand:
     """A command started now and finished later: `finish` feeds its stdin and enforces the timeout.
 
@@ -158,7 +175,10 @@ class StartedCommand:
         pass_fds: tuple[int, ...] = (),
         prefix: tuple[str, ...] = (),
         preexec: Callable[[], None] | None = None,
+        fork: Callable[[int], RunningProcess] | None = None,
     ) -> None:
+        """`fork`, where given, starts the command instead of an exec (`aka.evaluation.warm_parent`):
+        called with the log's descriptor, it returns the started process."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         argv = [*prefix, *(["/bin/bash", "-c", command] if isinstance(command, str) else command)]
         self.shown = command if isinstance(command, str) else shlex.join(command)
@@ -167,16 +187,20 @@ class StartedCommand:
             log.write(f"$ {self.shown}\n".encode())
             log.flush()
             self.offset = log.tell()
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=pass_fds,
-                preexec_fn=_dies_with(os.getpid(), preexec),
+            self.proc: RunningProcess = (
+                fork(log.fileno())
+                if fork is not None
+                else subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    env=env,
+                    stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=pass_fds,
+                    preexec_fn=_dies_with(os.getpid(), preexec),
+                )
             )
 
     def finish(

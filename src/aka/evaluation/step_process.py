@@ -18,8 +18,9 @@ from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.evaluation.channel import ResultPipe
 from aka.evaluation.disk_quota import STEP_OUTPUT_LIMIT_BYTES, DiskQuota
-from aka.evaluation.sandbox import detect_sandbox, step_limits
+from aka.evaluation.sandbox import ResourceLimits, detect_sandbox, step_limits
 from aka.evaluation.step_spec import Step, Target, step_commands, step_environment, step_timeout
+from aka.evaluation.warm_parent import ForkedProcess, StepLimits, WarmParent, script_argv, step_sandbox
 from aka.evaluation.wire import ENV_RESULT_FD, ENV_SHARED_CACHE
 from aka.process import CommandOutcome, StartedCommand
 
@@ -124,15 +125,20 @@ def start_isolated(
             cache.mkdir(mode=0o700)
         writable = [eval_dir, cache, scratch, *([caches.shared] if caches.shared else [])]
         judge = is_harness_script(command, eval_dir)  # starts its workers in namespaces of their own
+        env = {**setup.environment(step, target), **private}
+        limits = step_limits(timeout, setup.device.is_gpu)
         started = StartedCommand(
             command,
             eval_dir,
-            {**setup.environment(step, target), **private},
+            env,
             log_path or setup.log_path,
             with_stdin=True,
             pass_fds=(pipe.write_fd,),
             prefix=tuple(sandbox.wrap([], writable, keep_admin=judge)),
-            preexec=step_limits(timeout, setup.device.is_gpu).apply,
+            preexec=limits.apply,
+            fork=_warm_fork(command, eval_dir, env, pipe.write_fd, writable, limits, setup.device.is_gpu)
+            if judge
+            else None,
         )
     except BaseException:
         shutil.rmtree(cache, ignore_errors=True)
@@ -152,6 +158,26 @@ def start_isolated(
         scratch,
         tuple(writable),
     )
+
+
+def _warm_fork(
+    command: str,
+    eval_dir: Path,
+    env: dict[str, str],
+    result_fd: int,
+    writable: list[Path],
+    limits: ResourceLimits,
+    on_gpu: bool,
+) -> Callable[[int], ForkedProcess] | None:
+    """How an aka.harness step starts from the warm parent (`aka.evaluation.warm_parent`), in the
+    same sandbox as the exec path would give it; None where it is exec'd."""
+    argv = script_argv(command)
+    parent = WarmParent.for_env(env, on_gpu) if argv else None
+    if parent is None or argv is None:
+        return None
+    sandbox = step_sandbox(detect_sandbox(), writable, keep_admin=True)
+    step_limits_ = StepLimits(limits.cpu_seconds, limits.memory_bytes, limits.file_bytes)
+    return lambda log_fd: parent.start(argv, eval_dir, env, log_fd, [result_fd], sandbox, step_limits_)
 
 
 def finish_isolated(process: StepProcess, time_left: float = float("inf")) -> tuple[CommandOutcome, bytes, str]:

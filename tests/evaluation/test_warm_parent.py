@@ -1,0 +1,158 @@
+"""The warm parent (`aka.evaluation.warm_parent`): steps forked from a process that imported torch
+once get what an exec'd step gets (arguments, environment, descriptors, exit status, sandbox), and
+die with aka. The evaluator's own tests (exploits, candidate faults, isolation) run through it too,
+since it is on by default on the CPU."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from aka.evaluation.sandbox import detect_sandbox, step_limits
+from aka.evaluation.step_process import _warm_fork
+from aka.evaluation.warm_parent import (
+    ENV_WARM_STEPS,
+    StepLimits,
+    StepSandbox,
+    WarmParent,
+    script_argv,
+    step_sandbox,
+)
+
+PROBE = """
+import os, socket, sys
+out = os.fdopen(int(sys.argv[2]), "w")
+print("argv", sys.argv[1], file=out)
+print("env", os.environ.get("AKA_TEST_VALUE"), file=out)
+print("stdin", sys.stdin.read().strip(), file=out)
+print("torch", "torch" in sys.modules, file=out)
+print("pid", os.getpid(), file=out)
+for path in (sys.argv[3], sys.argv[4]):
+    try:
+        open(os.path.join(path, "written"), "w").write("x")
+        print("write", path, "ok", file=out)
+    except OSError as exc:
+        print("write", path, type(exc).__name__, file=out)
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=1)
+    print("network", "reached", file=out)
+except OSError as exc:
+    print("network", type(exc).__name__, file=out)
+print("printed to the log")
+out.close()
+raise SystemExit(3)
+"""
+
+
+def _run(tmp_path: Path, sandbox: StepSandbox) -> tuple[int | None, dict[str, str], str]:
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    (work / "probe.py").write_text(PROBE)
+    env = {**os.environ, "AKA_TEST_VALUE": "seen"}
+    parent = WarmParent.for_env(env, on_gpu=False)
+    assert parent is not None
+    read, write = os.pipe()
+    log_path = tmp_path / "log"
+    sandbox = StepSandbox(**{**sandbox.__dict__, "writable": (str(work),)}) if sandbox.confine else sandbox
+    with log_path.open("wb") as log:
+        process = parent.start(
+            ["probe.py", "first", str(write), str(work), str(outside)],
+            work,
+            env,
+            log.fileno(),
+            [write],
+            sandbox,
+            StepLimits(60, None, None),
+        )
+    os.close(write)
+    process.communicate(b"the-token\n", timeout=60)
+    with os.fdopen(read) as handle:
+        lines = dict(line.split(" ", 1) for line in handle.read().splitlines())
+    return process.returncode, lines, log_path.read_text()
+
+
+def test_a_forked_step_gets_its_arguments_environment_descriptors_and_exit_status(tmp_path: Path) -> None:
+    status, seen, log = _run(tmp_path, StepSandbox())
+    assert status == 3
+    assert seen["argv"] == "first" and seen["env"] == "seen" and seen["stdin"] == "the-token"
+    assert seen["torch"] == "True", "the warm parent imported torch before forking"
+    assert "printed to the log" in log
+
+
+@pytest.mark.skipif(not detect_sandbox().confines, reason="no namespaces and read-only file system on this machine")
+def test_a_forked_step_gets_the_sandbox_an_exec_step_gets(tmp_path: Path) -> None:
+    """PID namespace (it is process 1), no network, read-only file system but its writable path."""
+    sandbox = step_sandbox(detect_sandbox(), [], keep_admin=False)
+    status, seen, _ = _run(tmp_path, sandbox)
+    assert status == 3
+    assert seen["pid"] == "1"
+    assert (tmp_path / "work" / "written").is_file()
+    assert not (tmp_path / "outside" / "written").exists()
+    assert seen["network"] != "reached"
+
+
+CLIENT = """
+import os, sys, time
+from pathlib import Path
+from aka.evaluation.warm_parent import StepSandbox, WarmParent
+work = Path(sys.argv[1])
+parent = WarmParent.for_env(dict(os.environ), on_gpu=False)
+log = os.open(work / "log", os.O_WRONLY | os.O_CREAT)
+parent.start(["sleeper.py"], work, dict(os.environ), log, [], StepSandbox(), None)
+print(parent.server.pid, flush=True)
+time.sleep(600)
+"""
+SLEEPER = "import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_killing_aka_kills_its_warm_parent_and_every_step_it_forked(tmp_path: Path) -> None:
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    client = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, str(tmp_path)], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert client.stdout is not None
+    server = int(client.stdout.readline())
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "pid").is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    step = int((tmp_path / "pid").read_text())
+    assert _alive(server) and _alive(step)
+    os.kill(client.pid, signal.SIGKILL)
+    client.wait()
+    deadline = time.monotonic() + 20
+    while (_alive(server) or _alive(step)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(step), "the step outlived aka"
+    assert not _alive(server), "the warm parent outlived aka"
+
+
+def test_which_steps_are_forked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """aka.harness scripts on the CPU by default; never another command; on a GPU only when asked."""
+    (tmp_path / "harness.py").write_text("run_task(TASK)\n")
+    assert script_argv("python3 harness.py compile") == ["harness.py", "compile"]
+    assert script_argv("bash run.sh") is None
+    limits = step_limits(60, on_gpu=False)
+    args = (tmp_path, dict(os.environ), 0, [tmp_path], limits)
+    monkeypatch.delenv(ENV_WARM_STEPS, raising=False)
+    assert _warm_fork("python3 harness.py compile", *args, on_gpu=False) is not None
+    assert _warm_fork("python3 harness.py compile", *args, on_gpu=True) is None
+    monkeypatch.setenv(ENV_WARM_STEPS, "1")
+    assert _warm_fork("python3 harness.py compile", *args, on_gpu=True) is not None
+    monkeypatch.setenv(ENV_WARM_STEPS, "0")
+    assert _warm_fork("python3 harness.py compile", *args, on_gpu=False) is None

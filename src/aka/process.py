@@ -187,20 +187,23 @@ class StartedCommand:
             log.write(f"$ {self.shown}\n".encode())
             log.flush()
             self.offset = log.tell()
-            self.proc: RunningProcess = (
-                fork(log.fileno())
-                if fork is not None
-                else subprocess.Popen(
-                    argv,
-                    cwd=cwd,
-                    env=env,
-                    stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    pass_fds=pass_fds,
-                    preexec_fn=_dies_with(os.getpid(), preexec),
-                )
+            if fork is not None:
+                try:
+                    self.proc: RunningProcess = fork(log.fileno())
+                    return
+                except OSError as exc:  # the warm parent is gone: exec it as every other command
+                    log.write(f"(the warm parent could not start it: {exc}; exec'd instead)\n".encode())
+                    log.flush()
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=pass_fds,
+                preexec_fn=_dies_with(os.getpid(), preexec),
             )
 
     def finish(

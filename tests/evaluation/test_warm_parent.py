@@ -16,8 +16,10 @@ import pytest
 
 from aka.evaluation.sandbox import detect_sandbox, step_limits
 from aka.evaluation.step_process import _warm_fork
+from aka.process import StartedCommand
 from aka.evaluation.warm_parent import (
     ENV_WARM_STEPS,
+    ForkedProcess,
     StepLimits,
     StepSandbox,
     WarmParent,
@@ -155,3 +157,25 @@ def test_which_steps_are_forked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert _warm_fork("python3 harness.py compile", *args, on_gpu=True) is not None
     monkeypatch.setenv(ENV_WARM_STEPS, "0")
     assert _warm_fork("python3 harness.py compile", *args, on_gpu=False) is None
+
+
+def test_a_dead_warm_parent_is_replaced_and_a_failed_fork_is_execd(tmp_path: Path) -> None:
+    env = dict(os.environ)
+    first = WarmParent.for_env(env, on_gpu=False)
+    assert first is not None
+    first.server.kill()
+    first.server.wait()
+    deadline = time.monotonic() + 10
+    while first.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not first.alive
+    second = WarmParent.for_env(env, on_gpu=False)
+    assert second is not None and second is not first and second.alive
+
+    def gone(log_fd: int) -> ForkedProcess:
+        raise OSError("the warm parent is gone")
+
+    log = tmp_path / "log"
+    ran = StartedCommand("echo exec-path", tmp_path, env, log, fork=gone).finish(None, 30)
+    assert ran.exit_code == 0
+    assert "exec'd instead" in log.read_text() and "exec-path" in log.read_text()

@@ -196,6 +196,7 @@ def _child(request: ForkRequest, received: list[int]) -> None:
         os.setsid()
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter has it
         _place_fds(received, request.fds)
         _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
         os.chdir(request.cwd)

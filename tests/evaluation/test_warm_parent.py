@@ -16,7 +16,6 @@ import pytest
 
 from aka.evaluation.sandbox import detect_sandbox, step_limits
 from aka.evaluation.step_process import _warm_fork
-from aka.process import StartedCommand
 from aka.evaluation.warm_parent import (
     ENV_WARM_STEPS,
     ForkedProcess,
@@ -26,6 +25,7 @@ from aka.evaluation.warm_parent import (
     script_argv,
     step_sandbox,
 )
+from aka.process import StartedCommand
 
 PROBE = """
 import os, socket, sys

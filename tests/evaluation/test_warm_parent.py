@@ -179,3 +179,25 @@ def test_a_dead_warm_parent_is_replaced_and_a_failed_fork_is_execd(tmp_path: Pat
     ran = StartedCommand("echo exec-path", tmp_path, env, log, fork=gone).finish(None, 30)
     assert ran.exit_code == 0
     assert "exec'd instead" in log.read_text() and "exec-path" in log.read_text()
+
+
+def test_a_sandbox_a_forked_step_cannot_get_means_exec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's own sandbox is probed once and passes; a shape that fails here (the fork
+    refused) makes `_warm_fork` return None, so such steps are exec'd with the full sandbox."""
+    env = dict(os.environ)
+    parent = WarmParent.for_env(env, on_gpu=False)
+    assert parent is not None
+    machine = step_sandbox(detect_sandbox(), [tmp_path], keep_admin=True)
+    assert parent.can_sandbox(machine, env)
+    assert parent.sandboxes[(machine.namespaces, machine.user_namespace, machine.confine, machine.host_dev, True)]
+
+    def refused(*args: object, **kwargs: object) -> ForkedProcess:
+        raise OSError("no")
+
+    monkeypatch.setattr(parent, "start", refused)
+    parent.sandboxes.clear()
+    assert not parent.can_sandbox(machine, env)
+    (tmp_path / "harness.py").write_text("run_task(TASK)\n")
+    limits = step_limits(60, on_gpu=False)
+    assert _warm_fork("python3 harness.py compile", tmp_path, env, 0, [tmp_path], limits, on_gpu=False) is None
+    parent.sandboxes.clear()  # the next test gets a real probe

@@ -176,6 +176,8 @@ def _warm_fork(
     if parent is None or argv is None:
         return None
     sandbox = step_sandbox(detect_sandbox(), writable, keep_admin=True)
+    if not parent.can_sandbox(sandbox, env):
+        return None
     step_limits_ = StepLimits(limits.cpu_seconds, limits.memory_bytes, limits.file_bytes)
     return lambda log_fd: parent.start(argv, eval_dir, env, log_fd, [result_fd], sandbox, step_limits_)
 

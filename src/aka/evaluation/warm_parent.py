@@ -34,6 +34,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -54,7 +55,7 @@ CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x20000000,
 MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_NOEXEC = 16384, 1 << 18, 2, 4, 8
 PR_SET_PDEATHSIG = 1
 EXIT_SETUP_FAILED = 125
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -357,6 +358,7 @@ class WarmParent:
         self.early: dict[int, int] = {}  # exits reported before their pid was registered
         self.send_lock, self.state_lock = threading.Lock(), threading.Lock()
         self.alive = True
+        self.sandboxes: dict[tuple[bool, ...], bool] = {}  # sandbox shape -> a probe step ran in it
         threading.Thread(target=self._read, name="aka-warm-parent", daemon=True).start()
 
     @classmethod
@@ -371,7 +373,7 @@ class WarmParent:
                 try:
                     cls._started[key] = cls(env)
                 except OSError as exc:
-                    log.warning("steps are exec'd: the warm parent did not start (%s)", exc)
+                    logger.warning("steps are exec'd: the warm parent did not start (%s)", exc)
                     cls._started[key] = None
             return cls._started[key]
 
@@ -400,6 +402,27 @@ class WarmParent:
                     self.early[pid] = status
             if ended is not None:
                 ended._exited(status)
+
+    def can_sandbox(self, sandbox: StepSandbox, env: Mapping[str, str]) -> bool:
+        """Whether a step forked into this shape of sandbox runs here (probed once per shape with
+        a script that only exits): where it does not, steps are exec'd, never run with less."""
+        shape = (sandbox.namespaces, sandbox.user_namespace, sandbox.confine, sandbox.host_dev, sandbox.keep_admin)
+        if shape not in self.sandboxes:
+            with tempfile.TemporaryDirectory(prefix="aka-warm-probe-") as folder:
+                Path(folder, "probe.py").write_text("raise SystemExit(0)\n")
+                probe = StepSandbox(*shape[:3], (folder,), *shape[3:])
+                with open(Path(folder, "log"), "wb") as log:
+                    try:
+                        process = self.start(["probe.py"], Path(folder), env, log.fileno(), [], probe, None)
+                        process.communicate(None, timeout=60)
+                        ok = process.returncode == 0
+                    except (OSError, subprocess.TimeoutExpired):
+                        ok = False
+                if not ok:
+                    why = Path(folder, "log").read_text(errors="replace").strip()[-300:]
+                    logger.warning("steps are exec'd: a step forked into the sandbox did not run (%s)", why)
+            self.sandboxes[shape] = ok
+        return self.sandboxes[shape]
 
     def start(
         self,

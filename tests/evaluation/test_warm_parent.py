@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from aka.evaluation.sandbox import detect_sandbox, step_limits
+from aka.evaluation.sandbox import ResourceLimits, detect_sandbox, step_limits
 from aka.evaluation.step_process import _warm_fork
 from aka.evaluation.warm_parent import (
     ENV_WARM_STEPS,
     ForkedProcess,
-    StepLimits,
     StepSandbox,
     WarmParent,
     script_argv,
@@ -71,7 +70,7 @@ def _run(tmp_path: Path, sandbox: StepSandbox) -> tuple[int | None, dict[str, st
             log.fileno(),
             [write],
             sandbox,
-            StepLimits(60, None, None),
+            ResourceLimits(60, None, None),
         )
     os.close(write)
     process.communicate(b"the-token\n", timeout=60)

@@ -20,7 +20,7 @@ from aka.evaluation.channel import ResultPipe
 from aka.evaluation.disk_quota import STEP_OUTPUT_LIMIT_BYTES, DiskQuota
 from aka.evaluation.sandbox import ResourceLimits, detect_sandbox, step_limits
 from aka.evaluation.step_spec import Step, Target, step_commands, step_environment, step_timeout
-from aka.evaluation.warm_parent import ForkedProcess, StepLimits, WarmParent, script_argv, step_sandbox
+from aka.evaluation.warm_parent import ForkedProcess, WarmParent, script_argv, step_sandbox
 from aka.evaluation.wire import ENV_RESULT_FD, ENV_SHARED_CACHE
 from aka.process import CommandOutcome, StartedCommand
 
@@ -178,8 +178,7 @@ def _warm_fork(
     sandbox = step_sandbox(detect_sandbox(), writable, keep_admin=True)
     if not parent.can_sandbox(sandbox, env):
         return None
-    step_limits_ = StepLimits(limits.cpu_seconds, limits.memory_bytes, limits.file_bytes)
-    return lambda log_fd: parent.start(argv, eval_dir, env, log_fd, [result_fd], sandbox, step_limits_)
+    return lambda log_fd: parent.start(argv, eval_dir, env, log_fd, [result_fd], sandbox, limits)
 
 
 def finish_isolated(process: StepProcess, time_left: float = float("inf")) -> tuple[CommandOutcome, bytes, str]:

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from aka.evaluation.sandbox import PRIVATE_DEV, Sandbox
+from aka.evaluation.sandbox import PRIVATE_DEV, ResourceLimits, Sandbox
 
 ENV_WARM_STEPS = "AKA_WARM_STEPS"
 # The variables a Python process reads while importing torch, Triton and aka.harness (or that
@@ -72,20 +72,13 @@ class StepSandbox:
 
 
 @dataclass(frozen=True)
-class StepLimits:
-    cpu_seconds: int
-    memory_bytes: int | None
-    file_bytes: int | None
-
-
-@dataclass(frozen=True)
 class ForkRequest:
     argv: list[str]  # the script and its arguments (no interpreter)
     cwd: str
     env: dict[str, str]
     fds: list[int]  # the numbers the passed descriptors get in the step (0, 1 and 2 first)
     sandbox: StepSandbox = StepSandbox()
-    limits: StepLimits | None = None
+    limits: ResourceLimits | None = None
 
 
 def script_argv(command: str | Sequence[str]) -> list[str] | None:
@@ -202,9 +195,7 @@ def _child(request: ForkRequest, received: list[int]) -> None:
         _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
         os.chdir(request.cwd)
         if request.limits is not None:
-            from aka.evaluation.sandbox import ResourceLimits
-
-            ResourceLimits(**asdict(request.limits)).apply()
+            request.limits.apply()
         sandbox = request.sandbox
         if sandbox.namespaces:
             _enter_namespaces(sandbox)
@@ -265,7 +256,7 @@ def serve(sock: socket.socket) -> int:
             request = ForkRequest(
                 **raw,
                 sandbox=StepSandbox(**{**sandbox, "writable": tuple(sandbox["writable"])}),
-                limits=StepLimits(**limits) if limits else None,
+                limits=ResourceLimits(**limits) if limits else None,
             )
             pid = os.fork()
             if pid == 0:
@@ -432,7 +423,7 @@ class WarmParent:
         log_fd: int,
         pass_fds: Sequence[int],
         sandbox: StepSandbox,
-        limits: StepLimits | None,
+        limits: ResourceLimits | None,
     ) -> ForkedProcess:
         """Fork a step: `argv` is the script and its arguments; its standard input is a pipe
         (the returned process's `stdin`), its standard output and error `log_fd`."""

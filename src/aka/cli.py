@@ -300,6 +300,9 @@ def validate_command(
     mutants: Annotated[bool, typer.Option("--mutants/--no-mutants", help="Run the mutation tests.")] = True,
     only: Annotated[Optional[list[str]], typer.Option("--mutant", help="Only this mutant (repeatable).")] = None,
     solutions: Annotated[Optional[Path], typer.Option("--solutions", help="Solutions of skeleton tasks.")] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Keep the reports an earlier validation on this device left in --output.")
+    ] = False,
 ) -> None:
     """Prove tasks sound: deterministic checks and mutants of the baseline that must fail (docs/validation.md)."""
     from aka.validation.mutants import MUTANT_NAMES
@@ -324,6 +327,7 @@ def validate_command(
                 detect_device(),
                 options,
                 lambda line: err_console.print(line, highlight=False, markup=False),
+                resume=resume,
             )
     except AkaError as exc:
         raise fail(exc) from None

@@ -36,9 +36,16 @@ from aka.validation.mutants import (
     harness_file,
     mutant_source,
 )
-from aka.validation.report import MutantResult, MutantVerdict, Status, read_report
+from aka.validation.report import MutantResult, MutantVerdict, Status, TaskValidation, read_report, write_report
 from aka.validation.static_scan import scan_python
-from aka.validation.validate import ValidationOptions, _mutation_check, load_exceptions, run_mutants, validate_tasks
+from aka.validation.validate import (
+    ValidationOptions,
+    _earlier_report,
+    _mutation_check,
+    load_exceptions,
+    run_mutants,
+    validate_tasks,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 TOLERANCES = {"float32": (1e-5, 1e-5), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1.6e-2)}
@@ -318,3 +325,30 @@ def test_sigterm_stops_the_validator_and_leaves_no_scratch_or_process(tmp_path: 
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     assert not list(scratch.glob("aka-validate-*")), "the scratch folder outlived SIGTERM"
     assert processes_under(tmp_path) == [] and processes_under(REPO / "tasks") == []
+
+
+def test_resume_keeps_the_reports_an_earlier_validation_left_on_this_device(tasks_root: Path, tmp_path: Path) -> None:
+    """A cut validation goes on: a task with a readable report from this device is kept as it is
+    (nothing runs for it); a report from another device is not."""
+    _scale_task(tasks_root)
+    task = load_task(tasks_root, tasks_root / "triton2triton/mine/scale")
+    out, device = tmp_path / "out", detect_device()
+    earlier = TaskValidation(
+        task_name=task.name,
+        family=task.family,
+        task_dir=str(task.directory),
+        device=device.name,
+        overall_status=Status.WARN,
+        checks=[],
+    )
+    path = write_report(out / task.name, earlier)
+    said: list[str] = []
+    summary = validate_tasks(
+        tasks_root, [task.name], out, device, ValidationOptions(mutants=()), said.append, resume=True
+    )
+    assert any("kept" in line for line in said), said
+    assert read_report(path) == earlier
+    assert [row.task_name for row in summary.tasks] == [task.name] and summary.overall_status is Status.WARN
+    other = earlier.model_copy(update={"device": "another device"})
+    write_report(out / task.name, other)
+    assert _earlier_report(out, task, device) is None

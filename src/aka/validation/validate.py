@@ -25,6 +25,7 @@ from pydantic import RootModel, ValidationError
 
 from aka.config.families import family_named
 from aka.config.tasks import Task, select_tasks
+from aka.dashboard.validation import REPORT_NAME
 from aka.device import DeviceInfo
 from aka.errors import AkaError
 from aka.evaluation.step_spec import Step, step_commands
@@ -65,6 +66,7 @@ from aka.validation.report import (
     TaskValidation,
     ValidationSummary,
     overall,
+    read_report,
     write_report,
     write_summary,
 )
@@ -347,9 +349,27 @@ def _row(report: TaskValidation, path: Path) -> SummaryRow:
     )
 
 
+def _earlier_report(output: Path, task: Task, device: DeviceInfo) -> TaskValidation | None:
+    """This task's report from an earlier validation into `output` on the same device, if readable."""
+    path = output / task.name / REPORT_NAME
+    try:
+        report = read_report(path)
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    return report if report.device == device.name and report.task_name == task.name else None
+
+
 def validate_tasks(
-    tasks_root: Path, selectors: list[str], output: Path, device: DeviceInfo, options: ValidationOptions, tell: Listener
+    tasks_root: Path,
+    selectors: list[str],
+    output: Path,
+    device: DeviceInfo,
+    options: ValidationOptions,
+    tell: Listener,
+    resume: bool = False,
 ) -> ValidationSummary:
+    """Every selected task validated into `output`; with `resume`, a task whose report an earlier
+    validation on this device left there is kept, not validated again (a cut run goes on)."""
     tasks = select_tasks(tasks_root, selectors)
     if not options.exceptions.root:
         options = dataclasses.replace(options, exceptions=load_exceptions(tasks_root))
@@ -364,7 +384,10 @@ def validate_tasks(
     summary = ValidationSummary(overall_status=Status.PASS, command=command, device=device.name, counts={}, tasks=[])
     for task in tasks:
         tell(f"{task.name}")
-        report = validate_task(task, device, options, tell)
+        earlier = _earlier_report(output, task, device) if resume else None
+        if earlier is not None:
+            tell("  kept: validated earlier on this device (--resume)")
+        report = earlier or validate_task(task, device, options, tell)
         path = write_report(output / task.name, report)
         rows.append(_row(report, path.relative_to(output)))
         statuses = [r.overall_status for r in rows]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shlex
 import shutil
 import tempfile
 import time
@@ -212,13 +211,10 @@ def uses_aka_harness(task: Task, steps: list[Step], eval_dir: Path) -> bool:
 
 def is_harness_script(command: str, eval_dir: Path) -> bool:
     """`python3 SCRIPT.py ...` where the script ends in aka.harness's `run_task` (which says `ready`)."""
-    try:
-        argv = shlex.split(command)
-    except ValueError:
+    argv = script_argv(command)
+    if argv is None:
         return False
-    if len(argv) < 2 or not Path(argv[0]).name.startswith("python") or not argv[1].endswith(".py"):
-        return False
-    script = eval_dir / argv[1]
+    script = eval_dir / argv[0]
     return script.is_file() and "run_task(" in script.read_text(encoding="utf-8", errors="replace")
 
 

@@ -52,7 +52,6 @@ MAX_MESSAGE = 1 << 20
 MAX_FDS = 16
 HIGH_FD = 1000
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x40000000, 0x10000000
-MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_NOEXEC = 16384, 1 << 18, 2, 4, 8
 PR_SET_PDEATHSIG = 1
 EXIT_SETUP_FAILED = 125
 logger = logging.getLogger(__name__)
@@ -124,38 +123,6 @@ def _place_fds(received: list[int], targets: list[int]) -> None:
     os.closerange(start, 65536)
 
 
-def _enter_namespaces(sandbox: StepSandbox) -> None:
-    """As `unshare [--user --map-root-user] --pid --net --fork --mount-proc --kill-child`: the
-    caller forks after this; the child is the first process of the new PID namespace."""
-    uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | (CLONE_NEWUSER if sandbox.user_namespace else 0)
-    _check(_libc().unshare(flags), "unshare")
-    if sandbox.user_namespace:
-        Path("/proc/self/setgroups").write_text("deny")
-        Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
-        Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
-
-
-def _mount_proc() -> None:
-    libc = _libc()
-    _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
-    _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
-
-
-def _wait_and_mirror(child: int) -> None:
-    """The namespace's outside half (as `unshare --fork`): exit as the child did."""
-    while True:
-        try:
-            _, status = os.waitpid(child, 0)
-            break
-        except InterruptedError:
-            continue
-    if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        os.kill(os.getpid(), os.WTERMSIG(status))
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
-
-
 def _run_script(request: ForkRequest) -> None:
     """Become the step: environment, arguments, module path, then the script as `__main__`."""
     import runpy
@@ -197,13 +164,16 @@ def _child(request: ForkRequest, received: list[int]) -> None:
         if request.limits is not None:
             request.limits.apply()
         sandbox = request.sandbox
-        if sandbox.namespaces:
-            _enter_namespaces(sandbox)
-            inner = os.fork()
-            if inner:
-                _wait_and_mirror(inner)
-            _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
-            _mount_proc()
+        if sandbox.namespaces:  # as `unshare [--user --map-root-user] --pid --net --fork --mount-proc --kill-child`
+            from aka.harness.spawn import first_process_of_namespace, map_root_user
+
+            uid, gid = os.getuid(), os.getgid()
+            user = CLONE_NEWUSER if sandbox.user_namespace else 0
+            _check(_libc().unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | user), "unshare")
+            if user:
+                map_root_user(uid, gid)
+            if not first_process_of_namespace():
+                raise OSError("cannot mount a private /proc in the step's namespaces")
         if sandbox.confine:
             from aka.evaluation.confine import confine
 

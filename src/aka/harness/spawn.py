@@ -86,19 +86,8 @@ def enter_namespaces(writable: Sequence[Path]) -> bool:
     if libc.unshare(CLONE_NEWPID | CLONE_NEWNS) != 0:
         if libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) != 0:
             return False
-        with contextlib.suppress(OSError):
-            _write("/proc/self/setgroups", "deny")
-        _write("/proc/self/uid_map", f"0 {uid} 1")
-        _write("/proc/self/gid_map", f"0 {gid} 1")
-    child = os.fork()
-    if child:  # stays outside, as `unshare --fork` does, and ends as the namespace's first process ends
-        _, status = os.waitpid(child, 0)
-        _end_as(status)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if (
-        libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0
-        or libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) != 0
-    ):
+        map_root_user(uid, gid)
+    if not first_process_of_namespace():
         os._exit(EXIT_FAILED)  # half in: no way back to the judge's namespaces
     from aka.evaluation.confine import ConfineError, confine
 
@@ -109,6 +98,32 @@ def enter_namespaces(writable: Sequence[Path]) -> bool:
         print(f"aka worker: cannot confine the file system: {exc}", file=sys.stderr)
         os._exit(EXIT_FAILED)
     return True
+
+
+def map_root_user(uid: int, gid: int) -> None:
+    """Just after `unshare(CLONE_NEWUSER ...)`: this process is root of the new user namespace,
+    as `unshare --map-root-user` makes it, and `uid`/`gid` outside."""
+    with contextlib.suppress(OSError):
+        _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"0 {uid} 1")
+    _write("/proc/self/gid_map", f"0 {gid} 1")
+
+
+def first_process_of_namespace() -> bool:
+    """Just after `unshare(CLONE_NEWPID | CLONE_NEWNS ...)`: fork; the parent stays outside, as
+    `unshare --fork` does, and ends as the namespace's first process ends; the child (that first
+    process) dies with it and gets a private mount tree and a /proc of its own. False: the mounts
+    failed (the caller is half in and must exit)."""
+    child = os.fork()
+    if child:
+        _, status = os.waitpid(child, 0)
+        _end_as(status)
+    libc = _libc()
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    return bool(
+        libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0
+        and libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) == 0
+    )
 
 
 def _end_as(status: int) -> None:

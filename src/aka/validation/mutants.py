@@ -12,12 +12,12 @@ mutation that cannot is recorded as not applicable with its reason, never as kil
 from __future__ import annotations
 
 import ast
-import shlex
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from aka.evaluation.warm_parent import script_argv
 from aka.validation.mutant_runtime import MUTATIONS, WHOLE_CALL
 
 DESCRIPTIONS = {
@@ -105,13 +105,10 @@ def write_mutant(
 def harness_file(task_dir: Path, correctness_command: str) -> tuple[Path, str] | None:
     """The harness script the correctness command runs, and the module variable holding its
     `KernelTask` (`TASK = KernelTask(...)`); None when the command is not such a script."""
-    try:
-        argv = shlex.split(correctness_command)
-    except ValueError:
+    argv = script_argv(correctness_command)
+    if argv is None or not (task_dir / argv[0]).is_file():
         return None
-    if len(argv) < 2 or not argv[1].endswith(".py") or not (task_dir / argv[1]).is_file():
-        return None
-    script = task_dir / argv[1]
+    script = task_dir / argv[0]
     for node in ast.parse(script.read_text(encoding="utf-8")).body:
         if (
             isinstance(node, ast.Assign)

@@ -110,7 +110,10 @@ parent.start(["sleeper.py"], work, dict(os.environ), log, [], StepSandbox(), Non
 print(parent.server.pid, flush=True)
 time.sleep(600)
 """
-SLEEPER = "import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+# The pid file appears whole (written, then renamed), so the test never reads it half-written.
+SLEEPER = (
+    "import os, time\nopen('pid.tmp', 'w').write(str(os.getpid()))\nos.rename('pid.tmp', 'pid')\ntime.sleep(600)\n"
+)
 
 
 def _alive(pid: int) -> bool:

@@ -203,3 +203,21 @@ def test_a_sandbox_a_forked_step_cannot_get_means_exec(tmp_path: Path, monkeypat
     limits = step_limits(60, on_gpu=False)
     assert _warm_fork("python3 harness.py compile", tmp_path, env, 0, [tmp_path], limits, on_gpu=False) is None
     parent.sandboxes.clear()  # the next test gets a real probe
+
+
+def test_a_stopped_warm_parent_is_killed_and_its_steps_are_execd(tmp_path: Path) -> None:
+    """Where a candidate could reach it (no PID namespace), stopping the warm parent must not
+    stall evaluations: a request it does not answer kills it, the step is exec'd, and the next
+    step gets a new warm parent."""
+    env = dict(os.environ)
+    parent = WarmParent.for_env(env, on_gpu=False)
+    assert parent is not None
+    parent.reply_timeout_s = 1.0
+    os.kill(parent.server.pid, signal.SIGSTOP)
+    log = tmp_path / "log"
+    fork = lambda log_fd: parent.start(["x.py"], tmp_path, env, log_fd, [], StepSandbox(), None)  # noqa: E731
+    ran = StartedCommand("echo exec-path", tmp_path, env, log, fork=fork).finish(None, 30)
+    assert ran.exit_code == 0 and "did not answer" in log.read_text() and "exec-path" in log.read_text()
+    assert parent.server.wait(timeout=10) == -signal.SIGKILL and not parent.alive
+    replacement = WarmParent.for_env(env, on_gpu=False)
+    assert replacement is not None and replacement is not parent and replacement.alive

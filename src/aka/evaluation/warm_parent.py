@@ -319,6 +319,7 @@ class WarmParent:
         self.early: dict[int, int] = {}  # exits reported before their pid was registered
         self.send_lock, self.state_lock = threading.Lock(), threading.Lock()
         self.alive = True
+        self.reply_timeout_s = 60.0
         self.sandboxes: dict[tuple[bool, ...], bool] = {}  # sandbox shape -> a probe step ran in it
         threading.Thread(target=self._read, name="aka-warm-parent", daemon=True).start()
 
@@ -413,7 +414,12 @@ class WarmParent:
                     [json.dumps(request).encode()],
                     [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())],
                 )
-                pid = self.replies.get(timeout=60)
+                try:
+                    pid = self.replies.get(timeout=self.reply_timeout_s)
+                except queue.Empty:  # stopped or stuck: it serves no more steps, and none of its own survive
+                    self.alive = False
+                    self.server.kill()
+                    raise OSError("the warm parent did not answer") from None
                 if pid < 0:
                     raise OSError("the warm parent is gone")
                 process = ForkedProcess(pid, stdin_write)

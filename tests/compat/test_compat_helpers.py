@@ -19,7 +19,7 @@ from aka.compat.pairing import ENV_PAIRING, baseline_twin
 from aka.compat.perf_helpers import AKA_BENCHMARK_SHIM, PYTEST_SHIM, HelperError, helper_files, materialize_helpers
 from aka.compat.spec import EditScope
 from aka.compat.symbol_scope import scope_problem, scope_violations
-from aka.evaluation.wire import ENV_BASELINE_DIR, ENV_TARGET
+from aka.evaluation.wire import ENV_BASELINE_DIR, ENV_PLACEMENTS, ENV_TARGET
 from aka.reports.writers import RunHeader, report_files
 from aka.results.task_result import FailureKind, TaskResult, TaskStatus
 
@@ -121,6 +121,22 @@ def test_paired_timing_runs_both_sides_and_the_candidate_last(eval_dir: Path, mo
     assert mean > 0 and meta["aka_pairing"] == "not requested" and "aka_speedup" not in meta
     with pytest.raises(RuntimeError, match="timed_run requires an observable CUDA-graph replay"):
         _benchmark_cuda_graph_or_events(lambda: None, repetition=1, timed_run=_TimedRun())
+
+
+def test_each_side_is_timed_over_several_loads_in_turn(eval_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With AKA_PLACEMENTS=3 each side's calls go to three separate loads of its files in turn (a
+    fixed placement per side would be a fixed offset between the sides)."""
+    monkeypatch.setenv(ENV_PLACEMENTS, "3")
+    mod = _load(eval_dir / "source/op.py", "toy_kernel")
+    calls: list[str] = []
+    samples, meta = measure_samples(lambda: mod.op(calls), warmup=0, repetition=6)
+    assert meta["aka_pairing"] == "paired" and meta["aka_pairs"] == 6
+    assert calls.count("candidate") == 7 and calls.count("pristine") == 6 and calls[-1] == "candidate"
+    for side in ("candidate", "baseline"):
+        copies = [sys.modules.get(f"aka_{side}{serial}_source_op_py") for serial in (1, 2)]
+        assert all(copy is not None for copy in copies) and copies[0] is not copies[1]
+    assert sys.modules["aka_candidate1_source_op_py"].NAME == "candidate"
+    assert sys.modules["aka_baseline2_source_op_py"].NAME == "pristine"
 
 
 def test_symbol_scopes(tmp_path: Path) -> None:

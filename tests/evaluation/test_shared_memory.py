@@ -1,5 +1,6 @@
 """The judge's arenas: what a worker maps is the judge's memory, with each input's layout kept."""
 
+import collections
 import os
 from pathlib import Path
 
@@ -69,7 +70,38 @@ def test_paired_buffers_take_two_input_sets_where_they_fit_and_one_where_only_th
 ) -> None:
     """A 6 GiB elementwise case (KernelBench 19_relu) on both sides of a paired case."""
     device = _gpu_with(monkeypatch, free_gib)
-    assert turns.input_sets(device, [_Sized(6)], [_Sized(6)], 2, "paired-relu") == sets  # type: ignore[list-item]
+    assert turns.input_sets(device, [_Sized(6)], [_Sized(6)], 2, "paired-relu").sets == sets  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("free_gib", "placements"),
+    [
+        (170.0, turns.Placements(4, 4)),
+        (135.0, turns.Placements(3, 3)),
+        (100.0, turns.LEGACY),
+        (85.0, turns.Placements(1, 1)),
+    ],
+)
+def test_more_placements_are_taken_only_where_they_fit(
+    monkeypatch: pytest.MonkeyPatch, free_gib: float, placements: turns.Placements
+) -> None:
+    """Asked for four input sets and four outputs per worker, a case takes fewer where the GPU
+    has less room, down to the two-set default, then one."""
+    device = _gpu_with(monkeypatch, free_gib)
+    assert turns.input_sets(device, [_Sized(6)], [_Sized(6)], 2, "paired-relu", wanted=4) == placements  # type: ignore[list-item]
+
+
+def test_the_worker_keeps_the_last_outputs_alive_so_the_next_lands_elsewhere() -> None:
+    from aka.harness.worker import Worker
+
+    worker = Worker.__new__(Worker)
+    worker.kept = collections.deque()
+    outputs = [object() for _ in range(5)]
+    for output in outputs:
+        worker._keep(output, {"keep": 3})
+    assert list(worker.kept) == outputs[-2:]
+    worker._keep(outputs[0], {})  # the default: nothing kept
+    assert not worker.kept
 
 
 def test_a_case_that_does_not_fit_is_the_harness_limit_not_the_candidates_fault(
@@ -78,7 +110,7 @@ def test_a_case_that_does_not_fit_is_the_harness_limit_not_the_candidates_fault(
     device = _gpu_with(monkeypatch, 40.0)
     with pytest.raises(HarnessError, match=r"paired-relu needs about .* GiB .* 40.0 GiB are free: a limit of this GPU"):
         turns.input_sets(device, [_Sized(6)], [_Sized(6)], 2, "paired-relu")  # type: ignore[list-item]
-    assert turns.input_sets(torch.device("cpu"), [], [], 2, "anything") == 2
+    assert turns.input_sets(torch.device("cpu"), [], [], 2, "anything") == turns.LEGACY
 
 
 def test_memory_the_candidate_took_after_loading_is_its_shortfall() -> None:

@@ -22,9 +22,12 @@ from aka.harness.paired import (
     PairTimes,
     UnexplainedTimeError,
     _baseline_first,
+    _check_unexplained_calls,
+    _Spans,
     _t975,
     calibrate,
     order_balanced_speedup,
+    sign_test_p,
     time_paired,
     trimmed_mean_with_ci,
 )
@@ -217,6 +220,27 @@ def test_a_candidate_that_under_reports_only_some_calls_is_tampering() -> None:
     would lift the trimmed mean by a quarter."""
     with pytest.raises(UnexplainedTimeError, match="candidate calls left more than"):
         _run(_Source(_Side(0.2), _Side(0.2, reported=0.5, lies_in=(2, 5), seed=1)))
+
+
+def _spans_with_stalls(candidate: set[int], baseline: set[int], pairs: int = 59) -> _Spans:
+    """Pairs whose calls each leave 0.1 ms outside their events, 0.3 ms more in the calls listed."""
+    spans = _Spans()
+    rng = random.Random(0)
+    for pair in range(pairs):
+        spans.base_outside.append(0.1 + rng.gauss(0, 0.001) + (0.3 if pair in baseline else 0.0))
+        spans.cand_outside.append(0.1 + rng.gauss(0, 0.001) + (0.3 if pair in candidate else 0.0))
+    return spans
+
+
+def test_a_few_more_stalled_calls_than_the_baseline_can_be_chance() -> None:
+    """The H200 case: an honest gelu, the host busy compiling, 7 of 59 candidate calls over the
+    limit against the baseline's 1. Beyond max(3, 10%), but one side alone stood out in 8 pairs,
+    and 7 of 8 the same side happens by chance 3.5% of the time: not proof of tampering."""
+    assert sign_test_p(7, 1) == pytest.approx(9 / 256)
+    config = PairedConfig()
+    _check_unexplained_calls(_spans_with_stalls({3, 9, 17, 25, 33, 41, 50}, {12}), 0.1, 0.01, config)
+    with pytest.raises(UnexplainedTimeError, match="15 of 59 candidate calls"):  # a quarter of its calls
+        _check_unexplained_calls(_spans_with_stalls(set(range(0, 59, 4)), {12}), 0.1, 0.01, config)
 
 
 def test_calls_that_stall_on_both_sides_alike_are_no_sign_of_tampering() -> None:

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aka.compat.pairing import Twin, baseline_twin, pairing_requested
+from aka.compat.pairing import Twin, baseline_twin, pairing_requested, placement_copies
+from aka.evaluation.wire import wanted_placements
 
 EMPTY_GRAPH_FLOOR_MS = 1e-4  # a graph this fast per call captured no device work
 FORCE_EVENT_ENV = "AKA_BENCHMARK_FORCE_EVENT"
@@ -208,24 +209,58 @@ def _pair_metadata(reason: str, pairs: Any) -> dict[str, Any]:
     }
 
 
-def _warm(fn: Fn, twin: Twin | None, warmup: int, prepare: Fn | None) -> None:
+@dataclass
+class _Loads:
+    """Each side's separately loaded copies (`aka.compat.pairing.placement_copies`), called in
+    turn; the candidate's first is the task's own `fn`, and without a twin there is no baseline."""
+
+    candidate: list[Fn]
+    baseline: list[Fn]
+
+    @classmethod
+    def of(cls, fn: Fn, twin: Twin | None) -> _Loads:
+        count = wanted_placements()
+        if twin is None:
+            return cls([fn], [])
+        if count > 1:
+            return cls(*placement_copies(fn, twin, count))
+        return cls([fn], [twin.fn])
+
+    def every(self) -> list[Fn]:
+        return [*self.candidate, *self.baseline]
+
+
+def _in_turn(samplers: list[Callable[[], float]]) -> Callable[[], float] | None:
+    """One sampler per load, taken in turn (None for a side that is not timed)."""
+    if not samplers:
+        return None
+    turn = [0]
+
+    def sample() -> float:
+        turn[0] += 1
+        return samplers[(turn[0] - 1) % len(samplers)]()
+
+    return sample
+
+
+def _warm(loads: _Loads, warmup: int, prepare: Fn | None) -> None:
     for _ in range(max(0, int(warmup))):
-        for side in (fn, *((twin.fn,) if twin else ())):
+        for side in loads.every():
             if prepare is not None:
                 prepare()
             side()
 
 
-def _per_call(
-    fn: Fn, twin: Twin | None, repetition: int, prepare: Fn | None, reason: str
-) -> tuple[list[float], dict[str, Any]]:
+def _per_call(loads: _Loads, repetition: int, prepare: Fn | None, reason: str) -> tuple[list[float], dict[str, Any]]:
     torch = _torch()
     cuda = _cuda(torch)
 
     def timer(side: Fn) -> Callable[[], float]:
         return (lambda: _event_ms(torch, side)) if cuda else (lambda: _wall_ms(side))
 
-    samples, pairs = _paired_samples(timer(fn), timer(twin.fn) if twin else None, repetition, prepare)
+    candidate = _in_turn([timer(fn) for fn in loads.candidate])
+    assert candidate is not None
+    samples, pairs = _paired_samples(candidate, _in_turn([timer(fn) for fn in loads.baseline]), repetition, prepare)
     return samples, _pair_metadata(reason, pairs)
 
 
@@ -246,6 +281,7 @@ def measure_samples(
     """Per-call samples of `fn` and the record's metadata (`benchmark_*`, and `aka_*` when paired;
     `pair=False` for something that is not the candidate, e.g. a PyTorch reference)."""
     twin, reason = baseline_twin(fn) if pair and pairing_requested() else (None, "not requested")
+    loads = _Loads.of(fn, twin)
     torch = _torch()
     repetition, max_graph_repeats = max(1, int(repetition)), max(1, int(max_graph_repeats))
     metadata: dict[str, Any] = {
@@ -262,7 +298,7 @@ def measure_samples(
                 f"{why}; timed_run requires an observable CUDA-graph replay and cannot validate a "
                 "separate post-timing invocation"
             )
-        samples, paired = _per_call(fn, twin, repetition, prepare_fn, reason)
+        samples, paired = _per_call(loads, repetition, prepare_fn, reason)
         metadata.update(
             {
                 "benchmark_method": method,
@@ -273,7 +309,7 @@ def measure_samples(
         )
         return samples, metadata
 
-    _warm(fn, twin, warmup, prepare_fn)
+    _warm(loads, warmup, prepare_fn)
     if not _cuda(torch):
         return fallback("cpu_timer_fallback", "cuda_unavailable")
     assert torch is not None
@@ -287,9 +323,16 @@ def measure_samples(
         estimate_ms = _capture(torch, stream, fn, reps).sample()
         n = max_graph_repeats if estimate_ms == 0 else min(max_graph_repeats, max(1, int(target_ms / estimate_ms)))
         graph = _capture(torch, stream, fn, n)
-        twin_graph = _capture(torch, stream, twin.fn, n) if twin else None
+        graphs, twin_graphs = [graph], []
+        for index, baseline_load in enumerate(loads.baseline):  # the sides' graphs interleaved in memory
+            twin_graphs.append(_capture(torch, stream, baseline_load, n))
+            if index + 1 < len(loads.candidate):
+                graphs.append(_capture(torch, stream, loads.candidate[index + 1], n))
         samples, pairs = _paired_samples(
-            graph.sample, twin_graph.sample if twin_graph else None, repetition, prepare_fn
+            _in_turn([g.sample for g in graphs]) or graph.sample,
+            _in_turn([g.sample for g in twin_graphs]),
+            repetition,
+            prepare_fn,
         )
     except Exception as exc:
         try:
@@ -300,7 +343,7 @@ def measure_samples(
             raise RuntimeError(
                 "CUDA-graph capture failed; timed_run cannot validate the separate CUDA-event fallback invocation"
             ) from exc
-        _warm(fn, twin, min(3, max(1, int(warmup))), prepare_fn)
+        _warm(loads, min(3, max(1, int(warmup))), prepare_fn)
         return fallback("cuda_event_fallback", f"cuda_graph_failed: {type(exc).__name__}: {str(exc)[:160]}")
     if statistics.fmean(samples) < EMPTY_GRAPH_FLOOR_MS:
         return fallback("cuda_event_fallback", "empty_cuda_graph_capture")

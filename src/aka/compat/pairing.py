@@ -50,9 +50,14 @@ def pairing_requested() -> bool:
 
 
 class _Rebinder:
-    def __init__(self, baseline_dir: Path) -> None:
+    """Rebuilds a function over fresh loads of the editable files it reaches: from `load_dir`
+    (the pristine copies by default), as modules named `prefix` + the file's path."""
+
+    def __init__(self, baseline_dir: Path, load_dir: Path | None = None, prefix: str = "aka_baseline_") -> None:
         self.baseline_dir = baseline_dir.resolve()
         self.eval_dir = self.baseline_dir.parent
+        self.load_dir = (load_dir or self.baseline_dir).resolve()
+        self.prefix = prefix
         self.pristine: dict[str, types.ModuleType] = {}
         self.used: set[str] = set()
 
@@ -70,10 +75,10 @@ class _Rebinder:
 
     def pristine_module(self, rel: str) -> types.ModuleType:
         if rel not in self.pristine:
-            unique = "aka_baseline_" + "".join(c if c.isalnum() else "_" for c in rel)
-            spec = importlib.util.spec_from_file_location(unique, self.baseline_dir / rel)
+            unique = self.prefix + "".join(c if c.isalnum() else "_" for c in rel)
+            spec = importlib.util.spec_from_file_location(unique, self.load_dir / rel)
             if spec is None or spec.loader is None:
-                raise ImportError(f"cannot load the pristine {rel}")
+                raise ImportError(f"cannot load {self.load_dir / rel}")
             module = importlib.util.module_from_spec(spec)
             sys.modules[unique] = module
             spec.loader.exec_module(module)
@@ -143,3 +148,24 @@ def baseline_twin(fn: Callable[[], Any]) -> tuple[Twin | None, str]:
     if twin is fn or not rebinder.used:
         return None, "the timed function reaches no editable source directly"
     return Twin(twin, tuple(sorted(rebinder.used))), "paired"
+
+
+def placement_copies(
+    fn: Callable[[], Any], twin: Twin, count: int
+) -> tuple[list[Callable[[], Any]], list[Callable[[], Any]]]:
+    """`count` separate loads of each side, called in turn: `fn` and copies of it over fresh loads
+    of the candidate's editable files, the twin and more twins. A kernel's time depends a little on
+    where its code and buffers lie (separately loaded copies of one kernel differ by up to 1% on
+    the H200, more for microsecond kernels); one load per side would make that a fixed offset.
+    Fewer copies where a load fails."""
+    baseline_dir = Path(os.environ.get(ENV_BASELINE_DIR, ""))
+    candidates, twins = [fn], [twin.fn]
+    for serial in range(1, max(1, count)):
+        try:
+            candidate = _Rebinder(baseline_dir, baseline_dir.parent, f"aka_candidate{serial}_").rebind(fn, 0)
+            baseline = _Rebinder(baseline_dir, prefix=f"aka_baseline{serial}_").rebind(fn, 0)
+        except Exception:  # noqa: BLE001 - a copy that does not load: time with the loads there are
+            break
+        candidates.append(candidate)
+        twins.append(baseline)
+    return candidates, twins

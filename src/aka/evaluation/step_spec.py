@@ -17,6 +17,7 @@ from aka.evaluation.wire import (
     ENV_CASE_PROFILE,
     ENV_CUDA_ARCH,
     ENV_DEVICE,
+    ENV_PLACEMENTS,
     ENV_STEP,
     ENV_TARGET,
     ENV_TARGET_KERNELS,
@@ -24,7 +25,8 @@ from aka.evaluation.wire import (
 )
 
 SRC_ROOT = Path(__file__).resolve().parents[2]
-PASSED_THROUGH = frozenset({"AKA_NO_WORKER_SANDBOX"})  # the evaluator's own AKA_ settings a step also reads
+# The evaluator's own AKA_ settings a step also reads.
+PASSED_THROUGH = frozenset({"AKA_NO_WORKER_SANDBOX", ENV_PLACEMENTS})
 
 
 class Step(str, Enum):

@@ -9,6 +9,7 @@ tests/evaluation/test_wire.py holds to these names field for field.
 
 from __future__ import annotations
 
+import os
 from enum import IntEnum
 
 STEP_REPORT_FORMAT = "aka-step-report/1"
@@ -27,6 +28,14 @@ ENV_BASELINE_DIR = "AKA_BASELINE_DIR"
 ENV_CUDA_ARCH = "AKA_CUDA_ARCH"
 ENV_RESULT_FD = "AKA_RESULT_FD"
 ENV_SHARED_CACHE = "AKA_SHARED_CACHE_DIR"
+ENV_PLACEMENTS = "AKA_PLACEMENTS"  # buffer placements per side and case (aka.harness.turns), for experiments
+
+
+def wanted_placements() -> int:
+    """`AKA_PLACEMENTS`: how many buffer and code placements each side cycles through (0 or
+    unset: the default)."""
+    raw = os.environ.get(ENV_PLACEMENTS, "").strip()
+    return min(16, int(raw)) if raw.isdigit() else 0
 
 
 class StepExit(IntEnum):

@@ -45,7 +45,7 @@ from aka.harness.sides import load_side, source_dir
 from aka.harness.speed_of_light import case_floor
 from aka.harness.task import HarnessError, KernelTask, StepContext
 from aka.harness.timing import CPU_METHOD, CUDA_METHOD
-from aka.harness.turns import CaseMemory, Turn, nbytes
+from aka.harness.turns import CaseMemory, Placements, Turn, nbytes
 from aka.harness.verify import (
     IMPOSSIBLE,
     INCORRECT,
@@ -125,10 +125,16 @@ def warm_up(memory: CaseMemory, task: KernelTask, ctx: StepContext, case: Case, 
 
 
 def _memory(
-    side: RemoteSide, task: KernelTask, ctx: StepContext, case: Case, name: str, sides: int = 1, sets: int | None = None
+    side: RemoteSide,
+    task: KernelTask,
+    ctx: StepContext,
+    case: Case,
+    name: str,
+    sides: int = 1,
+    placements: Placements | None = None,
 ) -> CaseMemory:
     inputs, expected = reference_for(task, ctx, case, case.seed, "normal")
-    return CaseMemory(side, ctx.device, inputs, expected, name, sides, sets)
+    return CaseMemory(side, ctx.device, inputs, expected, name, sides, placements)
 
 
 def _time_alone(side: RemoteSide, task: KernelTask, ctx: StepContext, case: Case, config: PairedConfig) -> CaseResult:
@@ -167,7 +173,7 @@ def _time_case(
     config: PairedConfig,
 ) -> CaseResult:
     base_memory = _memory(baseline, task, ctx, case, f"paired-{case.id}", sides=2)
-    cand_memory = _memory(candidate, task, ctx, case, f"paired-{case.id}", sets=base_memory.sets)
+    cand_memory = _memory(candidate, task, ctx, case, f"paired-{case.id}", placements=base_memory.placements)
     source = CasePairs(task, ctx, case, base_memory, cand_memory, config.loads, secrets.randbits(62))
     try:
         warm_up(cand_memory, task, ctx, case, config.loads, candidate=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from aka.evaluation.wire import wanted_placements
 from aka.harness import cuda_driver, host_memory
 from aka.harness.compare import Output
 from aka.harness.link import Reply, WorkerFailure
@@ -90,23 +91,45 @@ class MemoryShortfall(HarnessError):
         self.need = need
 
 
+@dataclass(frozen=True)
+class Placements:
+    """Where a side's calls of one case land: `sets` input sets in its arena, used in turn, and
+    `ring` output buffers of its worker (the last `ring - 1` outputs kept alive, so its allocator
+    hands out another block each call). A kernel's time depends a little on where its buffers
+    lie, and a fixed placement per side is a fixed offset between the sides; cycling both sides
+    through several turns it into noise that the pairs average out."""
+
+    sets: int = 2
+    ring: int = 1
+
+
+LEGACY = Placements()
+
+
 def input_sets(
-    device: torch.device, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], sides: int, name: str
-) -> int:
-    """How many input sets each side's arena holds: two where the GPU has room, one where only that
-    fits. A case that does not fit even so is a limit of this GPU and harness (`MemoryShortfall`,
-    an `infra_error`) unless the candidate took the memory (`candidate_took`). Counted: `sides`
-    arenas, the judge's snapshots, two live checks (inputs and expected outputs), each worker's
-    own output and the L2 flush."""
+    device: torch.device,
+    inputs: Sequence[torch.Tensor],
+    outputs: Sequence[torch.Tensor],
+    sides: int,
+    name: str,
+    wanted: int = 0,
+) -> Placements:
+    """How many input sets each side's arena holds and how many outputs its worker cycles through:
+    `wanted` of each where the GPU has room, else two input sets, else one. A case that does not
+    fit even so is a limit of this GPU and harness (`MemoryShortfall`, an `infra_error`) unless
+    the candidate took the memory (`candidate_took`). Counted: `sides` arenas, the judge's
+    snapshots, two live checks (inputs and expected outputs), each worker's own outputs and the
+    L2 flush."""
     if device.type != "cuda":
-        return host_input_sets(inputs, outputs, sides, name)
+        return Placements(host_input_sets(inputs, outputs, sides, name), 1)
     ins, outs = nbytes(inputs), nbytes(outputs)
     free = free_gpu_bytes(device)
     fixed = 2 * sides * outs + 2 * (ins + outs) + 2 * l2_cache_bytes(device)
-    for sets in (2, 1):
-        need = fixed + sides * (sets * ins + outs)
+    options = [Placements(count, count) for count in range(wanted, 2, -1)] + [LEGACY, Placements(1, 1)]
+    for option in options:
+        need = fixed + sides * (option.sets * ins + option.ring * outs)
         if need <= MEMORY_HEADROOM * free:
-            return sets
+            return option
     raise MemoryShortfall(
         f"{name} needs about {need / 2**30:.1f} GiB of GPU memory (inputs {ins / 2**30:.2f} GiB, "
         f"outputs {outs / 2**30:.2f} GiB, for {sides} side(s) and the judge's own copies) and "
@@ -164,11 +187,12 @@ class CaseMemory:
         expected: Output,
         name: str = "case",
         sides: int = 1,
-        sets: int | None = None,
+        placements: Placements | None = None,
     ) -> None:
         self.side, self.device, self.name = side, device, name
         expected_outputs = outputs_of(expected)
-        self.sets = sets or input_sets(device, inputs, expected_outputs, sides, name)
+        self.placements = placements or input_sets(device, inputs, expected_outputs, sides, name, wanted_placements())
+        self.sets = self.placements.sets
         # A GPU task's input that the task makes on the CPU (a 0-dim `k`) goes with each request as a
         # value and reaches the call on the CPU, as the task made it: lent in GPU memory, a kernel that
         # reads it (`int(k)`) would wait for the GPU inside its call, which the judge's hold forbids.
@@ -209,6 +233,7 @@ class CaseMemory:
             "load": load,
             "serial": serial,
             "poison": poison,
+            "keep": self.placements.ring,
         }
 
     def _write(self, which: int, inputs: Sequence[torch.Tensor]) -> None:

@@ -15,6 +15,7 @@ produce every output correctly within the judge's span.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import importlib.util
 import os
@@ -78,6 +79,7 @@ class Worker:
         self.kernels: tuple[str, ...] = ()
         self.launches = LaunchCounter()
         self.persisting_l2: PersistingL2 | None = None
+        self.kept: collections.deque[object] = collections.deque()
 
     def serve(self) -> None:
         handlers: dict[str, Callable[[dict[str, Any], list[int]], dict[str, Any]]] = {
@@ -175,6 +177,14 @@ class Worker:
                 "was launched during the call"
             )
 
+    def _keep(self, output: object, request: dict[str, Any]) -> None:
+        """Keep the last `keep - 1` outputs alive, so that the next call's output is allocated
+        elsewhere (aka.harness.turns.Placements)."""
+        keep = max(1, min(16, int(request.get("keep") or 1)))
+        self.kept.append(output)
+        while len(self.kept) > keep - 1:
+            self.kept.popleft()
+
     def call(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         """One call on inputs in the judge's memory; outputs copied into its output buffers.
 
@@ -195,6 +205,7 @@ class Worker:
             with self._guarded(findings):
                 output = function(*inputs)
             t_ms = (time.perf_counter() - started) * 1000.0
+            self._keep(output, request)
             return {
                 "ok": True,
                 "t_ms": t_ms,
@@ -213,6 +224,7 @@ class Worker:
                 output = function(*inputs)
             end.record()
             outputs = deliver(output, slots, inputs)
+            self._keep(output, request)
         finally:
             if serial is not None and flags is not None:  # the judge's stream waits for this even after a failure
                 cuda_driver.write_flag(stream, flags.data_ptr() + 4, int(serial))

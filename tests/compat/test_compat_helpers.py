@@ -110,6 +110,7 @@ def test_twin_of_a_lambda_in_an_editable_test_file(eval_dir: Path) -> None:
 
 
 def test_paired_timing_runs_both_sides_and_the_candidate_last(eval_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_PLACEMENTS, "1")  # one load a side (the default's copies: the next test)
     mod = _load(eval_dir / "source/op.py", "toy_kernel")
     calls: list[str] = []
     samples, meta = measure_samples(lambda: mod.op(calls), warmup=1, repetition=6)

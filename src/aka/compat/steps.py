@@ -104,7 +104,10 @@ def invocations(task: Task, step: Step, target: Target, measuring_baseline: bool
 
 def original_environment(task: Task, target: Target, measuring_baseline: bool) -> dict[str, str]:
     spec = _spec(task)
-    env = {"PYTHONUNBUFFERED": "1"}
+    # Autotuning results go to the step's own Triton cache: the separately loaded copies of a
+    # kernel that the timing cycles through (aka.compat.pairing.placement_copies) take the first
+    # copy's choice instead of tuning again, and in an A/A both sides run the same configuration.
+    env = {"PYTHONUNBUFFERED": "1", "TRITON_CACHE_AUTOTUNING": "1"}
     if spec.pairing and target is Target.CANDIDATE and not measuring_baseline:
         env[ENV_PAIRING] = "1"
     if spec.arena is not None:

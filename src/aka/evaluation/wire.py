@@ -28,14 +28,17 @@ ENV_BASELINE_DIR = "AKA_BASELINE_DIR"
 ENV_CUDA_ARCH = "AKA_CUDA_ARCH"
 ENV_RESULT_FD = "AKA_RESULT_FD"
 ENV_SHARED_CACHE = "AKA_SHARED_CACHE_DIR"
-ENV_PLACEMENTS = "AKA_PLACEMENTS"  # buffer placements per side and case (aka.harness.turns), for experiments
+ENV_PLACEMENTS = "AKA_PLACEMENTS"  # placements per side and case (aka.harness.turns.Placements)
+
+
+DEFAULT_PLACEMENTS = 4  # docs/benchmarks/2026-12-04_placements_h200.md
 
 
 def wanted_placements() -> int:
-    """`AKA_PLACEMENTS`: how many buffer and code placements each side cycles through (0 or
-    unset: the default)."""
+    """How many buffer and code placements each side of a timed case cycles through
+    (`AKA_PLACEMENTS` overrides the default, for experiments; 1 is one placement per side)."""
     raw = os.environ.get(ENV_PLACEMENTS, "").strip()
-    return min(16, int(raw)) if raw.isdigit() else 0
+    return max(1, min(16, int(raw))) if raw.isdigit() else DEFAULT_PLACEMENTS
 
 
 class StepExit(IntEnum):

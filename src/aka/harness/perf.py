@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from aka.evaluation.wire import wanted_placements
 from aka.harness.cases import Case
 from aka.harness.checks import reference_for
 from aka.harness.compare import Output
@@ -134,7 +135,7 @@ def _memory(
     placements: Placements | None = None,
 ) -> CaseMemory:
     inputs, expected = reference_for(task, ctx, case, case.seed, "normal")
-    return CaseMemory(side, ctx.device, inputs, expected, name, sides, placements)
+    return CaseMemory(side, ctx.device, inputs, expected, name, sides, placements, wanted_placements())
 
 
 def _time_alone(side: RemoteSide, task: KernelTask, ctx: StepContext, case: Case, config: PairedConfig) -> CaseResult:

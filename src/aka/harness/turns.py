@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import torch
 
-from aka.evaluation.wire import wanted_placements
 from aka.harness import cuda_driver, host_memory
 from aka.harness.compare import Output
 from aka.harness.link import Reply, WorkerFailure
@@ -188,10 +187,11 @@ class CaseMemory:
         name: str = "case",
         sides: int = 1,
         placements: Placements | None = None,
+        wanted: int = 0,
     ) -> None:
         self.side, self.device, self.name = side, device, name
         expected_outputs = outputs_of(expected)
-        self.placements = placements or input_sets(device, inputs, expected_outputs, sides, name, wanted_placements())
+        self.placements = placements or input_sets(device, inputs, expected_outputs, sides, name, wanted)
         self.sets = self.placements.sets
         # A GPU task's input that the task makes on the CPU (a 0-dim `k`) goes with each request as a
         # value and reaches the call on the CPU, as the task made it: lent in GPU memory, a kernel that

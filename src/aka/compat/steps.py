@@ -293,8 +293,11 @@ def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutco
             if setup.rebuild is not None:
                 setup.rebuild()
             prepare_directory(task, setup.eval_dir)
-            process = start_isolated(env_setup, invocation.command, step, target)
+            # Started holding the device: the original's commands run at once (nothing gates them
+            # as our harness's steps wait for their token), so GPU work of a check started before
+            # its turn would run inside another evaluation's timed step.
             with device_turn(setup.device, exclusive=step is Step.PERFORMANCE):
+                process = start_isolated(env_setup, invocation.command, step, target)
                 left = setup.time_left()
                 ran, _, _ = finish_isolated(process, left)  # the original's tasks never use our result pipe
             lines = output_lines(process, (RESULT_PREFIX, GEAK_PREFIX))

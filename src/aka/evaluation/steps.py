@@ -20,9 +20,11 @@ from aka.evaluation.sandbox import detect_sandbox
 from aka.evaluation.step_process import (
     BuildCaches,
     Prestarted,
+    StepProcess,
     StepSetup,
     append_log,
     finish_isolated,
+    is_harness_script,
     start_isolated,
     uses_aka_harness,
 )
@@ -93,15 +95,18 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
     for index, command in enumerate(step_commands(setup.task, step)):
         if setup.rebuild is not None:
             setup.rebuild()
+        process: StepProcess | None = None
         if prestarted is not None:
             if prestarted.replaced():
                 outcome.failure = FailureKind.TAMPERING
                 outcome.message = "candidate code replaced the evaluation directory"
                 return outcome
             process = prestarted.processes[step][index]
-        else:
+        elif is_harness_script(command, setup.eval_dir):  # it loads, then waits for its token
             process = start_isolated(setup, command, step, target)
         with device_turn(setup.device, exclusive=step is Step.PERFORMANCE):
+            if process is None:  # any other command runs at once: only in its turn on the device
+                process = start_isolated(setup, command, step, target)
             left = setup.time_left()
             ran, received, token = finish_isolated(process, left)
         append_log(process.started.log_path, setup.log_path)

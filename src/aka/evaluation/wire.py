@@ -31,7 +31,7 @@ ENV_SHARED_CACHE = "AKA_SHARED_CACHE_DIR"
 ENV_PLACEMENTS = "AKA_PLACEMENTS"  # placements per side and case (aka.harness.turns.Placements)
 
 
-DEFAULT_PLACEMENTS = 4  # docs/benchmarks/2026-12-04_placements_h200.md
+DEFAULT_PLACEMENTS = 4  # docs/benchmarks/2026-12-03_placements_h200.md
 
 
 def wanted_placements() -> int:

@@ -140,6 +140,23 @@ def test_each_side_is_timed_over_several_loads_in_turn(eval_dir: Path, monkeypat
     assert sys.modules["aka_baseline2_source_op_py"].NAME == "pristine"
 
 
+def test_a_task_that_checks_the_timed_run_keeps_one_load_a_side(eval_dir: Path) -> None:
+    """`timed_run` validates one graph's outputs: copies of the candidate would be timed unchecked
+    (a candidate could compute only in the load whose outputs are seen), so there are none."""
+    from aka.compat.bench import _Loads
+
+    mod = _load(eval_dir / "source/op.py", "toy_kernel")
+
+    def timed() -> str:
+        return str(mod.op([]))
+
+    twin, _ = baseline_twin(timed)
+    assert twin is not None
+    assert len(_Loads.of(timed, twin).candidate) == 4
+    checked = _Loads.of(timed, twin, checked=True)
+    assert len(checked.candidate) == 1 and len(checked.baseline) == 1
+
+
 def test_symbol_scopes(tmp_path: Path) -> None:
     pristine = tmp_path / "pristine.py"
     pristine.write_text(ADD_TEST_FILE)

@@ -218,22 +218,22 @@ class _Loads:
     baseline: list[Fn]
 
     @classmethod
-    def of(cls, fn: Fn, twin: Twin | None) -> _Loads:
-        count = wanted_placements()
+    def of(cls, fn: Fn, twin: Twin | None, checked: bool = False) -> _Loads:
+        """`checked`: the task validates the timed invocation's outputs (`timed_run`), which sees
+        one graph only; copies of the candidate would be timed unchecked, so each side keeps one
+        load there."""
         if twin is None:
             return cls([fn], [])
-        if count > 1:
-            return cls(*placement_copies(fn, twin, count))
+        if wanted_placements() > 1 and not checked:
+            return cls(*placement_copies(fn, twin, wanted_placements()))
         return cls([fn], [twin.fn])
 
     def every(self) -> list[Fn]:
         return [*self.candidate, *self.baseline]
 
 
-def _in_turn(samplers: list[Callable[[], float]]) -> Callable[[], float] | None:
-    """One sampler per load, taken in turn (None for a side that is not timed)."""
-    if not samplers:
-        return None
+def _in_turn(samplers: list[Callable[[], float]]) -> Callable[[], float]:
+    """One sampler per load, taken in turn."""
     turn = [0]
 
     def sample() -> float:
@@ -258,9 +258,8 @@ def _per_call(loads: _Loads, repetition: int, prepare: Fn | None, reason: str) -
     def timer(side: Fn) -> Callable[[], float]:
         return (lambda: _event_ms(torch, side)) if cuda else (lambda: _wall_ms(side))
 
-    candidate = _in_turn([timer(fn) for fn in loads.candidate])
-    assert candidate is not None
-    samples, pairs = _paired_samples(candidate, _in_turn([timer(fn) for fn in loads.baseline]), repetition, prepare)
+    baseline = _in_turn([timer(fn) for fn in loads.baseline]) if loads.baseline else None
+    samples, pairs = _paired_samples(_in_turn([timer(fn) for fn in loads.candidate]), baseline, repetition, prepare)
     return samples, _pair_metadata(reason, pairs)
 
 
@@ -281,7 +280,7 @@ def measure_samples(
     """Per-call samples of `fn` and the record's metadata (`benchmark_*`, and `aka_*` when paired;
     `pair=False` for something that is not the candidate, e.g. a PyTorch reference)."""
     twin, reason = baseline_twin(fn) if pair and pairing_requested() else (None, "not requested")
-    loads = _Loads.of(fn, twin)
+    loads = _Loads.of(fn, twin, checked=timed_run is not None)
     torch = _torch()
     repetition, max_graph_repeats = max(1, int(repetition)), max(1, int(max_graph_repeats))
     metadata: dict[str, Any] = {
@@ -329,8 +328,8 @@ def measure_samples(
             if index + 1 < len(loads.candidate):
                 graphs.append(_capture(torch, stream, loads.candidate[index + 1], n))
         samples, pairs = _paired_samples(
-            _in_turn([g.sample for g in graphs]) or graph.sample,
-            _in_turn([g.sample for g in twin_graphs]),
+            _in_turn([g.sample for g in graphs]),
+            _in_turn([g.sample for g in twin_graphs]) if twin_graphs else None,
             repetition,
             prepare_fn,
         )

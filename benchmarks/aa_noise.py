@@ -8,9 +8,12 @@ each repeat the real evaluator judges the noop candidate (the task's own kernel)
 baseline (the same kernel, from the pristine copy), exactly as a run's evaluation does (compile,
 correctness, paired timing, the frozen baseline's builds reused): the self-speedup should be 1.
 Tasks whose baseline is the PyTorch reference are measured with `baseline: source` here, so that
-both sides are the same kernel. Then, in this process, `do_bench(return_mode="median")` times the
-two copies of each case's kernel alternately, `--repeats` times (holding the device alone, as a
-performance step does): its self-speedup is the ratio of the two medians. `--parallel N`
+both sides are the same kernel. Then `do_bench(return_mode="median")` times the two copies of each
+case's kernel, `--repeats` times, holding the device alone as a performance step does, in two ways:
+the original's (each side in its own fresh process on its own inputs, as its harness times the
+baseline before the agent and the candidate after it) and the most favourable one (both copies
+alternately in this process on the same input tensors). Its self-speedup is the mean over cases
+of the ratio of the two medians. `--parallel N`
 measures N tasks at once and each task's repeats at once: only their performance steps and
 do_bench need the GPU alone, and the device lock serializes exactly those. The noise band of a
 method is the largest |self-speedup - 1| over the repeats.
@@ -23,6 +26,7 @@ import functools
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -34,11 +38,21 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
-from suite_copy import copy_tasks, evaluate, freeze_baseline, kernel_pair, shard, write_report  # noqa: E402
+from suite_copy import (  # noqa: E402
+    copy_tasks,
+    evaluate,
+    freeze_baseline,
+    kernel_pair,
+    loaded_harness,
+    pair_dir,
+    shard,
+    write_report,
+)
 
 from aka.config.tasks import Task, select_tasks  # noqa: E402
 from aka.device import DeviceInfo, detect_device  # noqa: E402
 from aka.evaluation.device_lock import DeviceLock  # noqa: E402
+from aka.evaluation.wire import BASELINE_SOURCES_DIR  # noqa: E402
 
 IN_PROCESS_TIMING = threading.Lock()  # do_bench runs in this process, whose working directory it changes
 
@@ -63,6 +77,48 @@ def do_bench_ratios(task: Task, repeats: int, scratch: Path) -> list[float]:
     return [statistics.fmean(r) for r in per_repeat]
 
 
+def do_bench_separate_ratios(task: Task, repeats: int, scratch: Path) -> list[float]:
+    """Task-level do_bench self-speedups the original's way: per repeat, each side's medians from
+    its own process (fresh inputs, fresh allocations), then the mean over cases of their ratio."""
+    eval_dir = pair_dir(task, scratch / "separate")
+    ratios: list[float] = []
+    for _ in range(repeats):
+        first, second = (_time_side_in_child(eval_dir, side) for side in ("candidate", "baseline"))
+        ratios.append(statistics.fmean(a / b for a, b in zip(first, second, strict=True)))
+    return ratios
+
+
+def _time_side_in_child(eval_dir: Path, side: str) -> list[float]:
+    child = subprocess.run(
+        [sys.executable, __file__, "--do-bench-side", side, "--eval-dir", str(eval_dir)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if child.returncode != 0:
+        raise RuntimeError(f"do_bench of the {side} in its own process failed: {child.stderr[-500:]}")
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def time_side(eval_dir: Path, side: str) -> list[float]:
+    """In a child process: one side's do_bench median per case, the device held alone."""
+    import torch
+    import triton.testing
+
+    from aka.harness.task import make_case_inputs
+
+    with loaded_harness(eval_dir) as kernel_task:
+        kernel = kernel_task.load_candidate(eval_dir if side == "candidate" else eval_dir / BASELINE_SOURCES_DIR)
+        medians: list[float] = []
+        with DeviceLock.for_device(detect_device()).hold(exclusive=True):
+            for case in kernel_task.cases_for("full"):
+                inputs = make_case_inputs(kernel_task, case, case.seed, torch.device("cuda"))
+                medians.append(triton.testing.do_bench(functools.partial(kernel, *inputs), return_mode="median"))
+                del inputs
+        return medians
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
@@ -79,7 +135,12 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="rows as JSON, rewritten after every task (to --merge shards)")
     parser.add_argument("--merge", type=Path, nargs="*", help="render the table from shards' --json files")
     parser.add_argument("--keep-logs", type=Path, help="folder to copy each evaluation's log into")
+    parser.add_argument("--do-bench-side", choices=["candidate", "baseline"], help=argparse.SUPPRESS)
+    parser.add_argument("--eval-dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.do_bench_side:
+        print(json.dumps(time_side(args.eval_dir, args.do_bench_side)))
+        return 0
     if args.merge:
         merged, superseded = latest_rows([(path.name, json.loads(path.read_text())) for path in args.merge])
         return write_report(render(merged, "merged shards", args.repeats, superseded), args.out)
@@ -152,15 +213,24 @@ def measure_task(
             if log.is_file():
                 shutil.copyfile(log, args.keep_logs / f"{task.slug}-{rep}.log")
     theirs: list[float] = []
+    theirs_same: list[float] = []
+    do_bench_error = None
     if bench and device.is_gpu and runs[0]["speedup"]:
-        with IN_PROCESS_TIMING, DeviceLock.for_device(device).hold(exclusive=True):
-            theirs = do_bench_ratios(task, args.repeats, tmp)
+        try:  # do_bench's trouble must not lose the evaluator's readings
+            theirs = do_bench_separate_ratios(task, args.repeats, tmp / f"{task.slug}-do-bench")
+            with IN_PROCESS_TIMING, DeviceLock.for_device(device).hold(exclusive=True):
+                theirs_same = do_bench_ratios(task, args.repeats, tmp)
+        except Exception as exc:
+            do_bench_error = f"{type(exc).__name__}: {str(exc)[:300]}"
     return {
         "task": task.name,
         "statuses": [r["verdict"] for r in runs],
         "ours": [r["speedup"] for r in runs if r["speedup"]],
         "ci_half": [r["ci_half"] for r in runs if r["speedup"]],
         "theirs": theirs,
+        "theirs_same": theirs_same,
+        "do_bench": "separate processes",
+        "do_bench_error": do_bench_error,
         "seconds": [r["seconds"] for r in runs],
         "message": runs[0]["message"],
         "baseline_seconds": baseline.seconds,
@@ -168,6 +238,14 @@ def measure_task(
         "cases": [r["cases"] for r in runs],
         "isolation": sorted({", ".join(r.get("isolation", [])) for r in runs}),
     }
+
+
+def _do_bench_readings(row: dict[str, Any]) -> tuple[list[float], list[float]]:
+    """(a process per side, one process) readings; rows written before the first existed hold
+    only the second, under "theirs"."""
+    if row.get("do_bench") == "separate processes":
+        return row["theirs"], row.get("theirs_same", [])
+    return [], row["theirs"]
 
 
 def latest_rows(files: list[tuple[str, list[dict[str, Any]]]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -192,50 +270,54 @@ def render(rows: list[dict[str, Any]], device: str, repeats: int, superseded: li
         f"Command: `PYTHONPATH=src python3 benchmarks/aa_noise.py --repeats {repeats}` (per GPU shard: "
         "`--shard K/N --json F`, then `--merge F...`)",
         "",
-        "| task | evaluator self-speedups | mean 95% CI | evaluator band | do_bench self-speedups | do_bench band "
-        "| band ratio | evaluation s (median) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| task | evaluator self-speedups | mean 95% CI | evaluator band | do_bench, a process per side "
+        "| its band | band ratio | do_bench, one process, same inputs | its band | evaluation s (median) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     within_1 = within_2 = counted = 0
-    bands: list[float] = []
-    their_bands: list[float] = []
+    bands: dict[str, list[tuple[float, float]]] = {"separate": [], "same": []}
     for row in rows:
-        ours, theirs = row["ours"], row["theirs"]
+        ours = row["ours"]
         if not ours:
             lines.append(
-                f"| {row['task']} | {', '.join(row['statuses'])}: {(row['message'] or '')[:120]} | | | | | | |"
+                f"| {row['task']} | {', '.join(row['statuses'])}: {(row['message'] or '')[:120]} | | | | | | | | |"
             )
             continue
         band = max(abs(s - 1) for s in ours)
         counted += 1
         within_1 += band <= 0.01
         within_2 += band <= 0.02
-        their_band = max((abs(s - 1) for s in theirs), default=float("nan"))
-        if theirs:
-            bands.append(band)
-            their_bands.append(their_band)
-        ratio = their_band / band if band > 0 else float("inf")
+        separate, same = _do_bench_readings(row)
+        cells = []
+        for key, theirs in (("separate", separate), ("same", same)):
+            their_band = max((abs(s - 1) for s in theirs), default=float("nan"))
+            if theirs:
+                bands[key].append((band, their_band))
+            cells.append(f"{', '.join(f'{s:.4f}' for s in theirs)} | {their_band:.4f}")
+        ratio = max((abs(s - 1) for s in separate), default=float("nan")) / band if band > 0 else float("inf")
         ci_half = statistics.fmean(row["ci_half"])
         lines.append(
-            f"| {row['task']} | {', '.join(f'{s:.4f}' for s in ours)} | +-{ci_half:.4f} "
-            f"| {band:.4f} | {', '.join(f'{s:.4f}' for s in theirs)} | {their_band:.4f} | {ratio:.1f}x "
-            f"| {statistics.median(row['seconds']):.1f} |"
+            f"| {row['task']} | {', '.join(f'{s:.4f}' for s in ours)} | +-{ci_half:.4f} | {band:.4f} "
+            f"| {cells[0]} | {ratio:.1f}x | {cells[1]} | {statistics.median(row['seconds']):.1f} |"
         )
     lines.append(
         f"\nTasks within +-1%: {within_1}/{counted}; within +-2%: {within_2}/{counted} "
         f"(of {len(rows)} tasks; the others did not pass, see their rows)."
     )
-    if bands:
-        ours_median, theirs_median = statistics.median(bands), statistics.median(their_bands)
+    for key, how in (
+        ("separate", "do_bench with a process per side (the original's way)"),
+        ("same", "do_bench with both sides in one process on the same inputs"),
+    ):
+        if not bands[key]:
+            continue
+        ours_median = statistics.median(b for b, _ in bands[key])
+        theirs_median = statistics.median(t for _, t in bands[key])
+        ratios = [theirs / max(ours, 1e-9) for ours, theirs in bands[key]]
         lines.append(
-            f"Median band: evaluator {ours_median:.4f}, do_bench {theirs_median:.4f} "
-            f"(the evaluator's is {theirs_median / max(ours_median, 1e-9):.1f}x narrower)."
-        )
-        ratios = [theirs / max(ours, 1e-9) for ours, theirs in zip(bands, their_bands, strict=True)]
-        lines.append(
-            f"Per task: the evaluator's band is narrower on {sum(r > 1 for r in ratios)}/{len(ratios)} "
-            f"tasks and at least 5x narrower on {sum(r >= 5 for r in ratios)}; median of the per-task "
-            f"ratios {statistics.median(ratios):.1f}x."
+            f"Against {how}, on its {len(ratios)} tasks: median band evaluator {ours_median:.4f}, do_bench "
+            f"{theirs_median:.4f} (the evaluator's is {theirs_median / max(ours_median, 1e-9):.1f}x narrower); "
+            f"per task narrower on {sum(r > 1 for r in ratios)}/{len(ratios)}, at least 5x narrower on "
+            f"{sum(r >= 5 for r in ratios)}, median ratio {statistics.median(ratios):.1f}x."
         )
     isolations = sorted({features for row in rows for features in row.get("isolation", [])})
     lines.append(f"Isolation of the evaluations: {' | '.join(isolations) or 'not recorded'}.")

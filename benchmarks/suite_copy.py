@@ -198,18 +198,32 @@ def kernel_pair(
     """The task's harness object and two separately loaded kernels: the evaluation directory's
     (the task's own sources, or `solution`'s copies of them) and `.aka_baseline/`'s, timed in
     this process."""
+    eval_dir = pair_dir(task, scratch, solution)
+    with loaded_harness(eval_dir) as kernel_task:
+        baseline_dir = eval_dir / BASELINE_SOURCES_DIR
+        yield kernel_task, kernel_task.load_candidate(eval_dir), kernel_task.load_candidate(baseline_dir)
+
+
+def pair_dir(task: Task, scratch: Path, solution: Path | None = None) -> Path:
+    """An evaluation directory with the task's (or `solution`'s) sources and the baseline's in
+    `.aka_baseline/`, as `kernel_pair` loads them."""
     task = materialize(task, scratch / "repos")
     eval_dir = scratch / task.slug
     build_eval_dir(task, eval_dir, solution)
+    return eval_dir
+
+
+@contextlib.contextmanager
+def loaded_harness(eval_dir: Path) -> Iterator[Any]:
+    """The harness object of an evaluation directory, loaded in this process with that directory
+    as the working directory (a task's sources find their files relative to it)."""
     before = Path.cwd()
     os.chdir(eval_dir)
     try:
-        spec = importlib.util.spec_from_file_location(f"bench_{task.slug}", eval_dir / "harness.py")
+        spec = importlib.util.spec_from_file_location(f"bench_{eval_dir.name}", eval_dir / "harness.py")
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        kernel_task = module.TASK
-        baseline_dir = eval_dir / BASELINE_SOURCES_DIR
-        yield kernel_task, kernel_task.load_candidate(eval_dir), kernel_task.load_candidate(baseline_dir)
+        yield module.TASK
     finally:
         os.chdir(before)

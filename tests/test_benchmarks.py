@@ -56,9 +56,22 @@ def test_aa_noise_reports_the_targets_and_keeps_old_and_new_evaluation_times_apa
     report = _merge("aa_noise.py", rows, tmp_path)
     assert "Tasks within +-1%: 2/3; within +-2%: 3/3 (of 4 tasks" in report
     assert "| d | baseline infra_error: broken |" in report
-    assert "narrower on 1/3 tasks and at least 5x narrower on 1" in report
+    assert "same inputs, on its 3 tasks" in report and "narrower on 1/3, at least 5x narrower on 1" in report
+    assert "a process per side (the original's way)" not in report.split("|---|")[-1]  # old rows: one process
     assert "as in a run): median 13.0 s over 2 tasks" in report  # d has no evaluations
     assert "compiled the baseline too): median 13.0 s over 1 tasks" in report
+
+
+def test_aa_noise_compares_with_both_ways_of_running_do_bench(tmp_path: Path) -> None:
+    row = {
+        **_aa_row("a", [1.001, 0.999, 1.0], [1.02, 0.99, 1.0], frozen=True),  # a process per side: band 0.02
+        "theirs_same": [1.0005, 1.0, 1.0],  # one process: band 0.0005
+        "do_bench": "separate processes",
+    }
+    report = _merge("aa_noise.py", [row], tmp_path)
+    assert "| a | 1.0010, 0.9990, 1.0000 | +-0.0010 | 0.0010 | 1.0200, 0.9900, 1.0000 | 0.0200 | 20.0x " in report
+    assert "the original's way), on its 1 tasks: median band evaluator 0.0010, do_bench 0.0200" in report
+    assert "same inputs, on its 1 tasks: median band evaluator 0.0010, do_bench 0.0005" in report
 
 
 def test_aa_noise_merge_keeps_the_latest_row_of_a_task_and_lists_the_replaced(tmp_path: Path) -> None:

@@ -3,17 +3,22 @@
 For each call the judge writes the inputs into the side's input buffers (two sets, used in turn,
 so consecutive calls read other addresses), and on a GPU:
 
-    judge stream:  E0 | write inputs | reset persisting L2 lines, flush the L2 | hold | go flag |
+    judge stream:  E0 | hold | write inputs | reset persisting L2 lines, flush the L2 | go flag |
                    wait for the done flag | E2 | copy the outputs into its own memory
     worker stream:       wait for the go flag | start | the call | end | copy the outputs out | done flag
 
 The hold keeps the judge's stream busy while the worker enqueues its call, so the worker's events
-see GPU time only. The span E0..E2 is read on the judge's own stream: it contains every GPU
-microsecond the worker could have spent on these inputs (they did not exist before E0; the output
-was complete at E2), so the part of it that neither the hold (timed by the judge's own events
-around it: a sleep of clock cycles lasts longer at a lower clock) nor the worker's events explain
-(`unexplained`) bounds any time the worker hides from its own events. On the CPU the same holds
-with the wall clock.
+see GPU time only. The inputs are written after the hold: a worker may run kernels on streams
+the go flag does not gate, and the GPU gives its context time slices while the hold (a sleep of
+clock cycles, which time slicing does not lengthen) waits; on the H200 a candidate that computed
+its answer there, in a hold it had made long by enqueuing late, read 6.6x for an honest 2.25x
+(docs/benchmarks/2026-12-03_session32_h200.md). Now whatever it runs during the hold sees the
+previous call's inputs. The span E0..E2 is read on the judge's own stream: it contains every GPU
+microsecond the worker could have spent on these inputs (they did not exist before the writes;
+the output was complete at E2), so the part of it that neither the hold (timed by the judge's
+own events around it) nor the worker's events explain (`unexplained`) bounds any time the worker
+hides from its own events: work it squeezes in after the writes takes the GPU from the judge's
+stream and lengthens the span. On the CPU the same holds with the wall clock.
 """
 
 from __future__ import annotations
@@ -287,12 +292,12 @@ class CaseMemory:
         held, released = _event(True), _event(True)
         cuda_driver.reset_persisting_l2()
         start.record()
-        self._write(which, inputs)
-        _flush(self.device).zero_()
         hold_from = time.perf_counter()
         held.record()
         torch.cuda._sleep(int(hold_ms * _cycles_per_ms(self.device.index or 0)))  # type: ignore[no-untyped-call]
         released.record()
+        self._write(which, inputs)  # after the hold: nothing the worker runs during it has these inputs
+        _flush(self.device).zero_()
         cuda_driver.write_flag(stream, flags, serial)
         cuda_driver.wait_flag(stream, flags + 4, serial)
         end.record()
@@ -307,7 +312,9 @@ class CaseMemory:
         if not _wait(finished, timeout):
             self._release(serial)
             raise WorkerFailure("timeout", f"the {self.side.role}'s call did not complete on the GPU")
-        late = reply.ok and reply.number("enqueued") - hold_from > hold_ms / 1000.0
+        late = reply.ok and (
+            reply.number("enqueued") - hold_from > hold_ms / 1000.0 or reply.boolean("gpu_went_first", False)
+        )
         return Turn(
             reply, reply.number("t_ms") if reply.ok else 0.0, start.elapsed_time(end), late, held.elapsed_time(released)
         )

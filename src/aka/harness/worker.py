@@ -229,6 +229,10 @@ class Worker:
             if serial is not None and flags is not None:  # the judge's stream waits for this even after a failure
                 cuda_driver.write_flag(stream, flags.data_ptr() + 4, int(serial))
         enqueued = time.perf_counter()
+        # The GPU passed the start event before the last enqueue: it may have waited for launches
+        # inside the call's events (a worker descheduled mid-call on a loaded host), which the
+        # judge's clock comparison misses when the hold's start on the GPU lagged its own.
+        gpu_went_first = bool(serial is not None and start.query())  # type: ignore[no-untyped-call]
         torch.cuda.synchronize()
         if self.persisting_l2 is not None and self.persisting_l2.violated():
             findings.append(f"{PERSISTING_L2}: the candidate reserved persisting L2 cache (defeats the L2 flush)")
@@ -236,6 +240,7 @@ class Worker:
             "ok": True,
             "t_ms": start.elapsed_time(end),
             "enqueued": enqueued,
+            "gpu_went_first": gpu_went_first,
             "outputs": outputs,
             "findings": findings,
         }

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from aka.harness import turns
+from aka.harness.link import ProtocolError, Reply
 from aka.harness.shared import Arena, OpenedArena, Slot
 from aka.harness.task import HarnessError
 
@@ -199,3 +200,16 @@ def test_inputs_the_task_makes_on_the_cpu_go_by_value_and_the_rest_from_the_aren
     assert got[0] is arena["in1_0"] and got[2] is arena["in1_2"]
     assert got[1].device.type == "cpu" and int(got[1]) == 3
     assert _inputs(arena, {"inputs": ["in1_0"]}) == [arena["in1_0"]]
+
+
+def test_a_call_is_late_by_the_clock_or_by_the_gpu_having_started_before_its_enqueue_ended() -> None:
+    def reply(enqueued: float, **extra: object) -> Reply:
+        return Reply({"ok": True, "enqueued": enqueued, **extra})
+
+    assert not turns.came_late(reply(10.0003, gpu_went_first=False), hold_from=10.0, hold_ms=0.4)
+    assert turns.came_late(reply(10.0005, gpu_went_first=False), hold_from=10.0, hold_ms=0.4)  # after the hold
+    assert turns.came_late(reply(10.0001, gpu_went_first=True), hold_from=10.0, hold_ms=0.4)  # the GPU went first
+    assert not turns.came_late(reply(10.0001), hold_from=10.0, hold_ms=0.4)  # a CPU worker does not say
+    assert not turns.came_late(Reply({"ok": False}), hold_from=10.0, hold_ms=0.4)  # a failed call is not timed
+    with pytest.raises(ProtocolError):  # a worker that answers anything but a boolean broke the protocol
+        turns.came_late(reply(10.0001, gpu_went_first="yes"), hold_from=10.0, hold_ms=0.4)

@@ -1,6 +1,6 @@
 """One side's calls on one case, as the judge makes them: its memory, its inputs, its clock.
 
-For each call the judge writes the inputs into the side's input buffers (two sets, used in turn,
+For each call the judge writes the inputs into the side's input buffers (several sets, used in turn,
 so consecutive calls read other addresses), and on a GPU:
 
     judge stream:  E0 | hold | write inputs | reset persisting L2 lines, flush the L2 | go flag |
@@ -312,11 +312,12 @@ class CaseMemory:
         if not _wait(finished, timeout):
             self._release(serial)
             raise WorkerFailure("timeout", f"the {self.side.role}'s call did not complete on the GPU")
-        late = reply.ok and (
-            reply.number("enqueued") - hold_from > hold_ms / 1000.0 or reply.boolean("gpu_went_first", False)
-        )
         return Turn(
-            reply, reply.number("t_ms") if reply.ok else 0.0, start.elapsed_time(end), late, held.elapsed_time(released)
+            reply,
+            reply.number("t_ms") if reply.ok else 0.0,
+            start.elapsed_time(end),
+            came_late(reply, hold_from, hold_ms),
+            held.elapsed_time(released),
         )
 
     def _release(self, serial: int) -> None:
@@ -334,6 +335,16 @@ class CaseMemory:
 
     def close(self) -> None:
         self.side.unmap(self.name)
+
+
+def came_late(reply: Reply, hold_from: float, hold_ms: float) -> bool:
+    """Whether the worker may have left the GPU waiting for its launches inside its events: it
+    finished enqueuing after the hold by the shared monotonic clock (`hold_from` is when the judge
+    enqueued the hold, which can run later), or it saw its start event already passed when it
+    finished (a worker descheduled mid-call on a loaded host)."""
+    if not reply.ok:
+        return False
+    return reply.number("enqueued") - hold_from > hold_ms / 1000.0 or reply.boolean("gpu_went_first", False)
 
 
 def _event(timing: bool) -> torch.cuda.Event:

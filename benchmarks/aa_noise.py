@@ -98,7 +98,8 @@ def _time_side_in_child(eval_dir: Path, side: str) -> list[float]:
     )
     if child.returncode != 0:
         raise RuntimeError(f"do_bench of the {side} in its own process failed: {child.stderr[-500:]}")
-    return json.loads(child.stdout.strip().splitlines()[-1])
+    medians: list[float] = json.loads(child.stdout.strip().splitlines()[-1])
+    return medians
 
 
 def time_side(eval_dir: Path, side: str) -> list[float]:

@@ -229,11 +229,14 @@ def test_a_job_past_its_deadline_is_killed_and_frees_the_device(
         status, job = server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": hung}})
         assert status == 202
         done = _result(server, job)
-        assert done["state"] == "done" and done["result"]["failure_kind"] == "timeout", done
+        if "--eval-timeout" in limits:  # the candidate ran out of its own time: its verdict
+            assert done["state"] == "done" and done["result"]["failure_kind"] == "timeout", done
+        else:  # the request's deadline passed: no verdict on the candidate, no reward
+            assert done["state"] == "timeout" and done.get("result") is None, done
         assert time.monotonic() - started < 40 and not processes_under(tmp_path / "cache" / "scratch")
         good = _result(server, server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": GOOD}})[1])
         assert good["state"] == "done" and good["reward"]["value"] == 320.0
         hung_again = _result(
             server, server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": hung}})[1]
         )
-        assert hung_again["result"]["cached"] is False  # a deadline's verdict is never the final word
+        assert (hung_again.get("result") or {}).get("cached") is not True  # a deadline never gives a final word

@@ -4,18 +4,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import TOY_KERNEL, processes_under, toy_kernel_source
 
 import aka
+import aka.evaluation.steps as steps_module
 import aka.rl.evaluator as rl_evaluator
 from aka.config.tasks import task_identity
 from aka.device import DeviceInfo
 from aka.evaluation.baseline import baseline_path
+from aka.evaluation.step_process import RunningTime
 from aka.results.task_result import FailureKind, TaskStatus
 from aka.run.runner import run_experiment
 
@@ -300,3 +304,35 @@ def test_evaluations_spread_over_devices(tasks_root: Path, make_toy_task, tmp_pa
     assert most[0] == 2 and sorted(seen) == [0, 0, 1, 1]
     with pytest.raises(aka.CandidateError, match="different models"):
         aka.KernelEvaluator(tasks_root, tmp_path / "cache", devices=[devices[0], H100])
+
+
+def test_the_time_limit_leaves_out_waits_for_the_device_but_not_the_hard_end() -> None:
+    limit = RunningTime(10.0)
+    before = limit.left()
+    limit.waited(5.0)
+    assert 14.0 < limit.left() <= before + 5.0
+    limit.waited(-3.0)  # a clock that went backwards never shortens it
+    assert limit.left() > 14.0
+    hard = RunningTime(10.0, not_after=time.monotonic() + 2.0)
+    hard.waited(100.0)
+    assert hard.left() <= 2.0
+
+
+def test_an_honest_candidate_waiting_behind_others_is_not_judged_timeout(evaluator, monkeypatch) -> None:
+    """On the H200 three honest candidates were judged `timeout` under load: their time limit ran
+    while they waited for the device's lock. Here every step waits 4 s for its turn (12 s in all)
+    under a time limit of 10 s, more than the candidate's own steps take."""
+    waits: list[float] = []
+
+    @contextlib.contextmanager
+    def slow_turn(device: DeviceInfo, exclusive: bool) -> Iterator[float]:
+        time.sleep(4.0)
+        waits.append(4.0)
+        yield 4.0
+
+    evaluator.baseline(TASK)  # measured and frozen first, without waits
+    monkeypatch.setattr(steps_module, "device_turn", slow_turn)
+    started = time.monotonic()
+    result = evaluator.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)}, timeout_s=10.0)
+    assert len(waits) == 3 and time.monotonic() - started > 12.0
+    assert result.failure_kind is FailureKind.NONE and result.speedup == pytest.approx(2.0), result.failure_message

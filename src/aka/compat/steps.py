@@ -296,7 +296,8 @@ def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutco
             # Started holding the device: the original's commands run at once (nothing gates them
             # as our harness's steps wait for their token), so GPU work of a check started before
             # its turn would run inside another evaluation's timed step.
-            with device_turn(setup.device, exclusive=step is Step.PERFORMANCE):
+            with device_turn(setup.device, exclusive=step is Step.PERFORMANCE) as waited:
+                setup.waited_for_device(waited)
                 process = start_isolated(env_setup, invocation.command, step, target)
                 left = setup.time_left()
                 ran, _, _ = finish_isolated(process, left)  # the original's tasks never use our result pipe

@@ -44,6 +44,29 @@ class BuildCaches:
         return self.trusted if step is Step.PERFORMANCE else None
 
 
+@dataclass
+class RunningTime:
+    """An evaluation's cap on its own running time (a reward request's `eval_timeout`), started
+    when it is made. Seconds spent waiting for the device's lock do not count (`waited`): under
+    load an honest candidate would otherwise spend its time in other evaluations' turns and be
+    judged `timeout` (on the H200, three of 17 honest candidates were, beside one that hung).
+    `not_after` (`time.monotonic()`): a hard end that waits do not move (the request's own)."""
+
+    seconds: float = float("inf")
+    not_after: float | None = None
+    ends: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ends = time.monotonic() + self.seconds
+
+    def left(self) -> float:
+        hard = float("inf") if self.not_after is None else self.not_after - time.monotonic()
+        return min(self.ends - time.monotonic(), hard)
+
+    def waited(self, seconds: float) -> None:
+        self.ends += max(seconds, 0.0)
+
+
 @dataclass(frozen=True)
 class StepSetup:
     """What every step command of one evaluation shares. `rebuild` recreates the evaluation
@@ -58,10 +81,14 @@ class StepSetup:
     rebuild: Callable[[], object] | None = None
     caches: BuildCaches = BuildCaches()
     measuring_baseline: bool = False  # the pristine task measured as the run's baseline (not a candidate)
-    deadline: float | None = None  # time.monotonic() past which no step may run (a reward request's)
+    time_limit: RunningTime | None = None  # no step runs past it (a reward request's); shared by the steps
 
     def time_left(self) -> float:
-        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+        return float("inf") if self.time_limit is None else self.time_limit.left()
+
+    def waited_for_device(self, seconds: float) -> None:
+        if self.time_limit is not None:
+            self.time_limit.waited(seconds)
 
     def environment(self, step: Step, target: Target) -> dict[str, str]:
         return step_environment(

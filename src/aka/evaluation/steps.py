@@ -20,6 +20,7 @@ from aka.evaluation.sandbox import detect_sandbox
 from aka.evaluation.step_process import (
     BuildCaches,
     Prestarted,
+    RunningTime,
     StepProcess,
     StepSetup,
     append_log,
@@ -104,7 +105,8 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
             process = prestarted.processes[step][index]
         elif is_harness_script(command, setup.eval_dir):  # it loads, then waits for its token
             process = start_isolated(setup, command, step, target)
-        with device_turn(setup.device, exclusive=step is Step.PERFORMANCE):
+        with device_turn(setup.device, exclusive=step is Step.PERFORMANCE) as waited:
+            setup.waited_for_device(waited)
             if process is None:  # any other command runs at once: only in its turn on the device
                 process = start_isolated(setup, command, step, target)
             left = setup.time_left()
@@ -176,7 +178,7 @@ def evaluate_candidate(
     heldout: bool = False,
     through: int = 3,
     trusted_cache: Path | None = None,
-    deadline: float | None = None,
+    time_limit: RunningTime | None = None,
 ) -> list[StepOutcome]:
     """Judge the declared sources in `candidate_dir`: compile, correctness, performance.
 
@@ -185,7 +187,7 @@ def evaluate_candidate(
     see exactly what the final evaluation will see. `heldout=True` runs correctness and
     performance on the task's hidden held-out cases instead (the candidate must have compiled).
     `through=2` stops after correctness. `trusted_cache`: the frozen baseline's builds (see
-    `BuildCaches`). `deadline` (`time.monotonic()`): no step runs past it (a reward request's).
+    `BuildCaches`). `time_limit`: when no step may run any longer (a reward request's).
     """
     name = "evaluation_heldout" if heldout else "evaluation"
     eval_dir = scratch_dir / name
@@ -218,7 +220,7 @@ def evaluate_candidate(
         scratch_dir / f"{name}.log",
         extra,
         rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir),
-        deadline=deadline,
+        time_limit=time_limit,
     )
     return run_steps(setup, [(s, Target.CANDIDATE) for s in steps], trusted_cache=trusted_cache)
 

@@ -35,6 +35,7 @@ from aka.config.task_config import TASK_CONFIG_NAME
 from aka.config.tasks import Task, gate_tasks, load_task, task_identity
 from aka.device import DeviceInfo, detect_device
 from aka.evaluation.baseline import BaselineRecord, baseline_builds, load_frozen_baseline, measure_baseline
+from aka.evaluation.step_process import RunningTime
 from aka.evaluation.steps import evaluate_candidate
 from aka.results.scoring import finite_score, resolve_scorer
 from aka.results.task_result import AgentOutcome, FailureKind, TaskResult, TaskStatus
@@ -246,12 +247,16 @@ class KernelEvaluator:
         )
         return loaded, files, key
 
-    def evaluate(self, task_id: str, files: Mapping[str, str], timeout_s: float | None = None) -> CandidateResult:
+    def evaluate(
+        self, task_id: str, files: Mapping[str, str], timeout_s: float | None = None, not_after: float | None = None
+    ) -> CandidateResult:
         """Score one candidate: the task's editable files it changes, name -> source text.
 
-        `timeout_s`: no step of its evaluation runs past this many seconds from now (a step cut
-        there is the candidate's `timeout`, and the result is not cached)."""
-        return self._evaluate(Candidate(task_id, dict(files)), _deadline(timeout_s))
+        `timeout_s`: the most seconds its evaluation may run, not counting the time it waits for
+        a slot or for the device's lock (other evaluations' timed steps); a step cut there is the
+        candidate's `timeout`, and the result is not cached. `not_after` (`time.monotonic()`): a
+        hard end, waits included (a request's deadline)."""
+        return self._evaluate(Candidate(task_id, dict(files)), _time_limit(timeout_s), not_after)
 
     def evaluate_completion(self, task_id: str, completion: str, timeout_s: float | None = None) -> CandidateResult:
         """Score a model completion; one that yields no candidate files is scored as not
@@ -270,33 +275,37 @@ class KernelEvaluator:
         return list(self._executor.map(self._evaluate, candidates))
 
     async def evaluate_async(
-        self, task_id: str, files: Mapping[str, str], timeout_s: float | None = None
+        self, task_id: str, files: Mapping[str, str], timeout_s: float | None = None, not_after: float | None = None
     ) -> CandidateResult:
         """`evaluate` in the evaluator's thread pool (`max_concurrent` threads per device); a cache
         hit returns without waiting for a slot."""
         candidate = Candidate(task_id, dict(files))
-        deadline = _deadline(timeout_s)
+        limit = _time_limit(timeout_s)
         _, _, key = self._resolve(candidate)
         hit = self.cache.get(key)
         if hit is not None:
             return hit
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._evaluate, candidate, deadline)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._evaluate, candidate, limit, not_after
+        )
 
     async def evaluate_completion_async(
-        self, task_id: str, completion: str, timeout_s: float | None = None
+        self, task_id: str, completion: str, timeout_s: float | None = None, not_after: float | None = None
     ) -> CandidateResult:
         try:
             files = self.extract(task_id, completion)
         except CompletionError as exc:
             return self._no_candidate(task_id, str(exc))
-        return await self.evaluate_async(task_id, files, timeout_s)
+        return await self.evaluate_async(task_id, files, timeout_s, not_after)
 
     async def evaluate_batch_async(self, candidates: Sequence[Candidate]) -> list[CandidateResult]:
         for candidate in candidates:
             self._resolve(candidate)
         return list(await asyncio.gather(*(self.evaluate_async(c.task_id, c.files) for c in candidates)))
 
-    def _evaluate(self, candidate: Candidate, deadline: float | None = None) -> CandidateResult:
+    def _evaluate(
+        self, candidate: Candidate, time_limit_s: float | None = None, not_after: float | None = None
+    ) -> CandidateResult:
         loaded, files, key = self._resolve(candidate)
         hit = self.cache.get(key)
         if hit is not None:
@@ -321,7 +330,10 @@ class KernelEvaluator:
                 hit = self.cache.get(key)
                 if hit is not None:
                     return hit
-                result, cut = self._judged(loaded.task, baseline, files, device, deadline)
+                limit = None
+                if time_limit_s is not None or not_after is not None:  # started now: the slot's wait is not counted
+                    limit = RunningTime(time_limit_s or float("inf"), not_after)
+                result, cut = self._judged(loaded.task, baseline, files, device, limit)
         except Exception as exc:
             logger.error("infrastructure error on %s:\n%s", candidate.task_id, traceback.format_exc())
             result, cut = (
@@ -331,9 +343,14 @@ class KernelEvaluator:
         return self._result(loaded, sources, key, result, cache=not cut)
 
     def _judged(
-        self, task: Task, baseline: BaselineRecord, files: dict[str, str], device: DeviceInfo, deadline: float | None
+        self,
+        task: Task,
+        baseline: BaselineRecord,
+        files: dict[str, str],
+        device: DeviceInfo,
+        time_limit: RunningTime | None,
     ) -> tuple[TaskResult, bool]:
-        """The verdict, and whether the deadline cut a step short (then not the final word)."""
+        """The verdict, and whether the time limit cut a step short (then not the final word)."""
         scratch = Path(tempfile.mkdtemp(prefix=f"{task.slug}-", dir=self._scratch()))
         try:
             candidate_dir = scratch / "candidate"
@@ -347,7 +364,7 @@ class KernelEvaluator:
                 scratch,
                 device,
                 trusted_cache=baseline_builds(self.cache_dir, task),
-                deadline=deadline,
+                time_limit=time_limit,
             )
             seconds = round(time.monotonic() - started, 3)
             result = judge_outcomes(
@@ -394,9 +411,9 @@ class KernelEvaluator:
         return CandidateResult.from_task_result(task.name, "", "", result)
 
 
-def _deadline(timeout_s: float | None) -> float | None:
+def _time_limit(timeout_s: float | None) -> float | None:
     if timeout_s is None:
         return None
     if not timeout_s > 0:
         raise CandidateError(f"timeout_s must be a positive number of seconds, not {timeout_s}")
-    return time.monotonic() + timeout_s
+    return timeout_s

@@ -4,9 +4,11 @@ Candidates are queued onto one `KernelEvaluator`: one slot group per GPU, severa
 in flight on each (their performance steps take the GPU alone, `aka.evaluation.device_lock`), a
 cache hit answered at once. The queue is bounded: a full queue answers 429 with `Retry-After`,
 so a trainer backs off instead of piling up work. Each job has a deadline (`request_timeout`,
-counted from its submission, and `eval_timeout`, from the start of its evaluation): the
-evaluation's steps are killed there and nothing is cached, so one hung candidate holds a GPU no
-longer than that.
+counted from its submission, and `eval_timeout`, the seconds its evaluation may run, its waits
+for the device not counted): the evaluation's steps are killed there and nothing is cached, so
+one hung candidate holds a GPU no longer than that, and an honest one is not judged `timeout`
+for the time it waited behind others. A job cut by its request deadline ends `timeout` with no
+verdict on the candidate.
 
 It runs code sent over the network, so it binds to 127.0.0.1 unless told otherwise, refuses to
 bind elsewhere without a bearer token, checks the token on every endpoint but `/healthz`, and
@@ -33,6 +35,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from aka.errors import AkaError
+from aka.results.task_result import FailureKind
 from aka.rl.presets import reward
 from aka.rl.result import CandidateResult
 
@@ -115,8 +118,8 @@ def make_app(
     eval_timeout: float | None = None,
 ) -> FastAPI:
     """The reward server's app around `evaluator` (a `KernelEvaluator`). A job's evaluation is
-    cut at its request deadline (from submission) or `eval_timeout` seconds after it starts,
-    whichever comes first."""
+    cut at its request deadline (from submission) or once it has run `eval_timeout` seconds
+    (waits for the device not counted), whichever comes first."""
     queue: asyncio.Queue[Job] = asyncio.Queue(maxsize=max_queue)
     jobs: dict[str, Job] = {}
     counters = Counters()
@@ -130,16 +133,19 @@ def make_app(
             running += 1
             try:
                 sub = job.submission
-                left = request_timeout - (started - job.submitted)
+                ends = job.submitted + request_timeout
+                left = ends - started
                 if left <= 0:
                     raise asyncio.TimeoutError
-                left = min(left, eval_timeout or left)
                 call = (
-                    evaluator.evaluate_async(sub.task_id, sub.files, left)
+                    evaluator.evaluate_async(sub.task_id, sub.files, eval_timeout, ends)
                     if sub.files is not None
-                    else evaluator.evaluate_completion_async(sub.task_id, sub.completion or "", left)
+                    else evaluator.evaluate_completion_async(sub.task_id, sub.completion or "", eval_timeout, ends)
                 )
-                job.result = await asyncio.wait_for(asyncio.shield(call), timeout=left + DEADLINE_GRACE_S)
+                result = await asyncio.wait_for(asyncio.shield(call), timeout=left + DEADLINE_GRACE_S)
+                if result.failure_kind is FailureKind.TIMEOUT and time.monotonic() >= ends:
+                    raise asyncio.TimeoutError  # the request's deadline cut it: no verdict on the candidate
+                job.result = result
                 job.state = "done"
                 counters.done += 1
             except asyncio.TimeoutError:

@@ -20,6 +20,7 @@ from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.evaluation.eval_dir import build_eval_dir
 from aka.evaluation.kernel_check import missing_kernels
+from aka.evaluation.step_process import RunningTime
 from aka.evaluation.step_spec import Step, case_profile, step_timeout
 from aka.evaluation.steps import StepOutcome, evaluate_candidate
 from aka.results.task_result import FailureKind
@@ -48,12 +49,13 @@ class Evaluation:
 def evaluate(
     task: Task, candidate: Path, scratch: Path, device: DeviceInfo, label: str, through: int, heldout: bool = False
 ) -> Evaluation:
-    """The real evaluator on `candidate`'s editable files, with a deadline of the steps' own timeouts."""
+    """The real evaluator on `candidate`'s editable files, with a time limit of the steps' own timeouts
+    (its waits for the device not counted)."""
     steps = (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE)[:through]
     budget = sum(step_timeout(task, s) for s in steps) + 60.0
     start = time.monotonic()
     outcomes = evaluate_candidate(
-        task, candidate, scratch, device, heldout=heldout, through=through, deadline=start + budget
+        task, candidate, scratch, device, heldout=heldout, through=through, time_limit=RunningTime(budget)
     )
     evidence = [
         Evidence(

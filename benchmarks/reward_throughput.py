@@ -205,6 +205,7 @@ def main() -> int:
         "max_concurrent": args.max_concurrent,
         "request_timeout": args.request_timeout,
         "eval_timeout": args.eval_timeout,
+        "argv": sys.argv[1:],
         "tasks": [t.name for t in tasks],
         # an unchanged candidate is an A/A reading only where the baseline is the task's own source
         # (torch2* and instruction2* time a PyTorch reference: their unchanged sources read 1.6x, 9x)
@@ -317,8 +318,8 @@ def render(report: dict[str, Any], gpus: int) -> str:
     lines = [
         f"# Reward server throughput on {report['device']} x{max(gpus, 1)} ({'GPU' if gpus else 'CPU only'})",
         f"Date (UTC): {report['date']}",
-        f"Command: `PYTHONPATH=src python3 benchmarks/reward_throughput.py --max-concurrent "
-        f"{report['max_concurrent']} --eval-timeout {report['eval_timeout']:.0f}`",
+        f"Command: `PYTHONPATH=src python3 benchmarks/reward_throughput.py "
+        f"{' '.join(report.get('argv') or ['--max-concurrent', str(report['max_concurrent'])])}`",
         f"Tasks: {', '.join(report['tasks'])}",
         "",
         f"Warm-up (each task's baseline measured and frozen, one unchanged candidate each): "

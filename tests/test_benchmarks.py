@@ -156,3 +156,51 @@ def test_the_asymmetry_probe_runs_each_variant_in_its_own_judge(tmp_path: Path) 
     rows = json.loads(out.read_text())
     assert [r["variant"] for r in rows] == ["plain", "no_guard", "guard_both", "candidate_first"]
     assert all(r["status"] == "ok" and len(r["cases"]) == 3 for r in rows), rows
+
+
+def _throughput_row(kind: str, task: str, speedup: float | None, failure: str, latency: float) -> dict[str, object]:
+    return {
+        "kind": kind,
+        "task": task,
+        "state": "done",
+        "latency_s": latency,
+        "failure_kind": failure,
+        "speedup": speedup,
+        "ci": [None, None],
+        "seconds": latency / 2,
+    }
+
+
+def test_reward_throughput_reads_a_over_a_only_where_the_baseline_is_the_source() -> None:
+    """An unchanged torch2* source is timed against PyTorch (9x on the H200): not an A/A reading."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reward_throughput", REPO / "benchmarks" / "reward_throughput.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    report = {
+        "date": "2026-12-03T00:00:00+00:00",
+        "device": "NVIDIA H200",
+        "max_concurrent": 4,
+        "eval_timeout": 60.0,
+        "argv": ["--tasks", "triton2triton/basic/gelu", "torch2triton/llm/rmsnorm", "--singles", "1"],
+        "tasks": ["triton2triton/basic/gelu", "torch2triton/llm/rmsnorm"],
+        "aa_tasks": ["triton2triton/basic/gelu"],
+        "warmup_s": 40.0,
+        "mix": [
+            _throughput_row("unchanged", "triton2triton/basic/gelu", 1.0046, "none", 30.0),
+            _throughput_row("unchanged", "torch2triton/llm/rmsnorm", 9.3027, "none", 20.0),
+            _throughput_row("hanging", "triton2triton/basic/gelu", None, "timeout", 90.0),
+            _throughput_row("wrong", "torch2triton/llm/rmsnorm", None, "incorrect", 10.0),
+        ],
+        "mix_wall_s": 90.0,
+        "singles": [_throughput_row("single", "triton2triton/basic/gelu", 1.0, "none", 9.8)],
+    }
+    text = module.render(report, 1)
+    assert "--tasks triton2triton/basic/gelu torch2triton/llm/rmsnorm --singles 1" in text
+    assert "4 evaluations in 90 s: 160 per GPU-hour" in text
+    assert "A/A under load (1 unchanged candidates of tasks timed against their own source): band 0.0046" in text
+    assert "9.3027" not in text
+    assert "the others were done after 30 s, 360 per GPU-hour" in text
+    assert "latency p50 9.8 s" in text

@@ -9,8 +9,9 @@ unless --full-candidate) and judged as a run judges them; A/A passes when the sp
 of its own with a wall-clock limit (`--task-timeout`; every step command is also capped at
 `--step-timeout`), so one task that hangs or crashes never stops the others; its row says why.
 Rows are appended to `OUT/rows-K-of-N.jsonl` as they come (a rerun with the same OUT skips the
-tasks that already have a row), and `OUT/table.md` is rewritten from every shard's rows after
-each task: how many ran, how many pass A/A within +-1%, and why the others do not.
+tasks that already have a row, except those whose verdict `--retry` names), and `OUT/table.md`
+is rewritten from every shard's rows after each task: how many ran, how many pass A/A within
++-1%, and why the others do not. Tasks run in the order of the selectors (`--tasks`).
 
     PYTHONPATH=src python scripts/original_tasks_check.py /path/to/AgentKernelArena/tasks \
         --tasks triton2triton instruction2triton --out original_check [--shard 1/4]
@@ -287,12 +288,14 @@ def write_table(out: Path) -> None:
 
 
 def _selected(root: Path, selectors: list[str]) -> tuple[list[Task], list[dict[str, Any]]]:
-    """The tasks the selectors name; a selector that fails (a named task that does not load) is a row."""
+    """The tasks the selectors name, in their order (the first selector's tasks run first); a selector
+    that fails (a named task that does not load) is a row."""
     tasks: dict[str, Task] = {}
     rows = []
     for selector in selectors:
         try:
-            tasks.update({t.name: t for t in select_tasks(root, [selector], "original_tasks_check")})
+            chosen = select_tasks(root, [selector], "original_tasks_check")  # in the selectors' order
+            tasks.update({t.name: t for t in sorted(chosen, key=lambda t: t.name) if t.name not in tasks})
         except AkaError as exc:
             rows.append(
                 {
@@ -302,7 +305,7 @@ def _selected(root: Path, selectors: list[str]) -> tuple[list[Task], list[dict[s
                     "message": str(exc),
                 }
             )
-    return [tasks[name] for name in sorted(tasks)], rows
+    return list(tasks.values()), rows
 
 
 def main() -> int:
@@ -319,6 +322,11 @@ def main() -> int:
         "--full-candidate",
         action="store_true",
         help="run the noop candidate's compile and correctness too (default: performance only)",
+    )
+    parser.add_argument(
+        "--retry",
+        default="",
+        help="comma-separated verdicts whose tasks run again (e.g. timeout, with a longer --task-timeout)",
     )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -338,8 +346,9 @@ def main() -> int:
     skipped = {task.name: why for task, why in dropped}
     by_name, prepared = {task.name: task for task in tasks}, {row["task"]: row for row in unloadable}
     rows_path = args.out / f"rows-{args.shard.replace('/', '-of-')}.jsonl"
-    done = {row["task"] for row in read_rows(args.out)}
-    for name in shard(sorted(set(by_name) | set(prepared)), args.shard):
+    retry = {verdict.strip() for verdict in args.retry.split(",") if verdict.strip()}
+    done = {row["task"] for row in read_rows(args.out) if row["verdict"] not in retry}
+    for name in shard(list(prepared) + [name for name in by_name if name not in prepared], args.shard):
         if name in done:
             continue
         task = by_name.get(name)

@@ -86,11 +86,18 @@ def test_a_task_past_its_time_is_killed_and_the_rest_goes_on(tmp_path: Path) -> 
     vllm_task(root, "triton2triton/vllm/hangs", compile_command=["sleep 600"])
     vllm_task(root, "triton2triton/vllm/amd_only", platform_support={"required_arch": "gfx942"})
     out = tmp_path / "out"
-    done = _check(root, out, "--task-timeout", "5")
+    selectors = ["triton2triton/vllm/hangs", "triton2triton/vllm/amd_only"]
+    done = _check(root, out, "--tasks", *selectors, "--task-timeout", "5")
     assert done.returncode == 0, done.stderr
     rows = _rows(out)
     assert rows["triton2triton/vllm/hangs"]["verdict"] == "timeout"
     assert rows["triton2triton/vllm/amd_only"]["verdict"] == "skipped"
+    written = [json.loads(line)["task"] for line in (out / "rows-1-of-1.jsonl").read_text().splitlines()]
+    assert written == ["triton2triton/vllm/hangs", "triton2triton/vllm/amd_only"]  # the selectors' order
+    again = _check(root, out, "--retry", "timeout", "--task-timeout", "5")  # only the timed-out task again
+    assert again.returncode == 0, again.stderr
+    written = [json.loads(line)["task"] for line in (out / "rows-1-of-1.jsonl").read_text().splitlines()]
+    assert written[2:] == ["triton2triton/vllm/hangs"]
     assert "timeout: the task took over N s (--task-timeout)" in (out / "table.md").read_text()
     assert not [
         p for p in Path("/proc").glob("[0-9]*/cmdline") if str(root) in p.read_bytes().decode(errors="replace")

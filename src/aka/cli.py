@@ -494,7 +494,9 @@ def serve_command(
     eval_timeout: Annotated[
         float,
         typer.Option(
-            "--eval-timeout", help="Seconds a job's evaluation may run once started (a hung candidate's cap)."
+            "--eval-timeout",
+            help="Seconds a job's evaluation may run, its waits for the device not counted (a hung candidate's cap; "
+            "while it hangs in a check it holds up its GPU's timing, so keep it near what honest candidates need).",
         ),
     ] = 600.0,
     scorer: Annotated[str, typer.Option("--scorer")] = "default",

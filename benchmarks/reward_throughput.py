@@ -308,6 +308,7 @@ def _brief(row: dict[str, Any]) -> dict[str, Any]:
         "speedup": result.get("speedup"),
         "ci": [result.get("speedup_ci_low"), result.get("speedup_ci_high")],
         "seconds": result.get("evaluation_seconds"),
+        "device_wait_s": result.get("device_wait_seconds"),
     }
 
 
@@ -365,8 +366,10 @@ def render(report: dict[str, Any], gpus: int) -> str:
         )
     seconds = [r["seconds"] for r in mix_rows if r["seconds"]]
     if seconds:
+        waits = [r.get("device_wait_s") for r in mix_rows if r.get("device_wait_s") is not None]
         lines.append(
-            f"Evaluation time inside the server (queue wait excluded): median {statistics.median(seconds):.1f} s."
+            f"Evaluation time inside the server (queue wait excluded): median {statistics.median(seconds):.1f} s"
+            + (f", of which waiting for the device: median {statistics.median(waits):.1f} s." if waits else ".")
         )
     singles = report.get("singles") or []
     if singles:

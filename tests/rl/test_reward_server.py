@@ -161,6 +161,7 @@ def test_submit_poll_cache_batch_and_backpressure(server: Server) -> None:
 
     status, metrics = server.call("GET", "/metrics")
     assert status == 200 and "aka_rejected_total 3" in metrics and "aka_done_total 3" in metrics
+    assert "aka_device_wait_seconds_total 0.000" in metrics  # the CPU's steps never wait for each other
 
 
 def test_openrlhf_get_reward(server: Server) -> None:

@@ -336,3 +336,4 @@ def test_an_honest_candidate_waiting_behind_others_is_not_judged_timeout(evaluat
     result = evaluator.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)}, timeout_s=10.0)
     assert len(waits) == 3 and time.monotonic() - started > 12.0
     assert result.failure_kind is FailureKind.NONE and result.speedup == pytest.approx(2.0), result.failure_message
+    assert result.device_wait_seconds == pytest.approx(12.0, abs=0.5)  # reported apart from its own time

@@ -55,6 +55,7 @@ class RunningTime:
     seconds: float = float("inf")
     not_after: float | None = None
     ends: float = field(init=False)
+    waited_s: float = field(default=0.0, init=False)  # the waits left out, in all
 
     def __post_init__(self) -> None:
         self.ends = time.monotonic() + self.seconds
@@ -65,6 +66,7 @@ class RunningTime:
 
     def waited(self, seconds: float) -> None:
         self.ends += max(seconds, 0.0)
+        self.waited_s += max(seconds, 0.0)
 
 
 @dataclass(frozen=True)

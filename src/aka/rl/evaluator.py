@@ -330,17 +330,17 @@ class KernelEvaluator:
                 hit = self.cache.get(key)
                 if hit is not None:
                     return hit
-                limit = None
-                if time_limit_s is not None or not_after is not None:  # started now: the slot's wait is not counted
-                    limit = RunningTime(time_limit_s or float("inf"), not_after)
+                limit = RunningTime(time_limit_s or float("inf"), not_after)  # from now: the slot's wait not counted
                 result, cut = self._judged(loaded.task, baseline, files, device, limit)
+                waited: float | None = round(limit.waited_s, 3)
         except Exception as exc:
             logger.error("infrastructure error on %s:\n%s", candidate.task_id, traceback.format_exc())
-            result, cut = (
+            result, cut, waited = (
                 self._plain(loaded.task, FailureKind.INFRA_ERROR, TaskStatus.INFRA, f"{type(exc).__name__}: {exc}"),
                 False,
+                None,
             )
-        return self._result(loaded, sources, key, result, cache=not cut)
+        return self._result(loaded, sources, key, result, cache=not cut, device_wait_seconds=waited)
 
     def _judged(
         self,
@@ -396,9 +396,16 @@ class KernelEvaluator:
         )
 
     def _result(
-        self, loaded: _LoadedTask, sources: str, key: str, result: TaskResult, cache: bool = True
+        self,
+        loaded: _LoadedTask,
+        sources: str,
+        key: str,
+        result: TaskResult,
+        cache: bool = True,
+        device_wait_seconds: float | None = None,
     ) -> CandidateResult:
         record = CandidateResult.from_task_result(loaded.task.name, sources, key, result)
+        record.device_wait_seconds = device_wait_seconds
         if cache:
             self.cache.put(record)
         return record

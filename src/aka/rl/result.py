@@ -45,6 +45,7 @@ class CandidateResult(BaseModel):
     base_ms: float | None = None
     optimized_ms: float | None = None
     evaluation_seconds: float | None = None
+    device_wait_seconds: float | None = None  # of evaluation_seconds, spent waiting for others' turns on the device
     cached: bool = False
     task_result: TaskResult
 

@@ -105,6 +105,7 @@ class Counters:
     failed: int = 0
     timed_out: int = 0
     seconds: float = 0.0
+    device_wait: float = 0.0  # of `seconds`, waiting for other evaluations' turns on the device
 
 
 def make_app(
@@ -146,6 +147,8 @@ def make_app(
                 if result.failure_kind is FailureKind.TIMEOUT and time.monotonic() >= ends:
                     raise asyncio.TimeoutError  # the request's deadline cut it: no verdict on the candidate
                 job.result = result
+                if not result.cached:
+                    counters.device_wait += result.device_wait_seconds or 0.0
                 job.state = "done"
                 counters.done += 1
             except asyncio.TimeoutError:
@@ -276,6 +279,7 @@ def make_app(
             f"aka_failed_total {counters.failed}",
             f"aka_timed_out_total {counters.timed_out}",
             f"aka_evaluation_seconds_total {counters.seconds:.3f}",
+            f"aka_device_wait_seconds_total {counters.device_wait:.3f}",
         ]
         return PlainTextResponse("\n".join(lines) + "\n")
 

@@ -294,7 +294,8 @@ def _selected(root: Path, selectors: list[str]) -> tuple[list[Task], list[dict[s
     rows = []
     for selector in selectors:
         try:
-            chosen = select_tasks(root, [selector], "original_tasks_check")  # in the selectors' order
+            chosen = select_tasks(root, [selector], "original_tasks_check")
+            # one selector's tasks by name, after the earlier selectors' (a task named twice runs once)
             tasks.update({t.name: t for t in sorted(chosen, key=lambda t: t.name) if t.name not in tasks})
         except AkaError as exc:
             rows.append(

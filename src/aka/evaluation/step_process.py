@@ -65,8 +65,9 @@ class RunningTime:
         return min(self.ends - time.monotonic(), hard)
 
     def waited(self, seconds: float) -> None:
-        self.ends += max(seconds, 0.0)
-        self.waited_s += max(seconds, 0.0)
+        seconds = max(seconds, 0.0)
+        self.ends += seconds
+        self.waited_s += seconds
 
 
 @dataclass(frozen=True)

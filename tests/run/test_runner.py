@@ -304,6 +304,14 @@ def test_heldout_cases_stay_hidden_and_measure_generalization(make_toy_task, wri
     assert breakdown["heldout"]["outcomes"]["opt_regression"] == 1
     assert breakdown["heldout"]["correctness_retention"] == 0
     assert "Correctness retention: 0.0" in (outcome.reports_dir / "overall_report.txt").read_text()
+    # heldout: after leaves them to `aka heldout RUN` (an A/B experiment's GPU time halves)
+    later = run_experiment(
+        write_run_config(agent={"template": "replay", "solutions_dir": str(solutions / "general")}, heldout="after"),
+        suffix="after",
+    )
+    assert later.results[0].status is TaskStatus.PASS and later.results[0].heldout is None
+    assert not any(later.run_dir.glob("*/evaluation_heldout"))
+    assert "heldout" not in json.loads((later.reports_dir / "task_type_breakdown.json").read_text())
 
 
 def test_edited_sources_are_the_editable_files_the_agent_changed(make_toy_task, tmp_path: Path) -> None:

@@ -57,6 +57,10 @@ class RunConfig(BaseModel):
     num_parallel: int | None = Field(default=None, ge=1)  # workers per GPU (or CPU workers without gpu_ids)
     run_mode: str | None = None
     report_format: Literal["aka", "original"] = "aka"  # "original": the original's report files (aka.compat)
+    # "during": an accepted candidate of a task with a hidden heldout.py is also evaluated on its
+    # held-out cases in the run (twice the GPU time of an accepted trial); "after": left to
+    # `aka heldout RUN`, which an A/B experiment that compares arms on their own cases may skip.
+    heldout: Literal["during", "after"] = "during"
 
     @field_validator("tasks", mode="before")
     @classmethod

@@ -384,7 +384,8 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         evaluation_seconds = round(time.monotonic() - started, 3)
         result = _judge(ctx, task, baseline, agent, outcomes, tampered_files(task, workspace / AGENT_WORK_DIR))
         result.evaluation_seconds = evaluation_seconds
-        if result.pass_correctness and HELDOUT_FILE in task.config.hidden_files:
+        held_out_now = ctx.config.config.heldout == "during" and HELDOUT_FILE in task.config.hidden_files
+        if result.pass_correctness and held_out_now:
             with phase(Phase.HELDOUT):
                 result.heldout = _heldout(ctx, task, workspace, result)
         if task.config.export_command and result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE:

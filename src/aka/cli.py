@@ -303,6 +303,12 @@ def validate_command(
     resume: Annotated[
         bool, typer.Option("--resume", help="Keep the reports an earlier validation on this device left in --output.")
     ] = False,
+    parallel: Annotated[
+        int,
+        typer.Option(
+            "--parallel", min=1, help="Tasks validated at a time (timed steps still take the GPU one at a time)."
+        ),
+    ] = 1,
 ) -> None:
     """Prove tasks sound: deterministic checks and mutants of the baseline that must fail (docs/validation.md)."""
     from aka.validation.mutants import MUTANT_NAMES
@@ -328,6 +334,7 @@ def validate_command(
                 options,
                 lambda line: err_console.print(line, highlight=False, markup=False),
                 resume=resume,
+                parallel=parallel,
             )
     except AkaError as exc:
         raise fail(exc) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shlex
@@ -81,9 +82,9 @@ def stopped_in_group(pgid: int) -> bool:
     return any(group == pgid and state in ("T", "t") for state, _, group in process_table().values())
 
 
-def stopped_descendant(root: int) -> bool:
-    """Is `root` or any process below it stopped?"""
-    table = process_table()
+def descendants(root: int, table: dict[int, tuple[str, int, int]] | None = None) -> set[int]:
+    """`root` and every process below it."""
+    table = process_table() if table is None else table
     below, frontier = {root}, [root]
     while frontier:
         parent = frontier.pop()
@@ -91,7 +92,21 @@ def stopped_descendant(root: int) -> bool:
             if ppid == parent and pid not in below:
                 below.add(pid)
                 frontier.append(pid)
-    return any(table[pid][0] in ("T", "t") for pid in below if pid in table)
+    return below
+
+
+def stopped_descendant(root: int) -> bool:
+    """Is `root` or any process below it stopped?"""
+    table = process_table()
+    return any(table[pid][0] in ("T", "t") for pid in descendants(root, table) if pid in table)
+
+
+def kill_descendants(root: int) -> None:
+    """SIGKILL every process below `root` (not `root` itself): what threads of an exiting process
+    started, which no unwinding of theirs would reach in time."""
+    for pid in descendants(root) - {root}:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _kill_group(pgid: int) -> None:

@@ -303,11 +303,15 @@ def test_mutation_score_and_recorded_exceptions(tmp_path: Path) -> None:
         load_exceptions(tmp_path)
 
 
-def test_sigterm_stops_the_validator_and_leaves_no_scratch_or_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_sigterm_stops_the_validator_and_leaves_no_scratch_or_process(tmp_path: Path, parallel: int) -> None:
+    """Also with tasks validated side by side: the tasks in flight stop, nothing more starts."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(REPO / "src")}
     command = [sys.executable, "-m", "aka.cli", "validate", "triton2triton/basic/gelu", "--no-mutants"]
+    if parallel > 1:
+        command += ["triton2triton/llm/softmax", "--parallel", str(parallel)]
     proc = subprocess.Popen(
         [*command, "--output", str(tmp_path / "out")],
         cwd=REPO,
@@ -320,6 +324,10 @@ def test_sigterm_stops_the_validator_and_leaves_no_scratch_or_process(tmp_path: 
     while time.monotonic() < deadline and not list(scratch.glob("aka-validate-*/*")):
         time.sleep(0.2)
     assert list(scratch.glob("aka-validate-*")), "the validator never started a task"
+    if parallel > 1:
+        while time.monotonic() < deadline and len(list(scratch.glob("aka-validate-*"))) < parallel:
+            time.sleep(0.2)
+        assert len(list(scratch.glob("aka-validate-*"))) == parallel, "the tasks did not run side by side"
     time.sleep(2)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
@@ -352,3 +360,26 @@ def test_resume_keeps_the_reports_an_earlier_validation_left_on_this_device(task
     other = earlier.model_copy(update={"device": "another device"})
     write_report(out / task.name, other)
     assert _earlier_report(out, task, device) is None
+
+
+def test_parallel_validation_runs_tasks_side_by_side_and_keeps_the_selectors_order(
+    tasks_root: Path, tmp_path: Path
+) -> None:
+    """`--parallel 2`: both tasks validated at once, each line said with its task's name, the
+    summary in the selectors' order whichever finished first."""
+    names = ["triton2triton/mine/scale", "triton2triton/mine/twice"]
+    for name in names:
+        _scale_task(tasks_root, name)
+    said: list[str] = []
+    out = tmp_path / "out"
+    summary = validate_tasks(
+        tasks_root, list(reversed(names)), out, detect_device(), ValidationOptions(mutants=()), said.append, parallel=2
+    )
+    assert [row.task_name for row in summary.tasks] == list(reversed(names))
+    for name in names:
+        assert read_report(out / name / "validation_report.yaml").overall_status is not Status.FAIL
+        assert any(line.startswith(f"[{name}]") and "probe" in line for line in said), said
+    starts = [said.index(f"[{name}] {name}") for name in names]
+    firsts_done = min(i for i, line in enumerate(said) if line.endswith(" s)"))
+    assert max(starts) < firsts_done, "the second task started only after the first had finished"
+    assert processes_under(tmp_path) == []

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,24 @@ from aka.validation.static_scan import scan_task
 
 HANG_WARN_SHARE = 0.5  # a step that needs more than half of its timeout is close to one
 AA_BAND = 0.05  # the A/A speedup of the untouched baseline must lie within 1 +- 5%
+
+
+class ValidationStopped(Exception):
+    """A validation running tasks side by side is stopping: the tasks still running start nothing more."""
+
+
+class _Stopping:
+    """Set once when `aka validate --parallel` stops (SIGTERM, an error in another task)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def raise_if_set(self) -> None:
+        if self.event.is_set():
+            raise ValidationStopped("the validation is stopping")
+
+
+stopping = _Stopping()
 
 
 @dataclass
@@ -51,6 +70,7 @@ def evaluate(
 ) -> Evaluation:
     """The real evaluator on `candidate`'s editable files, with a time limit of the steps' own timeouts
     (its waits for the device not counted)."""
+    stopping.raise_if_set()
     steps = (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE)[:through]
     budget = sum(step_timeout(task, s) for s in steps) + 60.0
     start = time.monotonic()
@@ -166,6 +186,7 @@ class Probe:
 
 def run_probe(task: Task, scratch: Path, device: DeviceInfo, heldout: bool) -> Probe:
     """The probe in a copy of the pristine task, with the correctness step's timeout."""
+    stopping.raise_if_set()
     folder = scratch / "probe"
     build_eval_dir(task, folder, None)
     profile = case_profile(device)

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shlex
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +33,7 @@ from aka.device import DeviceInfo
 from aka.errors import AkaError
 from aka.evaluation.step_spec import Step, step_commands
 from aka.evaluation.steps import StepOutcome
+from aka.process import kill_descendants
 from aka.results.task_result import FailureKind
 from aka.run.repository import materialize
 from aka.validation.checks import (
@@ -46,6 +50,7 @@ from aka.validation.checks import (
     run_probe,
     schema_check,
     self_containment_check,
+    stopping,
 )
 from aka.validation.mutants import (
     DESCRIPTIONS,
@@ -367,9 +372,12 @@ def validate_tasks(
     options: ValidationOptions,
     tell: Listener,
     resume: bool = False,
+    parallel: int = 1,
 ) -> ValidationSummary:
     """Every selected task validated into `output`; with `resume`, a task whose report an earlier
-    validation on this device left there is kept, not validated again (a cut run goes on)."""
+    validation on this device left there is kept, not validated again (a cut run goes on).
+    `parallel`: tasks validated that many at a time (their steps take the device's lock, so a
+    timed step still has the GPU alone; compile and correctness steps, mostly CPU work, overlap)."""
     tasks = select_tasks(tasks_root, selectors)
     if not options.exceptions.root:
         options = dataclasses.replace(options, exceptions=load_exceptions(tasks_root))
@@ -380,26 +388,53 @@ def validate_tasks(
         if sys.argv[1:2] == ["validate"]
         else f"aka validate {' '.join(selectors)}"
     )
-    rows: list[SummaryRow] = []
+    done: dict[int, SummaryRow] = {}
     summary = ValidationSummary(overall_status=Status.PASS, command=command, device=device.name, counts={}, tasks=[])
-    for task in tasks:
-        tell(f"{task.name}")
+    written = threading.Lock()
+
+    def one(index: int, task: Task) -> None:
+        nonlocal summary
+        say = tell if parallel <= 1 else (lambda line: tell(f"[{task.name}] {line.strip()}"))
+        say(f"{task.name}")
         earlier = _earlier_report(output, task, device) if resume else None
         if earlier is not None:
-            tell("  kept: validated earlier on this device (--resume)")
-        report = earlier or validate_task(task, device, options, tell)
-        path = write_report(output / task.name, report)
-        rows.append(_row(report, path.relative_to(output)))
-        statuses = [r.overall_status for r in rows]
-        summary = ValidationSummary(
-            overall_status=overall(statuses),
-            command=command,
-            device=device.name,
-            counts={s.value: statuses.count(s) for s in Status},
-            tasks=rows,
-        )
-        write_summary(output, summary)
-        tell(f"  {report.overall_status.value} ({report.duration_s:.0f} s)")
+            say("  kept: validated earlier on this device (--resume)")
+        report = earlier or validate_task(task, device, options, say)
+        with written:  # the summary lists the finished tasks in the selectors' order
+            path = write_report(output / task.name, report)
+            done[index] = _row(report, path.relative_to(output))
+            rows = [done[i] for i in sorted(done)]
+            statuses = [r.overall_status for r in rows]
+            summary = ValidationSummary(
+                overall_status=overall(statuses),
+                command=command,
+                device=device.name,
+                counts={s.value: statuses.count(s) for s in Status},
+                tasks=rows,
+            )
+            write_summary(output, summary)
+        say(f"  {report.overall_status.value} ({report.duration_s:.0f} s)")
+
+    if parallel <= 1:
+        for index, task in enumerate(tasks):
+            one(index, task)
+        return summary
+    stopping.event.clear()
+    pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="aka-validate")
+    futures = [pool.submit(one, index, task) for index, task in enumerate(tasks)]
+    try:
+        for future in futures:
+            future.result()
+    except BaseException:  # SIGTERM or a task's error: the others start nothing more, their steps die
+        stopping.event.set()
+        for future in futures:
+            future.cancel()
+        while not all(f.done() for f in futures):
+            kill_descendants(os.getpid())
+            time.sleep(0.2)
+        raise
+    finally:
+        pool.shutdown(wait=True)
     return summary
 
 

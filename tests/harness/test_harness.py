@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -495,6 +496,18 @@ def test_each_worker_builds_into_its_own_cache(tmp_path: Path, monkeypatch, capf
         loads = {tuple(line.split()[1:3]) for line in err.splitlines() if line.startswith("aka-load")}
         expected = {(".aka_baseline", str(private)), ("worker-candidate", str(shared))}
         assert loads == (expected if step == "performance" else {("worker-candidate", str(shared))}), err[-2000:]
+
+
+def test_workers_are_started_before_the_steps_turn(tmp_path: Path, monkeypatch, capfd, caplog) -> None:
+    """Each worker answers once it has started (torch imported, CUDA up on a GPU) before the judge
+    claims its turn: a turn on the device, which keeps other evaluations' timing waiting, is not
+    spent starting processes."""
+    caplog.set_level(logging.INFO, logger="aka.harness")
+    report, _ = _run_step(_task_dir(tmp_path), "performance", monkeypatch, capfd)
+    assert report.status is StepStatus.OK
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines.index("workers started") < lines.index("the step's turn came"), lines
+    assert not [line for line in lines if "did not start before the turn" in line], lines
 
 
 def test_performance_spreads_each_side_over_separate_loads(tmp_path: Path, monkeypatch, capfd) -> None:

@@ -171,6 +171,8 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
         ctx = StepContext.from_env(args[0] if args else env.get(ENV_STEP, ""), env)
         workers = StepWorkers.start(ctx, env)  # they start up while this step waits for its turn
         log.info("workers forked")
+        workers.wait_started(ctx)  # then this step says it is ready for its turn
+        log.info("workers started")
         channel = ReportChannel.claim()
         log.info("the step's turn came")
         task_file = _task_file(task)

@@ -60,6 +60,23 @@ class StepWorkers:
             workers.candidate = RemoteSide("candidate", device, home, _path(either), env)
         return workers
 
+    def wait_started(self, ctx: StepContext) -> None:
+        """Before the step's turn: the workers answer once started (torch imported, their CUDA
+        context made), and on a GPU the judge makes its own context too, so that no turn on the
+        device, which keeps every timed step of other evaluations waiting, is spent starting up.
+        A worker that does not answer here is found out at its set-up, as before."""
+        for side in (self.candidate, self.baseline):
+            if side is not None:
+                try:
+                    side.request({"op": "ping"}, SETUP_TIMEOUT_S)
+                except (WorkerFailure, RemoteError) as exc:
+                    log.warning("the %s's worker did not start before the turn: %s", side.role, exc)
+        if ctx.device.type == "cuda":
+            try:
+                torch.cuda.current_stream().synchronize()
+            except Exception as exc:  # noqa: BLE001 - the step meets it again where it uses the GPU
+                log.warning("the judge's CUDA did not start before the turn: %s", exc)
+
     @property
     def isolated(self) -> bool:
         sides = [s for s in (self.candidate, self.baseline) if s is not None]

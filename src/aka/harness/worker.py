@@ -90,6 +90,7 @@ class Worker:
             "unmap": self.unmap,
             "call": self.call,
             "kernels": self.kernel_names,
+            "ping": lambda _request, _fds: {"ok": True},  # started: torch imported, CUDA up
         }
         while True:
             request, fds = self.link.receive_request()

@@ -3,9 +3,13 @@ each command's exit status cross-checked with its report, the first failure deci
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import shutil
+import signal
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +35,7 @@ from aka.evaluation.step_process import (
 )
 from aka.evaluation.step_report import CaseReport, StepReport, StepReportError, StepStatus, parse_step_message
 from aka.evaluation.step_spec import SRC_ROOT, Step, Target, case_profile, step_commands
-from aka.evaluation.wire import StepExit
+from aka.evaluation.wire import ENV_CASE_PROFILE, StepExit
 from aka.process import CommandOutcome
 from aka.progress import step_started
 from aka.results.task_result import FailureKind
@@ -99,9 +103,7 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
         process: StepProcess | None = None
         if prestarted is not None:
             if prestarted.replaced():
-                outcome.failure = FailureKind.TAMPERING
-                outcome.message = "candidate code replaced the evaluation directory"
-                return outcome
+                return _replaced(step)
             process = prestarted.processes[step][index]
         elif is_harness_script(command, setup.eval_dir):  # it loads, then waits for its token
             process = start_isolated(setup, command, step, target)
@@ -110,50 +112,134 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
             if process is None:  # any other command runs at once: only in its turn on the device
                 process = start_isolated(setup, command, step, target)
             left = setup.time_left()
-            ran, received, token = finish_isolated(process, left)
-        append_log(process.started.log_path, setup.log_path)
-        outcome.commands.append(ran)
-        setup.reports_dir.mkdir(parents=True, exist_ok=True)
-        (setup.reports_dir / f"{target.value}_{step.value}_{index}.raw").write_bytes(received)
-        if ran.timed_out:
-            cut = left < process.timeout
-            outcome.failure, outcome.deadline_cut = FailureKind.TIMEOUT, cut
-            outcome.message = ran.describe() + (" (the evaluation's deadline)" if cut else "")
-            return outcome
-        if ran.stopped or ran.breach:  # a step stopped to stall us, or filling the disk to break the evaluation
-            outcome.failure, outcome.message = FailureKind.TAMPERING, ran.describe()
-            return outcome
-        try:
-            report: StepReport | None = parse_step_message(received, token)
-        except StepReportError as exc:
-            report = None
-            report_problem = str(exc)
-        if not ran.ok:
-            crash = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
-            if ran.exit_code == StepExit.TASK_FAULT and uses_aka_harness(setup.task, [step], setup.eval_dir):
-                crash = FailureKind.INFRA_ERROR  # the judge found a fault of the task or the platform
-            outcome.failure, outcome.message = crash, ran.describe()
-            return outcome
-        if report is None:
-            forged = any(
-                sign in report_problem
-                for sign in ("forged", "messages arrived", "not a measurement", "greater than 0", "finite number")
-            )
-            fallback = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
-            outcome.failure = FailureKind.TAMPERING if forged else fallback
-            outcome.message = f"`{command}` exited 0 but {report_problem}"
-            return outcome
-        outcome.cases.extend(report.cases)
-        outcome.isolation += [f for f in report.isolation if f not in outcome.isolation]
-        outcome.eval_seed = report.eval_seed if report.eval_seed is not None else outcome.eval_seed
-        if report.status is StepStatus.SKIPPED:
-            outcome.failure, outcome.message = FailureKind.SKIPPED, report.message or "step skipped"
-            return outcome
-        if report.status is StepStatus.FAILED:
-            outcome.failure = _report_failure(report, step)
-            outcome.message = report.message or f"`{command}` reported failure"
+            finished = finish_isolated(process, left)
+        if not _record(setup, outcome, target, index, process, finished, left):
             return outcome
     return _check_cases(outcome)
+
+
+def _replaced(step: Step) -> StepOutcome:
+    return StepOutcome(step, FailureKind.TAMPERING, "candidate code replaced the evaluation directory")
+
+
+def _record(
+    setup: StepSetup,
+    outcome: StepOutcome,
+    target: Target,
+    index: int,
+    process: StepProcess,
+    finished: tuple[CommandOutcome, bytes, str],
+    left: float,
+) -> bool:
+    """One command's end into `outcome`; False when it decided the step's verdict (a failure)."""
+    step, command = outcome.step, process.command
+    ran, received, token = finished
+    append_log(process.started.log_path, setup.log_path)
+    outcome.commands.append(ran)
+    setup.reports_dir.mkdir(parents=True, exist_ok=True)
+    (setup.reports_dir / f"{target.value}_{step.value}_{index}.raw").write_bytes(received)
+    if ran.timed_out:
+        cut = left < process.timeout
+        outcome.failure, outcome.deadline_cut = FailureKind.TIMEOUT, cut
+        outcome.message = ran.describe() + (" (the evaluation's deadline)" if cut else "")
+        return False
+    if ran.stopped or ran.breach:  # a step stopped to stall us, or filling the disk to break the evaluation
+        outcome.failure, outcome.message = FailureKind.TAMPERING, ran.describe()
+        return False
+    try:
+        report: StepReport | None = parse_step_message(received, token)
+    except StepReportError as exc:
+        report = None
+        report_problem = str(exc)
+    if not ran.ok:
+        crash = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
+        if ran.exit_code == StepExit.TASK_FAULT and uses_aka_harness(setup.task, [step], setup.eval_dir):
+            crash = FailureKind.INFRA_ERROR  # the judge found a fault of the task or the platform
+        outcome.failure, outcome.message = crash, ran.describe()
+        return False
+    if report is None:
+        forged = any(
+            sign in report_problem
+            for sign in ("forged", "messages arrived", "not a measurement", "greater than 0", "finite number")
+        )
+        fallback = FailureKind.COMPILE_ERROR if step is Step.COMPILE else FailureKind.CRASH
+        outcome.failure = FailureKind.TAMPERING if forged else fallback
+        outcome.message = f"`{command}` exited 0 but {report_problem}"
+        return False
+    outcome.cases.extend(report.cases)
+    outcome.isolation += [f for f in report.isolation if f not in outcome.isolation]
+    outcome.eval_seed = report.eval_seed if report.eval_seed is not None else outcome.eval_seed
+    if report.status is StepStatus.SKIPPED:
+        outcome.failure, outcome.message = FailureKind.SKIPPED, report.message or "step skipped"
+        return False
+    if report.status is StepStatus.FAILED:
+        outcome.failure = _report_failure(report, step)
+        outcome.message = report.message or f"`{command}` reported failure"
+        return False
+    return True
+
+
+def _together(setup: StepSetup, steps: list[tuple[Step, Target]], at: int, prestarted: Prestarted | None) -> bool:
+    """Do `steps[at]` and the next run side by side? A compile step and the correctness step of
+    the same target, one prestarted aka.harness command each, on the task's own cases: both only
+    use the device shared, and each judge sets up its worker from the directory rebuilt once for
+    both. Held-out cases are read from a file when the correctness step needs them, so there the
+    steps keep their order (nothing a compile step's candidate might write reaches them)."""
+    if prestarted is None or at + 1 >= len(steps) or setup.extra_env.get(ENV_CASE_PROFILE, "").startswith("heldout"):
+        return False
+    (first, target), (second, then) = steps[at], steps[at + 1]
+    return (
+        (first, second) == (Step.COMPILE, Step.CORRECTNESS)
+        and target is then
+        and len(prestarted.processes.get(first, [])) == 1
+        and len(prestarted.processes.get(second, [])) == 1
+    )
+
+
+def run_compile_and_correctness(setup: StepSetup, target: Target, prestarted: Prestarted) -> list[StepOutcome]:
+    """The compile and correctness steps side by side in one shared turn on the device: together
+    they take the device about as long as the longer one, not the sum (on the H200 a compile step
+    held it 3.2 s, a correctness step 2.9 s: docs/benchmarks/2026-12-04_session34_h200.md).
+    The verdicts are the ordered ones: a compile failure is the outcome (the correctness step,
+    killed then, counts for nothing), otherwise both outcomes."""
+    if prestarted.replaced():
+        return [_replaced(Step.COMPILE)]
+    if setup.rebuild is not None:
+        setup.rebuild()
+    features = list(detect_sandbox().features)
+    compile_outcome, correctness_outcome = (
+        StepOutcome(Step.COMPILE, isolation=features),
+        StepOutcome(Step.CORRECTNESS, isolation=list(features)),
+    )
+    compile_process, correctness_process = (
+        prestarted.processes[Step.COMPILE][0],
+        prestarted.processes[Step.CORRECTNESS][0],
+    )
+    with device_turn(setup.device, exclusive=False) as waited:
+        setup.waited_for_device(waited)
+        left = setup.time_left()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="aka-correctness") as pool:
+            later = pool.submit(finish_isolated, correctness_process, left)
+            compiled = False
+            try:
+                compiled = _record(
+                    setup, compile_outcome, target, 0, compile_process, finish_isolated(compile_process, left), left
+                )
+            finally:
+                if not compiled:  # its verdict would count for nothing: it stops now
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(correctness_process.started.proc.pid, signal.SIGKILL)
+            if compiled:
+                step_started(Step.CORRECTNESS.value)
+                checked = later.result()
+            else:
+                with contextlib.suppress(Exception):  # killed, perhaps before its token went in
+                    later.result()
+    if not compiled:
+        return [compile_outcome]
+    if _record(setup, correctness_outcome, target, 0, correctness_process, checked, left):
+        correctness_outcome = _check_cases(correctness_outcome)
+    return [_check_cases(compile_outcome), correctness_outcome]
 
 
 def _check_cases(outcome: StepOutcome) -> StepOutcome:
@@ -245,11 +331,16 @@ def run_steps(
     prestarted = Prestarted.start(setup, steps)
     outcomes: list[StepOutcome] = []
     try:
-        for step, target in steps:
+        at = 0
+        while at < len(steps) and all(o.passed for o in outcomes):
+            step, target = steps[at]
             step_started(step.value)
-            outcomes.append(run_step(setup, step, target, prestarted))
-            if not outcomes[-1].passed:
-                break
+            if prestarted is not None and _together(setup, steps, at, prestarted):
+                outcomes += run_compile_and_correctness(setup, target, prestarted)
+                at += 2
+            else:
+                outcomes.append(run_step(setup, step, target, prestarted))
+                at += 1
     finally:
         if prestarted is not None:
             prestarted.abandon()

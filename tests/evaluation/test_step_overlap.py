@@ -15,8 +15,8 @@ from exploits.gelu_task import copy_gelu_task
 
 from aka.device import DeviceInfo
 from aka.evaluation.sandbox import detect_sandbox
-from aka.evaluation.step_spec import Step
-from aka.evaluation.steps import evaluate_candidate
+from aka.evaluation.step_spec import Step, Target
+from aka.evaluation.steps import _together, evaluate_candidate
 from aka.results.task_result import FailureKind
 
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
@@ -86,3 +86,26 @@ def test_a_compile_failure_is_the_verdict_and_stops_the_correctness_step(gelu_ta
     assert processes_under(tmp_path) == []
     log = (tmp_path / "scratch" / "evaluation.log").read_text()
     assert "harness.py compile" in log and "harness.py correctness" in log
+
+
+def test_which_steps_run_side_by_side() -> None:
+    """Only a compile step followed by the same target's correctness step, one prestarted command
+    each, and never on held-out cases (read from the folder by the correctness step)."""
+    from types import SimpleNamespace
+
+    one = {Step.COMPILE: [object()], Step.CORRECTNESS: [object()], Step.PERFORMANCE: [object()]}
+    prestarted = SimpleNamespace(processes=one)
+    own = SimpleNamespace(extra_env={})
+    held_out = SimpleNamespace(extra_env={"AKA_CASE_PROFILE": "heldout_ci"})
+    steps = [
+        (Step.COMPILE, Target.CANDIDATE),
+        (Step.CORRECTNESS, Target.CANDIDATE),
+        (Step.PERFORMANCE, Target.CANDIDATE),
+    ]
+    assert _together(own, steps, 0, prestarted)
+    assert not _together(own, steps, 1, prestarted)  # correctness then performance: in order
+    assert not _together(held_out, steps, 0, prestarted)
+    assert not _together(own, steps, 0, None)  # not started early: each in its own turn
+    assert not _together(own, [(Step.COMPILE, Target.CANDIDATE), (Step.CORRECTNESS, Target.BASELINE)], 0, prestarted)
+    two = SimpleNamespace(processes={**one, Step.CORRECTNESS: [object(), object()]})
+    assert not _together(own, steps, 0, two)

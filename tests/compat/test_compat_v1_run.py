@@ -129,3 +129,42 @@ def test_an_edit_outside_the_editable_symbols_is_a_policy_violation(frozen: Froz
     result = judge(frozen, ROCMBENCH, {"test_toy_add.py": faster}, "faster_add")
     assert result.status is TaskStatus.PASS and result.trust == "task-process-paired"
     assert result.speedup_ratio is not None and result.speedup_ratio > 1.5
+
+
+def test_builds_are_kept_across_an_evaluations_commands_and_a_candidate_gets_a_copy(tmp_path: Path) -> None:
+    """Triton's cache (kernels and autotuning) is kept across the commands of an evaluation: the
+    pristine task's in the builds frozen with its baseline, a candidate's in a copy of those, so
+    nothing a candidate leaves there reaches the frozen builds. Markers stand in for the builds:
+    the correctness command passes only where the compile command's marker is in its cache, and
+    the candidate computes right only where a build of the pristine task's is in its cache."""
+    from aka.evaluation.baseline import baseline_builds
+
+    mark = "python3 -c \"import os, pathlib; pathlib.Path(os.environ['TRITON_CACHE_DIR'], 'compiled').touch()\""
+    root = tmp_path / "tasks"
+    vllm_task(
+        root,
+        compile_command=[f"{mark} && python3 scripts/task_runner.py compile"],
+        correctness_command=['test -f "$TRITON_CACHE_DIR/compiled" && python3 scripts/task_runner.py correctness'],
+    )
+    task = select_tasks(root, [VLLM])[0]
+    run = tmp_path / "run"
+    baseline = measure_baseline(run, task, task_identity(task), CPU, tmp_path / "baseline")
+    assert baseline.usable, baseline.message
+    builds = baseline_builds(run, task)
+    assert (builds / "compiled").is_file()
+    (builds / "pristine-kernel").touch()  # as if the pristine task had compiled it
+    visits = (
+        "import os, pathlib\n"
+        "_cache = pathlib.Path(os.environ['TRITON_CACHE_DIR'])\n"
+        "(_cache / 'candidate-was-here').touch()\n"
+    )
+    knows = SCALE_FAST.replace("FACTOR = 2.0", "FACTOR = 2.0 if (_cache / 'pristine-kernel').is_file() else 3.0")
+    candidate = tmp_path / "candidate"
+    shutil.copytree(task.directory, candidate)
+    (candidate / "source/toy_scale.py").write_text(visits + knows)
+    outcomes = evaluate_candidate(task, candidate, tmp_path / "judged", CPU, through=2, trusted_cache=builds)
+    assert [o.failure for o in outcomes] == [FailureKind.NONE, FailureKind.NONE], [o.message for o in outcomes]
+    assert not (builds / "candidate-was-here").exists()
+    unseeded = evaluate_candidate(task, candidate, tmp_path / "unseeded", CPU, through=2)
+    # its own compile's marker was kept (the test -f passed), but no pristine build was there
+    assert unseeded[-1].failure is FailureKind.INCORRECT and "Correctness: FAIL" in (unseeded[-1].message or "")

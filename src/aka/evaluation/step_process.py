@@ -210,9 +210,12 @@ def _warm_fork(
     return lambda log_fd: parent.start(argv, eval_dir, env, log_fd, [result_fd], sandbox, limits)
 
 
-def finish_isolated(process: StepProcess, time_left: float = float("inf")) -> tuple[CommandOutcome, bytes, str]:
+def finish_isolated(
+    process: StepProcess, time_left: float = float("inf"), keep_builds: Path | None = None
+) -> tuple[CommandOutcome, bytes, str]:
     """Give a started command its token and its turn (at most its timeout, and at most
-    `time_left`); return how it ended and what it sent."""
+    `time_left`); return how it ended and what it sent. `keep_builds`: where its cache is copied
+    before it is removed (only for commands that run pristine code: the frozen baseline's)."""
     try:
         if process.seed_cache is not None and process.seed_cache.is_dir():
             shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
@@ -223,6 +226,8 @@ def finish_isolated(process: StepProcess, time_left: float = float("inf")) -> tu
             watch=DiskQuota(process.writable),
             output_limit=STEP_OUTPUT_LIMIT_BYTES,
         )
+        if keep_builds is not None and process.cache.is_dir():
+            shutil.copytree(process.cache, keep_builds, dirs_exist_ok=True, symlinks=True)
     finally:
         process.remove_private_dirs()
     return ran, process.pipe.payload(), process.token

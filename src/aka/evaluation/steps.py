@@ -321,7 +321,16 @@ def run_steps(
     together (see `Prestarted`) and share a build cache (see `BuildCaches`) where that is safe:
     for aka.harness scripts. `shared_cache` keeps the shared builds (else a temporary folder)."""
     owned: Path | None = None
-    if uses_aka_harness(setup.task, [s for s, _ in steps], setup.eval_dir):
+    if setup.task.original is not None:  # the original's commands keep Triton's cache (aka.compat.steps)
+        builds = shared_cache  # the pristine task's own builds, frozen with its baseline
+        if builds is None:  # a candidate's: a copy of the frozen builds, kept across its commands
+            builds = owned = Path(tempfile.mkdtemp(prefix="builds-", dir=setup.eval_dir.parent))
+            if trusted_cache is not None and trusted_cache.is_dir():
+                shutil.copytree(trusted_cache, owned, dirs_exist_ok=True, symlinks=True)
+        else:
+            builds.mkdir(parents=True, exist_ok=True)
+        setup = dataclasses.replace(setup, caches=BuildCaches(trusted=builds))
+    elif uses_aka_harness(setup.task, [s for s, _ in steps], setup.eval_dir):
         warm_bytecode(SRC_ROOT)
         if shared_cache is None:
             owned = Path(tempfile.mkdtemp(prefix="builds-", dir=setup.eval_dir.parent))

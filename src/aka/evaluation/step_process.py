@@ -73,7 +73,8 @@ class RunningTime:
 @dataclass(frozen=True)
 class StepSetup:
     """What every step command of one evaluation shares. `rebuild` recreates the evaluation
-    directory before each command, so nothing a candidate wrote in one step survives into the next."""
+    directory before each command (once for a compile and a correctness step run side by side),
+    so nothing a candidate wrote in one step survives into a later one."""
 
     task: Task
     device: DeviceInfo

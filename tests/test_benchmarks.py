@@ -204,3 +204,55 @@ def test_reward_throughput_reads_a_over_a_only_where_the_baseline_is_the_source(
     assert "9.3027" not in text
     assert "the others were done after 30 s, 360 per GPU-hour" in text
     assert "latency p50 9.8 s" in text
+
+
+def _step_log(step: str, forked: int, turn: int, end: int) -> str:
+    return (
+        f"$ python3 harness.py {step}\n"
+        f"INFO aka.harness.runner +{forked}ms: workers forked\n"
+        f"INFO aka.harness.runner +{turn}ms: the step's turn came\n"
+        f"INFO aka.harness.runner +{end}ms: triton2triton/basic/gelu {step} (candidate, cuda): ok\n"
+    )
+
+
+def test_device_holds_merges_steps_that_held_the_device_together(tmp_path: Path) -> None:
+    """Steps forked from the warm parent log on one clock: compile and correctness side by side
+    count once (their union); exec'd steps log each on their own clock and are added."""
+    side_by_side = tmp_path / "run" / "a"
+    exec_d = tmp_path / "run" / "b"
+    for folder in (side_by_side, exec_d):
+        folder.mkdir(parents=True)
+    (side_by_side / "evaluation.log").write_text(
+        _step_log("compile", 100_000, 101_000, 104_000)  # 3 s
+        + _step_log("correctness", 100_010, 101_000, 103_500)  # inside compile's hold
+        + _step_log("performance", 100_020, 106_000, 111_000)  # 5 s alone
+    )
+    (exec_d / "evaluation.log").write_text(
+        _step_log("compile", 500, 1_000, 4_000)
+        + _step_log("correctness", 400, 8_000, 10_000)
+        # its own process: a clock of its own (worker forked at +9000 ms, 4 s held)
+        + _step_log("performance", 9_000, 9_000, 13_000)
+    )
+    out = tmp_path / "holds.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "device_holds.py"), str(tmp_path / "run"), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    summary = json.loads(out.read_text())
+    assert summary["trials"] == 2
+    assert summary["steps"]["compile"]["held_s"]["median"] == 3.0
+    assert summary["steps"]["performance"]["waited_s"]["n"] == 2
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("device_holds", REPO / "benchmarks" / "device_holds.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["device_holds"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    # side by side: 3 s (compile, correctness inside it) + 5 s; exec'd: 3 + 2 + 4 s
+    assert module.gpu_seconds(module.read_log(side_by_side / "evaluation.log")) == 8.0
+    assert module.gpu_seconds(module.read_log(exec_d / "evaluation.log")) == 9.0
+    assert summary["gpu_s_per_trial"]["mean"] == 8.5
+    assert "Evaluation logs read: 2" in done.stdout and "GPU time a trial" in done.stdout

@@ -92,11 +92,12 @@ def test_which_steps_run_side_by_side() -> None:
     """Only a compile step followed by the same target's correctness step, one prestarted command
     each, and never on held-out cases (read from the folder by the correctness step)."""
     from types import SimpleNamespace
+    from typing import Any, cast
 
     one = {Step.COMPILE: [object()], Step.CORRECTNESS: [object()], Step.PERFORMANCE: [object()]}
-    prestarted = SimpleNamespace(processes=one)
-    own = SimpleNamespace(extra_env={})
-    held_out = SimpleNamespace(extra_env={"AKA_CASE_PROFILE": "heldout_ci"})
+    prestarted: Any = SimpleNamespace(processes=one)
+    own: Any = SimpleNamespace(extra_env={})
+    held_out: Any = SimpleNamespace(extra_env={"AKA_CASE_PROFILE": "heldout_ci"})
     steps = [
         (Step.COMPILE, Target.CANDIDATE),
         (Step.CORRECTNESS, Target.CANDIDATE),
@@ -107,5 +108,5 @@ def test_which_steps_run_side_by_side() -> None:
     assert not _together(held_out, steps, 0, prestarted)
     assert not _together(own, steps, 0, None)  # not started early: each in its own turn
     assert not _together(own, [(Step.COMPILE, Target.CANDIDATE), (Step.CORRECTNESS, Target.BASELINE)], 0, prestarted)
-    two = SimpleNamespace(processes={**one, Step.CORRECTNESS: [object(), object()]})
+    two = cast(Any, SimpleNamespace(processes={**one, Step.CORRECTNESS: [object(), object()]}))
     assert not _together(own, steps, 0, two)

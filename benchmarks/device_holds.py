@@ -1,0 +1,165 @@
+"""How long each step of a run's evaluations held the device, from their logs.
+
+A timed step has the GPU alone and every other step holds it shared (aka.evaluation.device_lock),
+so with several evaluations in flight the GPU's time a trial costs is about the sum of its steps'
+holds, and evaluations per GPU-hour follow from it. The judge logs when a step's turn came and
+when it ended (`evaluation.log` of each trial); this reads every such log under the given run
+folders and reports, per step, how long it held the device and how long it waited for it:
+
+    python3 benchmarks/device_holds.py RUN_DIR [RUN_DIR ...] [--json OUT.json]
+
+Steps run side by side (compile and correctness, aka.evaluation.steps) hold the device together:
+where their holds overlap, the overlap counts once, so `GPU time a trial` is what the trial kept
+timed steps out for. Only aka.harness steps log their turns; original-format tasks are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STEPS = ("compile", "correctness", "performance")
+LINE = re.compile(r"\+(\d+)ms: (.*)$")
+
+
+@dataclass
+class StepTimes:
+    """One step command's times (ms since its own process started): forked, turn, end."""
+
+    forked: int | None = None
+    turn: int | None = None
+    end: int | None = None
+
+    @property
+    def held(self) -> float | None:
+        return None if self.turn is None or self.end is None else (self.end - self.turn) / 1000
+
+    @property
+    def waited(self) -> float | None:
+        return None if self.forked is None or self.turn is None else (self.turn - self.forked) / 1000
+
+
+@dataclass
+class Trial:
+    log: Path
+    steps: dict[str, StepTimes] = field(default_factory=dict)
+
+
+def read_log(path: Path) -> Trial:
+    """The steps of one evaluation log (`$ python3 harness.py STEP` opens each command's part)."""
+    trial, current = Trial(path), None
+    for raw in path.read_text(errors="replace").splitlines():
+        if raw.startswith("$ "):
+            words = raw.split()
+            current = next((w for w in words if w in STEPS), None)
+            if current is not None and current not in trial.steps:
+                trial.steps[current] = StepTimes()
+            continue
+        found = LINE.search(raw)
+        if current is None or found is None:
+            continue
+        ms, message = int(found.group(1)), found.group(2)
+        times = trial.steps[current]
+        if message == "workers forked":
+            times.forked = ms
+        elif message == "the step's turn came":
+            times.turn = ms
+        elif f" {current} (" in message and ("): ok" in message or "): failed" in message):
+            times.end = ms
+    return trial
+
+
+def gpu_seconds(trial: Trial) -> float | None:
+    """The seconds a trial held the device, its steps' holds merged where they overlap. Steps
+    forked from the warm parent log on one clock (its start: their `forked` times agree); steps
+    exec'd each log on their own, and there the holds are added (they ran one after another)."""
+    steps = [trial.steps.get(s) for s in STEPS]
+    if any(t is None or t.turn is None or t.end is None or t.forked is None for t in steps):
+        return None
+    spans = [(t.turn, t.end) for t in steps if t is not None and t.turn is not None and t.end is not None]
+    forked = [t.forked for t in steps if t is not None and t.forked is not None]
+    if max(forked) - min(forked) > 5000:  # not one clock
+        return sum(end - start for start, end in spans) / 1000
+    total, reach = 0, None
+    for start, end in sorted(spans):
+        if reach is None or start > reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total / 1000
+
+
+def summarize(trials: list[Trial]) -> dict[str, object]:
+    """Per step: held and waited seconds (median, mean, p90, count); per trial: the GPU time it
+    cost (compile and correctness count once where they ran side by side: their longer hold)."""
+
+    def stats(values: list[float]) -> dict[str, float] | None:
+        if not values:
+            return None
+        ordered = sorted(values)
+        return {
+            "n": len(values),
+            "median": round(statistics.median(values), 3),
+            "mean": round(statistics.mean(values), 3),
+            "p90": round(ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], 3),
+        }
+
+    steps = {}
+    for step in STEPS:
+        held = [h for t in trials if step in t.steps and (h := t.steps[step].held) is not None]
+        waited = [w for t in trials if step in t.steps and (w := t.steps[step].waited) is not None]
+        steps[step] = {"held_s": stats(held), "waited_s": stats(waited)}
+    per_trial = [cost for trial in trials if (cost := gpu_seconds(trial)) is not None]
+    return {"trials": len(trials), "steps": steps, "gpu_s_per_trial": stats(per_trial)}
+
+
+def _show(values: dict[str, float] | None, count: bool) -> str:
+    if not values:
+        return "n/a"
+    return f"{values['median']} / {values['mean']} / {values['p90']}" + (f", {values['n']:.0f}" if count else "")
+
+
+def render(summary: dict[str, object]) -> str:
+    lines = [
+        f"Evaluation logs read: {summary['trials']}",
+        "",
+        "| step | held the device, s (median / mean / p90, n) | waited for it, s (median / mean / p90) |",
+        "|---|---|---|",
+    ]
+    steps = summary["steps"]
+    assert isinstance(steps, dict)
+    for step, row in steps.items():
+        held, waited = row["held_s"], row["waited_s"]
+        lines.append(f"| {step} | {_show(held, True)} | {_show(waited, False)} |")
+    per = summary["gpu_s_per_trial"]
+    if isinstance(per, dict):
+        lines += [
+            "",
+            f"GPU time a trial (its steps' holds, merged where they overlapped): median "
+            f"{per['median']} s, mean {per['mean']} s over {per['n']} trials: at most about "
+            f"{3600 / per['mean']:.0f} evaluations per GPU-hour while the GPU is never idle.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="run folders (their trials' evaluation.log files)")
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    args = parser.parse_args(argv)
+    logs = sorted(p for run in args.runs for p in run.rglob("evaluation.log"))
+    trials = [t for t in (read_log(p) for p in logs) if t.steps]
+    summary = summarize(trials)
+    sys.stdout.write(render(summary))
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

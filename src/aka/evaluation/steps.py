@@ -319,7 +319,9 @@ def run_steps(
 ) -> list[StepOutcome]:
     """Run `steps` in order, stopping at the first that does not pass; their commands start
     together (see `Prestarted`) and share a build cache (see `BuildCaches`) where that is safe:
-    for aka.harness scripts. `shared_cache` keeps the shared builds (else a temporary folder)."""
+    for aka.harness scripts. `shared_cache` keeps the shared builds (else a temporary folder).
+    The original's formats keep Triton's cache across the commands: in `shared_cache` when the
+    pristine task is measured, else in a copy of `trusted_cache` (the frozen baseline's)."""
     owned: Path | None = None
     if setup.task.original is not None:  # the original's commands keep Triton's cache (aka.compat.steps)
         builds = shared_cache  # the pristine task's own builds, frozen with its baseline

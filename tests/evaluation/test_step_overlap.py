@@ -110,3 +110,35 @@ def test_which_steps_run_side_by_side() -> None:
     assert not _together(own, [(Step.COMPILE, Target.CANDIDATE), (Step.CORRECTNESS, Target.BASELINE)], 0, prestarted)
     two = cast(Any, SimpleNamespace(processes={**one, Step.CORRECTNESS: [object(), object()]}))
     assert not _together(own, steps, 0, two)
+
+
+def test_an_infrastructure_error_side_by_side_is_judged_again_in_order(
+    gelu_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory the other step's candidate took while a judge measured what was free would read as
+    the machine's shortfall (`infra_error`): side by side, such a verdict is not kept; both steps
+    run again one after the other and their verdicts count. Here the first correctness verdict
+    is made an infra_error on purpose."""
+    import aka.evaluation.steps as steps_module
+
+    real_record = steps_module._record
+    made: list[Step] = []
+
+    def record(setup, outcome, target, index, process, finished, left) -> bool:
+        kept = real_record(setup, outcome, target, index, process, finished, left)
+        made.append(outcome.step)
+        if outcome.step is Step.CORRECTNESS and made.count(Step.CORRECTNESS) == 1:
+            outcome.failure, outcome.message = FailureKind.INFRA_ERROR, "made an infra_error by the test"
+            return False
+        return kept
+
+    monkeypatch.setattr(steps_module, "_record", record)
+    outcomes = _evaluate(gelu_task, tmp_path, HONEST + "\n\ndef gelu(x):\n    return honest(x)\n")
+    assert [(o.step, o.failure) for o in outcomes] == [
+        (Step.COMPILE, FailureKind.NONE),
+        (Step.CORRECTNESS, FailureKind.NONE),
+    ], [o.message for o in outcomes]
+    assert made == [Step.COMPILE, Step.CORRECTNESS, Step.COMPILE, Step.CORRECTNESS]
+    log = (tmp_path / "scratch" / "evaluation.log").read_text()
+    assert "judged again in order" in log and log.count("harness.py correctness") == 2
+    assert processes_under(tmp_path) == []

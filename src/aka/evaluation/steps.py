@@ -196,12 +196,15 @@ def _together(setup: StepSetup, steps: list[tuple[Step, Target]], at: int, prest
     )
 
 
-def run_compile_and_correctness(setup: StepSetup, target: Target, prestarted: Prestarted) -> list[StepOutcome]:
+def run_compile_and_correctness(setup: StepSetup, target: Target, prestarted: Prestarted) -> list[StepOutcome] | None:
     """The compile and correctness steps side by side in one shared turn on the device: together
     they take the device about as long as the longer one, not the sum (on the H200 a compile step
     held it 3.2 s, a correctness step 2.9 s: docs/benchmarks/2026-12-04_session34_h200.md).
     The verdicts are the ordered ones: a compile failure is the outcome (the correctness step,
-    killed then, counts for nothing), otherwise both outcomes."""
+    killed then, counts for nothing), otherwise both outcomes. None where either step ended in
+    an `infra_error`: the other step's candidate may have caused it (memory it took while this
+    judge measured what was free is not this step's candidate's, as far as the judge can tell),
+    so both steps are judged again one after the other (`run_steps`)."""
     if prestarted.replaced():
         return [_replaced(Step.COMPILE)]
     if setup.rebuild is not None:
@@ -236,10 +239,18 @@ def run_compile_and_correctness(setup: StepSetup, target: Target, prestarted: Pr
                 with contextlib.suppress(Exception):  # killed, perhaps before its token went in
                     later.result()
     if not compiled:
-        return [compile_outcome]
+        return None if compile_outcome.failure is FailureKind.INFRA_ERROR else [compile_outcome]
     if _record(setup, correctness_outcome, target, 0, correctness_process, checked, left):
         correctness_outcome = _check_cases(correctness_outcome)
+    if correctness_outcome.failure is FailureKind.INFRA_ERROR:
+        return None
     return [_check_cases(compile_outcome), correctness_outcome]
+
+
+def append_log_note(setup: StepSetup, note: str) -> None:
+    """A line of the evaluator's own in the evaluation's log (between the commands' output)."""
+    with setup.log_path.open("a", encoding="utf-8") as log:
+        log.write(f"# aka: {note}\n")
 
 
 def _check_cases(outcome: StepOutcome) -> StepOutcome:
@@ -347,7 +358,13 @@ def run_steps(
             step, target = steps[at]
             step_started(step.value)
             if prestarted is not None and _together(setup, steps, at, prestarted):
-                outcomes += run_compile_and_correctness(setup, target, prestarted)
+                together = run_compile_and_correctness(setup, target, prestarted)
+                if together is None:  # an infrastructure error beside the other step: both again, in order
+                    append_log_note(setup, "an infrastructure error with the steps side by side: judged again in order")
+                    together = [run_step(setup, Step.COMPILE, target)]
+                    if together[0].passed:
+                        together.append(run_step(setup, Step.CORRECTNESS, target))
+                outcomes += together
                 at += 2
             else:
                 outcomes.append(run_step(setup, step, target, prestarted))

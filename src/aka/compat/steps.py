@@ -298,14 +298,11 @@ def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutco
             # its turn would run inside another evaluation's timed step.
             with device_turn(setup.device, exclusive=step is Step.PERFORMANCE) as waited:
                 setup.waited_for_device(waited)
+                # Triton's cache (kernels, autotuning) is kept across the evaluation's commands
+                # (`BuildCaches.kept`, set by `run_steps`): a later command compiles nothing again.
                 process = start_isolated(env_setup, invocation.command, step, target)
-                # Triton's cache (kernels, and autotuning: TRITON_CACHE_AUTOTUNING) is kept across
-                # the commands of an evaluation (`run_steps`), so a later command compiles and tunes
-                # nothing again: the pristine task's in its frozen builds, a candidate's in a copy
-                # of them (what a candidate leaves there never reaches the baseline's).
-                process.seed_cache = setup.caches.trusted
                 left = setup.time_left()
-                ran, _, _ = finish_isolated(process, left, setup.caches.trusted)  # never our result pipe
+                ran, _, _ = finish_isolated(process, left)  # the original's tasks never use our result pipe
             lines = output_lines(process, (RESULT_PREFIX, GEAK_PREFIX))
             append_log(process.started.log_path, setup.log_path)
             outcome.commands.append(ran)

@@ -32,15 +32,20 @@ class BuildCaches:
     `trusted`: the frozen baseline's builds, made from pristine code only; copied into each
     performance command's fresh cache, where the baseline is built before any candidate code
     runs, so the baseline is not recompiled for every evaluation.
+    `kept`: the original's formats (their commands build with Triton directly): every command's
+    fresh cache starts as a copy of it and is copied back into it after the command.
     """
 
     shared: Path | None = None
     trusted: Path | None = None
+    kept: Path | None = None
 
     def env(self) -> dict[str, str]:
         return {ENV_SHARED_CACHE: str(self.shared)} if self.shared else {}
 
     def seed_for(self, step: Step) -> Path | None:
+        if self.kept is not None:
+            return self.kept
         return self.trusted if step is Step.PERFORMANCE else None
 
 
@@ -112,6 +117,7 @@ class StepProcess:
     cache: Path
     timeout: float
     seed_cache: Path | None = None
+    keep_cache: Path | None = None  # where its cache is copied back after its turn (`BuildCaches.kept`)
     scratch: Path | None = None
     writable: tuple[Path, ...] = ()  # what it may write: held to the step's disk quota while it runs
 
@@ -185,6 +191,7 @@ def start_isolated(
         cache,
         timeout,
         caches.seed_for(step),
+        caches.kept,
         scratch,
         tuple(writable),
     )
@@ -211,12 +218,9 @@ def _warm_fork(
     return lambda log_fd: parent.start(argv, eval_dir, env, log_fd, [result_fd], sandbox, limits)
 
 
-def finish_isolated(
-    process: StepProcess, time_left: float = float("inf"), keep_builds: Path | None = None
-) -> tuple[CommandOutcome, bytes, str]:
+def finish_isolated(process: StepProcess, time_left: float = float("inf")) -> tuple[CommandOutcome, bytes, str]:
     """Give a started command its token and its turn (at most its timeout, and at most
-    `time_left`); return how it ended and what it sent. `keep_builds`: where its cache is copied
-    before it is removed (only for commands that run pristine code: the frozen baseline's)."""
+    `time_left`); return how it ended and what it sent."""
     try:
         if process.seed_cache is not None and process.seed_cache.is_dir():
             shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
@@ -227,8 +231,8 @@ def finish_isolated(
             watch=DiskQuota(process.writable),
             output_limit=STEP_OUTPUT_LIMIT_BYTES,
         )
-        if keep_builds is not None and process.cache.is_dir():
-            shutil.copytree(process.cache, keep_builds, dirs_exist_ok=True, symlinks=True)
+        if process.keep_cache is not None and process.cache.is_dir():
+            shutil.copytree(process.cache, process.keep_cache, dirs_exist_ok=True, symlinks=True)
     finally:
         process.remove_private_dirs()
     return ran, process.pipe.payload(), process.token

@@ -342,7 +342,7 @@ def run_steps(
                 shutil.copytree(trusted_cache, owned, dirs_exist_ok=True, symlinks=True)
         else:
             builds.mkdir(parents=True, exist_ok=True)
-        setup = dataclasses.replace(setup, caches=BuildCaches(trusted=builds))
+        setup = dataclasses.replace(setup, caches=BuildCaches(kept=builds))
     elif uses_aka_harness(setup.task, [s for s, _ in steps], setup.eval_dir):
         warm_bytecode(SRC_ROOT)
         if shared_cache is None:

@@ -256,7 +256,7 @@ class KernelEvaluator:
         a slot or for the device's lock (other evaluations' timed steps); a step cut there is the
         candidate's `timeout`, and the result is not cached. `not_after` (`time.monotonic()`): a
         hard end, waits included (a request's deadline)."""
-        return self._evaluate(Candidate(task_id, dict(files)), _time_limit(timeout_s), not_after)
+        return self._evaluate(Candidate(task_id, dict(files)), _checked_timeout(timeout_s), not_after)
 
     def evaluate_completion(self, task_id: str, completion: str, timeout_s: float | None = None) -> CandidateResult:
         """Score a model completion; one that yields no candidate files is scored as not
@@ -280,7 +280,7 @@ class KernelEvaluator:
         """`evaluate` in the evaluator's thread pool (`max_concurrent` threads per device); a cache
         hit returns without waiting for a slot."""
         candidate = Candidate(task_id, dict(files))
-        limit = _time_limit(timeout_s)
+        limit = _checked_timeout(timeout_s)
         _, _, key = self._resolve(candidate)
         hit = self.cache.get(key)
         if hit is not None:
@@ -418,7 +418,8 @@ class KernelEvaluator:
         return CandidateResult.from_task_result(task.name, "", "", result)
 
 
-def _time_limit(timeout_s: float | None) -> float | None:
+def _checked_timeout(timeout_s: float | None) -> float | None:
+    """A caller's `timeout_s`, refused unless a positive number (None: no limit)."""
     if timeout_s is None:
         return None
     if not timeout_s > 0:

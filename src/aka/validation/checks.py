@@ -36,18 +36,13 @@ class ValidationStopped(Exception):
     """A validation running tasks side by side is stopping: the tasks still running start nothing more."""
 
 
-class _Stopping:
-    """Set once when `aka validate --parallel` stops (SIGTERM, an error in another task)."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-
-    def raise_if_set(self) -> None:
-        if self.event.is_set():
-            raise ValidationStopped("the validation is stopping")
+# Set when `aka validate --parallel` stops (SIGTERM, an error in another task).
+stopping = threading.Event()
 
 
-stopping = _Stopping()
+def _unless_stopping() -> None:
+    if stopping.is_set():
+        raise ValidationStopped("the validation is stopping")
 
 
 @dataclass
@@ -70,7 +65,7 @@ def evaluate(
 ) -> Evaluation:
     """The real evaluator on `candidate`'s editable files, with a time limit of the steps' own timeouts
     (its waits for the device not counted)."""
-    stopping.raise_if_set()
+    _unless_stopping()
     steps = (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE)[:through]
     budget = sum(step_timeout(task, s) for s in steps) + 60.0
     start = time.monotonic()
@@ -186,7 +181,7 @@ class Probe:
 
 def run_probe(task: Task, scratch: Path, device: DeviceInfo, heldout: bool) -> Probe:
     """The probe in a copy of the pristine task, with the correctness step's timeout."""
-    stopping.raise_if_set()
+    _unless_stopping()
     folder = scratch / "probe"
     build_eval_dir(task, folder, None)
     profile = case_profile(device)

@@ -419,14 +419,14 @@ def validate_tasks(
         for index, task in enumerate(tasks):
             one(index, task)
         return summary
-    stopping.event.clear()
+    stopping.clear()
     pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="aka-validate")
     futures = [pool.submit(one, index, task) for index, task in enumerate(tasks)]
     try:
         for future in futures:
             future.result()
     except BaseException:  # SIGTERM or a task's error: the others start nothing more, their steps die
-        stopping.event.set()
+        stopping.set()
         for future in futures:
             future.cancel()
         while not all(f.done() for f in futures):

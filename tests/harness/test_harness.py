@@ -510,6 +510,23 @@ def test_workers_are_started_before_the_steps_turn(tmp_path: Path, monkeypatch, 
     assert not [line for line in lines if "did not start before the turn" in line], lines
 
 
+def test_a_worker_that_dies_before_the_turn_is_a_warning_there(tmp_path: Path, caplog) -> None:
+    """A worker gone before the step's turn (killed here on purpose) does not stop the judge from
+    saying it is ready: it is found out where it was before, at its set-up in the turn."""
+    from aka.harness.sides import StepWorkers
+
+    caplog.set_level(logging.WARNING, logger="aka.harness")
+    workers = StepWorkers.start(_ctx("compile"), {**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        assert workers.candidate is not None
+        workers.candidate.kill()
+        workers.wait_started(_ctx("compile"))
+        said = [record.getMessage() for record in caplog.records]
+        assert any("the candidate's worker did not start before the turn" in line for line in said), said
+    finally:
+        workers.close()
+
+
 def test_performance_spreads_each_side_over_separate_loads(tmp_path: Path, monkeypatch, capfd) -> None:
     """Each side is loaded `paired.loads` times (the baseline before any candidate load) and
     pair i calls load i mod loads on both sides; a load whose output is wrong fails the case."""

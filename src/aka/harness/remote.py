@@ -11,7 +11,6 @@ list which held (`worker-namespace`).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -232,14 +231,9 @@ class RemoteSide:
             self.paused = False
 
     def _signal(self, number: int) -> None:
-        """The worker's process group; the worker alone while it has not made its group yet (the
-        first moments after it is forked), where a group signal would find nobody."""
         try:
             os.killpg(self.process.pid, number)
-        except ProcessLookupError:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self.process.pid, number)
-        except PermissionError:
+        except (ProcessLookupError, PermissionError):
             pass
 
     def alive(self) -> bool:

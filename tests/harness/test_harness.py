@@ -511,14 +511,15 @@ def test_workers_are_started_before_the_steps_turn(tmp_path: Path, monkeypatch, 
 
 
 def test_a_worker_that_dies_before_the_turn_is_a_warning_there(tmp_path: Path, caplog) -> None:
-    """A worker gone before the step's turn (killed here on purpose) does not stop the judge from
-    saying it is ready: it is found out where it was before, at its set-up in the turn."""
+    """A worker gone before the step's turn (killed here on purpose, once it has started) does not
+    stop the judge from saying it is ready: it is found out where it was before, at its set-up."""
     from aka.harness.sides import StepWorkers
 
     caplog.set_level(logging.WARNING, logger="aka.harness")
     workers = StepWorkers.start(_ctx("compile"), {**os.environ, "TMPDIR": str(tmp_path)})
     try:
         assert workers.candidate is not None
+        assert workers.candidate.request({"op": "ping"}, 60).ok  # started (and its own process group made)
         workers.candidate.kill()
         workers.wait_started(_ctx("compile"))
         said = [record.getMessage() for record in caplog.records]

@@ -82,17 +82,22 @@ def stopped_in_group(pgid: int) -> bool:
     return any(group == pgid and state in ("T", "t") for state, _, group in process_table().values())
 
 
+def tree(root: int, table: dict[int, tuple[str, int, int]] | None = None) -> list[int]:
+    """`root` and every process below it, parents before their children."""
+    table = process_table() if table is None else table
+    below, seen, at = [root], {root}, 0
+    while at < len(below):
+        parent, at = below[at], at + 1
+        for pid, (_, ppid, _) in table.items():
+            if ppid == parent and pid not in seen:
+                seen.add(pid)
+                below.append(pid)
+    return below
+
+
 def descendants(root: int, table: dict[int, tuple[str, int, int]] | None = None) -> set[int]:
     """`root` and every process below it."""
-    table = process_table() if table is None else table
-    below, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (_, ppid, _) in table.items():
-            if ppid == parent and pid not in below:
-                below.add(pid)
-                frontier.append(pid)
-    return below
+    return set(tree(root, table))
 
 
 def stopped_descendant(root: int) -> bool:
@@ -173,6 +178,16 @@ class RunningProcess(Protocol):
     def kill(self) -> None: ...
 
 
+class PauseClock(Protocol):
+    """Who may stop a running command for a while on purpose (aka.evaluation.device_lock's shared
+    turns step aside for a timed step): the time it was stopped does not count against its
+    timeout, and it is not a command stopped by someone else (tampering) while it lasts."""
+
+    def paused_s(self) -> float: ...  # seconds stopped so far, the current pause included
+
+    def pausing(self) -> bool: ...  # being stopped, stopped, or being continued right now
+
+
 class StartedCommand:
     """A command started now and finished later: `finish` feeds its stdin and enforces the timeout.
 
@@ -227,26 +242,39 @@ class StartedCommand:
         timeout: float,
         watch: Callable[[], str | None] | None = None,
         output_limit: int | None = None,
+        pauses: PauseClock | None = None,
+        not_after: float | None = None,
     ) -> CommandOutcome:
         """Feed `stdin`, wait at most `timeout` seconds, then kill whatever is left in the group.
         A group whose process stays stopped for two checks in a row is killed at once, and so is
         one whose `watch` (called every check) names a reason, and one that printed more than
-        `output_limit` bytes (its log would fill the disk; only its tail is ever read back)."""
+        `output_limit` bytes (its log would fill the disk; only its tail is ever read back).
+        Time stopped by `pauses` extends the timeout, but never past `not_after` (monotonic)."""
         start = time.monotonic()
         timed_out = stopped = flooded = False
         breach: str | None = None
         pending, seen_stopped = stdin, 0
+        seen_paused = 0.0
+
+        def remaining() -> float:
+            now = time.monotonic()
+            left = timeout - (now - start - (pauses.paused_s() if pauses is not None else 0.0))
+            return left if not_after is None else min(left, not_after - now)
+
         try:
             while True:
-                remaining = timeout - (time.monotonic() - start)
                 try:
-                    self.proc.communicate(input=pending, timeout=max(0.0, min(remaining, STOP_CHECK_SECONDS)))
+                    self.proc.communicate(input=pending, timeout=max(0.0, min(remaining(), STOP_CHECK_SECONDS)))
                     break
                 except subprocess.TimeoutExpired:
                     pending = None
-                    seen_stopped = seen_stopped + 1 if stopped_in_group(self.proc.pid) else 0
+                    paused = pauses.paused_s() if pauses is not None else 0.0
+                    if pauses is not None and (pauses.pausing() or paused != seen_paused):
+                        seen_stopped, seen_paused = 0, paused  # stopped on purpose, just now
+                    else:
+                        seen_stopped = seen_stopped + 1 if stopped_in_group(self.proc.pid) else 0
                     stopped = seen_stopped >= 2
-                    timed_out = time.monotonic() - start >= timeout
+                    timed_out = remaining() <= 0
                     breach = watch() if watch is not None and not (stopped or timed_out) else None
                     flooded = output_limit is not None and self.printed() > output_limit
                     if stopped or timed_out or breach or flooded:

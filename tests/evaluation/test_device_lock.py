@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from aka.device import DeviceInfo
+from aka.evaluation import device_lock
 from aka.evaluation.device_lock import ENV_LOCK_DIR, DeviceLock, device_key, device_turn
+from aka.process import CommandOutcome, StartedCommand
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 H200 = DeviceInfo("cuda", "H200", "NVIDIA H200", "sm_90", 1, uuid="GPU-1234/abcd")
@@ -121,6 +123,85 @@ def test_the_key_is_the_physical_device_and_the_folder_is_shared(
 def test_on_the_cpu_steps_do_not_wait_for_each_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CPU's timings are a smoke test: no lock is taken there at all."""
     monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path / "locks"))
-    with device_turn(DeviceInfo("cpu", "cpu", "cpu", None, 0), exclusive=True) as waited:
-        assert waited == 0.0
+    with device_turn(DeviceInfo("cpu", "cpu", "cpu", None, 0), exclusive=True) as turn:
+        assert turn.waited == 0.0 and turn.paused_s() == 0.0
     assert not (tmp_path / "locks").exists()
+
+
+TICKER = """
+import sys, time
+with open(sys.argv[1], "a") as out:
+    for _ in range(int(sys.argv[2])):
+        out.write(f"{time.monotonic():.3f}\\n")
+        out.flush()
+        time.sleep(0.05)
+"""
+
+
+def _shared_step_beside_a_timed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ticks: int, not_after: float | None = None
+) -> tuple[CommandOutcome, list[float], tuple[float, float], float, int]:
+    """A command run in a shared turn (`ticks` of 50 ms: 30 are 1.5 s of its own time; limit 2.5 s)
+    while a timed step asks for the device after 0.4 s and holds it 2 s (the holders' key is the H200's)."""
+    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
+    monkeypatch.setattr(device_lock, "YIELD_AFTER_S", 0.5)
+    ticks_file = tmp_path / "ticks"
+    with device_turn(H200, exclusive=False) as turn:
+        command = StartedCommand(
+            [sys.executable, "-c", TICKER, str(ticks_file), str(ticks)],
+            tmp_path,
+            dict(os.environ),
+            tmp_path / "cmd.log",
+        )
+        time.sleep(0.4)
+        timed = _holder(tmp_path, "x", "x1", 2.0)
+        started = time.monotonic()
+        with turn.pausable(command.proc.pid):
+            outcome = command.finish(None, 2.5, pauses=turn, not_after=not_after)
+        ended = time.monotonic()
+        paused = turn.paused_s()
+    timed.wait(timeout=20)
+    ticked = [float(line) for line in ticks_file.read_text().split()]
+    return outcome, ticked, (started, ended), paused, turn.pauses
+
+
+def test_a_shared_holder_steps_aside_for_a_timed_step_and_its_stopped_time_is_not_charged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung candidate in a shared step kept every timed step on the H200 waiting for its timeout
+    (five minutes). Now the shared holder stops its command, lets the timed step run, continues
+    it: the command ticks not once while the timed step holds the device, and ends on its own
+    (neither timed out, though its wall time passes its limit, nor taken for a stopped one)."""
+    monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
+    outcome, ticked, _, paused, pauses = _shared_step_beside_a_timed_one(tmp_path, monkeypatch, 30)
+    assert outcome.ok and not outcome.timed_out and not outcome.stopped, outcome.describe()
+    held = _intervals(tmp_path)["x1"]
+    assert pauses == 1 and 1.9 < paused < 5.0  # stopped from before the timed step's turn to after it
+    assert not [t for t in ticked if held[0] + 0.1 < t < held[1] - 0.1]  # stopped all along the timed step
+    assert len(ticked) == 30 and ticked[-1] > held[1]  # continued after it: the timed step did not wait for it
+
+
+def test_the_hard_end_of_a_request_is_kept_while_a_step_stands_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped time extends a step's own limit, never a reward request's hard end."""
+    monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
+    outcome, _, (started, ended), _, pauses = _shared_step_beside_a_timed_one(
+        tmp_path, monkeypatch, 60, not_after=time.monotonic() + 1.8
+    )
+    assert outcome.timed_out and not outcome.stopped and pauses == 1
+    assert ended - started < 3.5  # killed at its hard end; after the pause it would have run till about 5 s
+
+
+def test_a_shared_holder_with_nothing_to_stop_keeps_the_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a turn whose processes can be stopped steps aside: one that could not would let a
+    timed step run beside work it cannot see."""
+    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
+    monkeypatch.setattr(device_lock, "YIELD_AFTER_S", 0.2)
+    monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
+    with device_turn(H200, exclusive=False) as turn:
+        timed = _holder(tmp_path, "x", "x1", 0.1)
+        time.sleep(1.5)
+        assert not (tmp_path / "log").exists() and turn.pauses == 0
+    timed.wait(timeout=20)
+    assert "x1 in" in (tmp_path / "log").read_text()

@@ -19,6 +19,7 @@ import aka.rl.evaluator as rl_evaluator
 from aka.config.tasks import task_identity
 from aka.device import DeviceInfo
 from aka.evaluation.baseline import baseline_path
+from aka.evaluation.device_lock import Turn
 from aka.evaluation.step_process import RunningTime
 from aka.results.task_result import FailureKind, TaskStatus
 from aka.run.runner import run_experiment
@@ -325,10 +326,10 @@ def test_an_honest_candidate_waiting_behind_others_is_not_judged_timeout(evaluat
     waits: list[float] = []
 
     @contextlib.contextmanager
-    def slow_turn(device: DeviceInfo, exclusive: bool) -> Iterator[float]:
+    def slow_turn(device: DeviceInfo, exclusive: bool) -> Iterator[Turn]:
         time.sleep(4.0)
         waits.append(4.0)
-        yield 4.0
+        yield Turn(4.0)
 
     evaluator.baseline(TASK)  # measured and frozen first, without waits
     monkeypatch.setattr(steps_module, "device_turn", slow_turn)

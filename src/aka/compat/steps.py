@@ -57,7 +57,7 @@ from aka.evaluation.sandbox import detect_sandbox
 from aka.evaluation.step_process import StepProcess, StepSetup, append_log, finish_isolated, start_isolated
 from aka.evaluation.step_report import CaseReport
 from aka.evaluation.step_spec import Step, Target, step_commands
-from aka.evaluation.steps import StepOutcome
+from aka.evaluation.steps import StepOutcome, stepped_aside
 from aka.process import CommandOutcome
 from aka.results.task_result import FailureKind
 
@@ -296,13 +296,15 @@ def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutco
             # Started holding the device: the original's commands run at once (nothing gates them
             # as our harness's steps wait for their token), so GPU work of a check started before
             # its turn would run inside another evaluation's timed step.
-            with device_turn(setup.device, exclusive=step is Step.PERFORMANCE) as waited:
-                setup.waited_for_device(waited)
+            with device_turn(setup.device, exclusive=step is Step.PERFORMANCE) as turn:
+                setup.waited_for_device(turn.waited)
                 # Triton's cache (kernels, autotuning) is kept across the evaluation's commands
                 # (`BuildCaches.kept`, set by `run_steps`): a later command compiles nothing again.
                 process = start_isolated(env_setup, invocation.command, step, target)
                 left = setup.time_left()
-                ran, _, _ = finish_isolated(process, left)  # the original's tasks never use our result pipe
+                # the original's tasks never use our result pipe
+                ran, _, _ = finish_isolated(process, left, turn, setup.hard_end())
+            stepped_aside(setup, turn)
             lines = output_lines(process, (RESULT_PREFIX, GEAK_PREFIX))
             append_log(process.started.log_path, setup.log_path)
             outcome.commands.append(ran)

@@ -12,6 +12,15 @@ One pair of `flock` files per physical GPU (its UUID) in a machine-wide folder (
 lock held by a process that dies is released by the kernel. On the CPU steps do not wait for
 each other (`device_turn`): its timings are a smoke test, and on a machine of two cores the waits
 would cost more than they keep out.
+
+A shared holder steps aside (`SharedTurn`): a candidate that hangs in a shared step (it sleeps,
+or spins on the CPU) would otherwise keep every timed step on its GPU waiting until its step's
+timeout (on the H200, five minutes in which no evaluation was timed). Once a timed step has waited
+`YIELD_AFTER_S` for it, the shared holder stops its steps' processes (SIGSTOP, parents first),
+lets the lock go, waits its turn again and continues them (SIGCONT, children first). The stopped
+time counts neither against the step's timeout nor as a stopped step (`aka.process.PauseClock`).
+A stopped process keeps its GPU memory and cannot launch kernels; kernels it had already queued
+still run, and the timed step's interference check is what guards against them.
 """
 
 from __future__ import annotations
@@ -20,15 +29,20 @@ import contextlib
 import fcntl
 import os
 import re
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from aka.device import DeviceInfo
+from aka.process import process_table, tree
 
 ENV_LOCK_DIR = "AKA_DEVICE_LOCK_DIR"
+YIELD_AFTER_S = 5.0  # how long a timed step waits for a shared holder before it steps aside
+WATCH_S = 0.25  # how often a shared holder looks for a waiting timed step
 
 
 def lock_dir() -> Path:
@@ -70,22 +84,174 @@ class DeviceLock:
 
     @contextlib.contextmanager
     def hold(self, exclusive: bool) -> Iterator[float]:
-        """Through the turnstile, then the lock (exclusive or shared); the turnstile is kept only
-        while waiting, so a waiting exclusive holder stops new shared holders at the turnstile."""
+        """The lock (exclusive or shared) for as long as the block runs; yields the seconds waited."""
         started = time.monotonic()
-        with contextlib.ExitStack() as held:
-            with _flock(self.directory / f"{self.key}.turnstile", fcntl.LOCK_EX):
-                held.enter_context(
-                    _flock(self.directory / f"{self.key}.lock", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-                )
+        fd = self.enter(exclusive)
+        try:
             yield time.monotonic() - started
+        finally:
+            os.close(fd)  # closing the descriptor releases its lock
+
+    def enter(self, exclusive: bool) -> int:
+        """Through the turnstile, then the lock: a descriptor that holds it until closed. The
+        turnstile is kept only while waiting, so a waiting exclusive holder stops new shared
+        holders at the turnstile."""
+        with _flock(self.directory / f"{self.key}.turnstile", fcntl.LOCK_EX):
+            fd = os.open(self.directory / f"{self.key}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            except BaseException:
+                os.close(fd)
+                raise
+            return fd
+
+    def someone_waits(self) -> bool:
+        """Is a holder waiting at the turnstile? Seen by a shared holder, that is a timed step
+        (a shared one passes straight through while the lock is shared)."""
+        fd = os.open(self.directory / f"{self.key}.turnstile", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+
+class Turn:
+    """A step's turn on the device: how long it waited for it, and what stopping it for a while
+    did (`SharedTurn`; other turns are never stopped). An `aka.process.PauseClock`."""
+
+    def __init__(self, waited: float) -> None:
+        self.waited = waited
+        self.pauses = 0
+
+    @contextlib.contextmanager
+    def pausable(self, pid: int) -> Iterator[None]:
+        """The process `pid` and its descendants may be stopped while the block runs."""
+        yield
+
+    def paused_s(self) -> float:
+        return 0.0
+
+    def pausing(self) -> bool:
+        return False
+
+
+class SharedTurn(Turn):
+    """A shared turn that steps aside for a timed step that waited `YIELD_AFTER_S` (module doc)."""
+
+    def __init__(self, lock: DeviceLock, fd: int, waited: float) -> None:
+        super().__init__(waited)
+        self._lock, self._fd = lock, fd
+        self._guard = threading.Lock()
+        self._roots: dict[int, int | None] = {}  # pid -> its pidfd (a reused pid is never signalled)
+        self._paused, self._since = 0.0, 0.0
+        self._pausing = False
+        self._done = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="aka-device-turn", daemon=True)
+        self._watcher.start()
+
+    @contextlib.contextmanager
+    def pausable(self, pid: int) -> Iterator[None]:
+        try:
+            pidfd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # gone already, or no pidfds here
+            pidfd = None
+        with self._guard:
+            self._roots[pid] = pidfd
+        try:
+            yield
+        finally:
+            with self._guard:
+                del self._roots[pid]
+                if pidfd is not None:
+                    os.close(pidfd)
+
+    def paused_s(self) -> float:
+        with self._guard:
+            return self._paused + (time.monotonic() - self._since if self._pausing else 0.0)
+
+    def pausing(self) -> bool:
+        return self._pausing
+
+    def close(self) -> None:
+        self._done.set()
+        self._watcher.join()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _watch(self) -> None:
+        waiting_since: float | None = None
+        while not self._done.wait(WATCH_S):
+            if not self._lock.someone_waits():
+                waiting_since = None
+                continue
+            now = time.monotonic()
+            waiting_since = now if waiting_since is None else waiting_since
+            if now - waiting_since >= YIELD_AFTER_S and self._roots:
+                self._step_aside()
+                waiting_since = None
+
+    def _step_aside(self) -> None:
+        with self._guard:
+            self._pausing, self._since = True, time.monotonic()
+            stopped = _stop_trees(self._roots)
+        try:
+            os.close(self._fd)
+            self._fd = -1
+            self._fd = self._lock.enter(exclusive=False)
+        finally:
+            for pid in reversed(stopped):  # children first: a parent never sees a child stopped
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGCONT)
+            with self._guard:
+                self._paused += time.monotonic() - self._since
+                self._pausing = False
+                self.pauses += 1
+
+
+def _stop_trees(roots: dict[int, int | None]) -> list[int]:
+    """SIGSTOP every process of the trees under `roots`, parents first (a parent never sees a
+    child stopped while it runs); look again for processes forked meanwhile."""
+    stopped: list[int] = []
+    for pid, pidfd in roots.items():
+        try:  # through its pidfd: a root that has ended is never confused with a new process
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
+            else:
+                os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        except (ProcessLookupError, PermissionError):
+            continue
+    for _ in range(3):
+        table = process_table()
+        fresh = [p for root in list(stopped) if root in roots for p in tree(root, table) if p not in stopped]
+        if not fresh:
+            break
+        for pid in fresh:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped += fresh
+    return stopped
 
 
 @contextlib.contextmanager
-def device_turn(device: DeviceInfo, exclusive: bool) -> Iterator[float]:
-    """A step's turn on `device`: its `DeviceLock` on a GPU (the seconds waited), none on the CPU."""
+def device_turn(device: DeviceInfo, exclusive: bool) -> Iterator[Turn]:
+    """A step's turn on `device`: its `DeviceLock` on a GPU, none on the CPU. A shared turn on a
+    GPU steps aside for a timed step that waits (`SharedTurn`)."""
     if not device.is_gpu:
-        yield 0.0
+        yield Turn(0.0)
         return
-    with DeviceLock.for_device(device).hold(exclusive) as waited:
-        yield waited
+    lock = DeviceLock.for_device(device)
+    if exclusive:
+        with lock.hold(exclusive=True) as waited:
+            yield Turn(waited)
+        return
+    started = time.monotonic()
+    turn = SharedTurn(lock, lock.enter(exclusive=False), time.monotonic() - started)
+    try:
+        yield turn
+    finally:
+        turn.close()

@@ -16,6 +16,7 @@ from pathlib import Path
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.evaluation.channel import ResultPipe
+from aka.evaluation.device_lock import Turn
 from aka.evaluation.disk_quota import STEP_OUTPUT_LIMIT_BYTES, DiskQuota
 from aka.evaluation.sandbox import ResourceLimits, detect_sandbox, step_limits
 from aka.evaluation.step_spec import Step, Target, step_commands, step_environment, step_timeout
@@ -98,6 +99,10 @@ class StepSetup:
     def waited_for_device(self, seconds: float) -> None:
         if self.time_limit is not None:
             self.time_limit.waited(seconds)
+
+    def hard_end(self) -> float | None:
+        """The request's own end (`RunningTime.not_after`), which no wait moves."""
+        return None if self.time_limit is None else self.time_limit.not_after
 
     def environment(self, step: Step, target: Target) -> dict[str, str]:
         return step_environment(
@@ -218,19 +223,27 @@ def _warm_fork(
     return lambda log_fd: parent.start(argv, eval_dir, env, log_fd, [result_fd], sandbox, limits)
 
 
-def finish_isolated(process: StepProcess, time_left: float = float("inf")) -> tuple[CommandOutcome, bytes, str]:
+def finish_isolated(
+    process: StepProcess, time_left: float = float("inf"), turn: Turn | None = None, not_after: float | None = None
+) -> tuple[CommandOutcome, bytes, str]:
     """Give a started command its token and its turn (at most its timeout, and at most
-    `time_left`); return how it ended and what it sent."""
+    `time_left`); return how it ended and what it sent. Time `turn` kept it stopped (a shared
+    turn steps aside for a timed step: aka.evaluation.device_lock) is added to both limits, but
+    never past `not_after` (the request's hard end, `RunningTime.not_after`)."""
     try:
         if process.seed_cache is not None and process.seed_cache.is_dir():
             shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
         process.cache.mkdir(mode=0o700, exist_ok=True)
-        ran = process.started.finish(
-            f"{process.token}\n".encode(),
-            min(process.timeout, max(time_left, 0.0)),
-            watch=DiskQuota(process.writable),
-            output_limit=STEP_OUTPUT_LIMIT_BYTES,
-        )
+        turn = turn or Turn(0.0)
+        with turn.pausable(process.started.proc.pid):
+            ran = process.started.finish(
+                f"{process.token}\n".encode(),
+                min(process.timeout, max(time_left, 0.0)),
+                watch=DiskQuota(process.writable),
+                output_limit=STEP_OUTPUT_LIMIT_BYTES,
+                pauses=turn,
+                not_after=not_after,
+            )
         if process.keep_cache is not None and process.cache.is_dir():
             shutil.copytree(process.cache, process.keep_cache, dirs_exist_ok=True, symlinks=True)
     finally:

@@ -17,7 +17,7 @@ from aka.compat.symbol_scope import scope_problem
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.evaluation.bytecode import warm_bytecode
-from aka.evaluation.device_lock import device_turn
+from aka.evaluation.device_lock import Turn, device_turn
 from aka.evaluation.eval_dir import build_eval_dir
 from aka.evaluation.kernel_check import missing_kernels
 from aka.evaluation.sandbox import detect_sandbox
@@ -107,12 +107,13 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
             process = prestarted.processes[step][index]
         elif is_harness_script(command, setup.eval_dir):  # it loads, then waits for its token
             process = start_isolated(setup, command, step, target)
-        with device_turn(setup.device, exclusive=step is Step.PERFORMANCE) as waited:
-            setup.waited_for_device(waited)
+        with device_turn(setup.device, exclusive=step is Step.PERFORMANCE) as turn:
+            setup.waited_for_device(turn.waited)
             if process is None:  # any other command runs at once: only in its turn on the device
                 process = start_isolated(setup, command, step, target)
             left = setup.time_left()
-            finished = finish_isolated(process, left)
+            finished = finish_isolated(process, left, turn, setup.hard_end())
+        stepped_aside(setup, turn)
         if not _record(setup, outcome, target, index, process, finished, left):
             return outcome
     return _check_cases(outcome)
@@ -218,15 +219,22 @@ def run_compile_and_correctness(setup: StepSetup, target: Target, prestarted: Pr
         prestarted.processes[Step.COMPILE][0],
         prestarted.processes[Step.CORRECTNESS][0],
     )
-    with device_turn(setup.device, exclusive=False) as waited:
-        setup.waited_for_device(waited)
+    hard_end = setup.hard_end()
+    with device_turn(setup.device, exclusive=False) as turn:
+        setup.waited_for_device(turn.waited)
         left = setup.time_left()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="aka-correctness") as pool:
-            later = pool.submit(finish_isolated, correctness_process, left)
+            later = pool.submit(finish_isolated, correctness_process, left, turn, hard_end)
             compiled = False
             try:
                 compiled = _record(
-                    setup, compile_outcome, target, 0, compile_process, finish_isolated(compile_process, left), left
+                    setup,
+                    compile_outcome,
+                    target,
+                    0,
+                    compile_process,
+                    finish_isolated(compile_process, left, turn, hard_end),
+                    left,
                 )
             finally:
                 if not compiled:  # its verdict would count for nothing: it stops now
@@ -238,6 +246,7 @@ def run_compile_and_correctness(setup: StepSetup, target: Target, prestarted: Pr
             else:
                 with contextlib.suppress(Exception):  # killed, perhaps before its token went in
                     later.result()
+    stepped_aside(setup, turn)
     if not compiled:
         return None if compile_outcome.failure is FailureKind.INFRA_ERROR else [compile_outcome]
     if _record(setup, correctness_outcome, target, 0, correctness_process, checked, left):
@@ -245,6 +254,13 @@ def run_compile_and_correctness(setup: StepSetup, target: Target, prestarted: Pr
     if correctness_outcome.failure is FailureKind.INFRA_ERROR:
         return None
     return [_check_cases(compile_outcome), correctness_outcome]
+
+
+def stepped_aside(setup: StepSetup, turn: Turn) -> None:
+    """The time a shared turn stood stopped for timed steps counts as a wait (and is logged)."""
+    if turn.pauses:
+        setup.waited_for_device(turn.paused_s())
+        append_log_note(setup, f"stopped {turn.paused_s():.1f} s in {turn.pauses} pause(s): timed steps had the device")
 
 
 def append_log_note(setup: StepSetup, note: str) -> None:

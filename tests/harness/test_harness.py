@@ -528,6 +528,22 @@ def test_a_worker_that_dies_before_the_turn_is_a_warning_there(tmp_path: Path, c
         workers.close()
 
 
+def test_a_worker_killed_in_its_first_moments_after_the_fork_dies(tmp_path: Path) -> None:
+    """A signal sent before the worker has made its own process group (its first moments after
+    the fork) used to reach nobody (`killpg` found no such group): a worker killed then lived on.
+    The judge now waits for the group while the worker lives, then signals it."""
+    from aka.harness.sides import StepWorkers
+
+    for _ in range(3):
+        workers = StepWorkers.start(_ctx("compile"), {**os.environ, "TMPDIR": str(tmp_path)})
+        try:
+            assert workers.candidate is not None
+            workers.candidate.kill()  # at once, right after the fork
+            assert not workers.candidate.alive()
+        finally:
+            workers.close()
+
+
 def test_performance_spreads_each_side_over_separate_loads(tmp_path: Path, monkeypatch, capfd) -> None:
     """Each side is loaded `paired.loads` times (the baseline before any candidate load) and
     pair i calls load i mod loads on both sides; a load whose output is wrong fails the case."""

@@ -43,6 +43,7 @@ from aka.process import process_table, tree
 ENV_LOCK_DIR = "AKA_DEVICE_LOCK_DIR"
 YIELD_AFTER_S = 5.0  # how long a timed step waits for a shared holder before it steps aside
 WATCH_S = 0.25  # how often a shared holder looks for a waiting timed step
+STOPPED = ("T", "t")
 
 
 def lock_dir() -> Path:
@@ -216,7 +217,10 @@ def _stop_trees(roots: dict[int, int | None]) -> list[int]:
     """SIGSTOP every process of the trees under `roots`, parents first (a parent never sees a
     child stopped while it runs); look again for processes forked meanwhile."""
     stopped: list[int] = []
+    table = process_table()
     for pid, pidfd in roots.items():
+        if _state(table, pid) in STOPPED:  # stopped by someone else: not this turn's to continue
+            continue
         try:  # through its pidfd: a root that has ended is never confused with a new process
             if pidfd is not None:
                 signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
@@ -227,7 +231,8 @@ def _stop_trees(roots: dict[int, int | None]) -> list[int]:
             continue
     for _ in range(3):
         table = process_table()
-        fresh = [p for root in list(stopped) if root in roots for p in tree(root, table) if p not in stopped]
+        below = [p for root in list(stopped) if root in roots for p in tree(root, table)]
+        fresh = [p for p in below if p not in stopped and _state(table, p) not in STOPPED]
         if not fresh:
             break
         for pid in fresh:
@@ -235,6 +240,10 @@ def _stop_trees(roots: dict[int, int | None]) -> list[int]:
                 os.kill(pid, signal.SIGSTOP)
         stopped += fresh
     return stopped
+
+
+def _state(table: dict[int, tuple[str, int, int]], pid: int) -> str:
+    return table[pid][0] if pid in table else "?"
 
 
 @contextlib.contextmanager

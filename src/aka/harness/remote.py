@@ -29,6 +29,7 @@ from aka.process import stopped_descendant
 NAMESPACE_FEATURE = "worker-namespace"
 _PR_SET_DUMPABLE = 4
 STOP_CHECK_S = 1.0
+GROUP_WAIT_S = 2.0  # how long a signal waits for a just-forked worker to make its process group
 OUTPUT_TAIL_BYTES = 32 * 1024  # of a worker's output, copied into the step log
 # What a worker keeps of the step's AKA_ variables: nothing that names the judge's folders or channel.
 WORKER_VARIABLES = frozenset(
@@ -231,8 +232,20 @@ class RemoteSide:
             self.paused = False
 
     def _signal(self, number: int) -> None:
+        """Signal the worker's process group. In its first moments after the fork the worker has
+        not made its group yet (`setsid`), and a `killpg` then reaches nobody: wait for the group
+        while the worker is alive (not reaped, so its pid is still this worker's), at most
+        `GROUP_WAIT_S`, then signal the process itself."""
+        deadline = time.monotonic() + GROUP_WAIT_S
         try:
-            os.killpg(self.process.pid, number)
+            while self.alive():
+                if os.getpgid(self.process.pid) == self.process.pid:
+                    os.killpg(self.process.pid, number)
+                    return
+                if time.monotonic() > deadline:
+                    os.kill(self.process.pid, number)
+                    return
+                time.sleep(0.001)
         except (ProcessLookupError, PermissionError):
             pass
 

@@ -10,7 +10,10 @@ folders and reports, per step, how long it held the device and how long it waite
 
 Steps run side by side (compile and correctness, aka.evaluation.steps) hold the device together:
 where their holds overlap, the overlap counts once, so `GPU time a trial` is what the trial kept
-timed steps out for. Only aka.harness steps log their turns; original-format tasks are skipped.
+timed steps out for. A shared turn that stood stopped while timed steps had the device (the
+evaluator's note `STEPS stood stopped S s in N pause(s)`: aka.evaluation.device_lock.SharedTurn)
+did not hold it meanwhile: that time is left out. Only aka.harness steps log their turns;
+original-format tasks are skipped.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 
 STEPS = ("compile", "correctness", "performance")
 LINE = re.compile(r"\+(\d+)ms: (.*)$")
+PAUSED = re.compile(r"^# aka: (\S+) stood stopped ([0-9.]+) s in \d+ pause")
 
 
 @dataclass
@@ -34,10 +38,11 @@ class StepTimes:
     forked: int | None = None
     turn: int | None = None
     end: int | None = None
+    paused_ms: int = 0  # stood stopped inside its turn while timed steps had the device
 
     @property
     def held(self) -> float | None:
-        return None if self.turn is None or self.end is None else (self.end - self.turn) / 1000
+        return None if self.turn is None or self.end is None else (self.end - self.turn - self.paused_ms) / 1000
 
     @property
     def waited(self) -> float | None:
@@ -48,12 +53,20 @@ class StepTimes:
 class Trial:
     log: Path
     steps: dict[str, StepTimes] = field(default_factory=dict)
+    paused_ms: int = 0  # its shared turns' pauses, each once (steps side by side share one)
 
 
 def read_log(path: Path) -> Trial:
     """The steps of one evaluation log (`$ python3 harness.py STEP` opens each command's part)."""
     trial, current = Trial(path), None
     for raw in path.read_text(errors="replace").splitlines():
+        paused = PAUSED.match(raw)
+        if paused:
+            ms = round(float(paused.group(2)) * 1000)
+            trial.paused_ms += ms
+            for name in paused.group(1).split("+"):
+                trial.steps.setdefault(name, StepTimes()).paused_ms += ms
+            continue
         if raw.startswith("$ "):
             words = raw.split()
             current = next((w for w in words if w in STEPS), None)
@@ -84,14 +97,14 @@ def gpu_seconds(trial: Trial) -> float | None:
     spans = [(t.turn, t.end) for t in steps if t is not None and t.turn is not None and t.end is not None]
     forked = [t.forked for t in steps if t is not None and t.forked is not None]
     if max(forked) - min(forked) > 5000:  # not one clock
-        return sum(end - start for start, end in spans) / 1000
+        return (sum(end - start for start, end in spans) - trial.paused_ms) / 1000
     total, reach = 0, None
     for start, end in sorted(spans):
         if reach is None or start > reach:
             total, reach = total + end - start, end
         elif end > reach:
             total, reach = total + end - reach, end
-    return total / 1000
+    return (total - trial.paused_ms) / 1000  # each pause lies once inside the merged spans
 
 
 def summarize(trials: list[Trial]) -> dict[str, object]:

@@ -256,3 +256,14 @@ def test_device_holds_merges_steps_that_held_the_device_together(tmp_path: Path)
     assert module.gpu_seconds(module.read_log(exec_d / "evaluation.log")) == 9.0
     assert summary["gpu_s_per_trial"]["mean"] == 8.5
     assert "Evaluation logs read: 2" in done.stdout and "GPU time a trial" in done.stdout
+    # a shared turn that stood stopped 1.5 s for timed steps (side by side: one pause of both)
+    paused = tmp_path / "paused.log"
+    paused.write_text(
+        _step_log("compile", 100_000, 101_000, 104_000)
+        + _step_log("correctness", 100_010, 101_000, 103_500)
+        + "# aka: compile+correctness stood stopped 1.500 s in 1 pause(s): timed steps had the device\n"
+        + _step_log("performance", 100_020, 106_000, 111_000)
+    )
+    trial = module.read_log(paused)
+    assert trial.steps["compile"].held == 1.5 and trial.steps["correctness"].held == 1.0
+    assert module.gpu_seconds(trial) == 6.5

@@ -307,6 +307,36 @@ def test_evaluations_spread_over_devices(tasks_root: Path, make_toy_task, tmp_pa
         aka.KernelEvaluator(tasks_root, tmp_path / "cache", devices=[devices[0], H100])
 
 
+class _SteppedAside(Turn):
+    """A shared turn that reports having stood stopped 3 s for timed steps."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+        self.pauses = 1
+
+    def paused_s(self) -> float:
+        return 3.0
+
+
+def test_time_a_shared_step_stood_stopped_for_timed_steps_counts_as_a_wait(evaluator, monkeypatch) -> None:
+    """A shared turn that stepped aside (aka.evaluation.device_lock.SharedTurn) adds its stopped
+    time to the evaluation's waits, as a wait for the lock does: not to its running time."""
+    shared_turns: list[Turn] = []
+
+    @contextlib.contextmanager
+    def turn_of(device: DeviceInfo, exclusive: bool) -> Iterator[Turn]:
+        turn = Turn(0.0) if exclusive else _SteppedAside()
+        if not exclusive:
+            shared_turns.append(turn)
+        yield turn
+
+    evaluator.baseline(TASK)
+    monkeypatch.setattr(steps_module, "device_turn", turn_of)
+    result = evaluator.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)}, timeout_s=60.0)
+    assert result.failure_kind is FailureKind.NONE, result.failure_message
+    assert shared_turns and result.device_wait_seconds == pytest.approx(3.0 * len(shared_turns), abs=0.2)
+
+
 def test_the_time_limit_leaves_out_waits_for_the_device_but_not_the_hard_end() -> None:
     limit = RunningTime(10.0)
     before = limit.left()

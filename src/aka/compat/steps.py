@@ -304,7 +304,7 @@ def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutco
                 left = setup.time_left()
                 # the original's tasks never use our result pipe
                 ran, _, _ = finish_isolated(process, left, turn, setup.hard_end())
-            stepped_aside(setup, turn)
+            stepped_aside(setup, turn, step.value)
             lines = output_lines(process, (RESULT_PREFIX, GEAK_PREFIX))
             append_log(process.started.log_path, setup.log_path)
             outcome.commands.append(ran)

@@ -113,7 +113,7 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
                 process = start_isolated(setup, command, step, target)
             left = setup.time_left()
             finished = finish_isolated(process, left, turn, setup.hard_end())
-        stepped_aside(setup, turn)
+        stepped_aside(setup, turn, step.value)
         if not _record(setup, outcome, target, index, process, finished, left):
             return outcome
     return _check_cases(outcome)
@@ -246,7 +246,7 @@ def run_compile_and_correctness(setup: StepSetup, target: Target, prestarted: Pr
             else:
                 with contextlib.suppress(Exception):  # killed, perhaps before its token went in
                     later.result()
-    stepped_aside(setup, turn)
+    stepped_aside(setup, turn, f"{Step.COMPILE.value}+{Step.CORRECTNESS.value}")
     if not compiled:
         return None if compile_outcome.failure is FailureKind.INFRA_ERROR else [compile_outcome]
     if _record(setup, correctness_outcome, target, 0, correctness_process, checked, left):
@@ -256,11 +256,13 @@ def run_compile_and_correctness(setup: StepSetup, target: Target, prestarted: Pr
     return [_check_cases(compile_outcome), correctness_outcome]
 
 
-def stepped_aside(setup: StepSetup, turn: Turn) -> None:
-    """The time a shared turn stood stopped for timed steps counts as a wait (and is logged)."""
+def stepped_aside(setup: StepSetup, turn: Turn, steps: str) -> None:
+    """The time a shared turn of `steps` (a name, `+` between several) stood stopped for timed
+    steps counts as a wait, and is logged (benchmarks/device_holds.py leaves it out of holds)."""
     if turn.pauses:
         setup.waited_for_device(turn.paused_s())
-        append_log_note(setup, f"stopped {turn.paused_s():.1f} s in {turn.pauses} pause(s): timed steps had the device")
+        stood = f"{steps} stood stopped {turn.paused_s():.3f} s in {turn.pauses} pause(s)"
+        append_log_note(setup, f"{stood}: timed steps had the device")
 
 
 def append_log_note(setup: StepSetup, note: str) -> None:

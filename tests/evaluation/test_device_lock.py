@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from aka.device import DeviceInfo
+from aka.errors import ConfigError
 from aka.evaluation import device_lock
 from aka.evaluation.device_lock import ENV_LOCK_DIR, DeviceLock, device_key, device_turn
 from aka.process import CommandOutcome, StartedCommand
@@ -205,3 +206,14 @@ def test_a_shared_holder_with_nothing_to_stop_keeps_the_device(tmp_path: Path, m
         assert not (tmp_path / "log").exists() and turn.pauses == 0
     timed.wait(timeout=20)
     assert "x1 in" in (tmp_path / "log").read_text()
+
+
+def test_how_long_a_timed_step_waits_for_a_shared_holder_can_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(device_lock.ENV_YIELD_AFTER, raising=False)
+    assert device_lock.yield_after_s() == device_lock.YIELD_AFTER_S
+    monkeypatch.setenv(device_lock.ENV_YIELD_AFTER, "0.5")
+    assert device_lock.yield_after_s() == 0.5
+    for bad in ("0", "-1", "soon", "nan", "inf"):
+        monkeypatch.setenv(device_lock.ENV_YIELD_AFTER, bad)
+        with pytest.raises(ConfigError, match="AKA_DEVICE_YIELD_AFTER_S=.*greater than 0.*unset it"):
+            device_lock.yield_after_s()

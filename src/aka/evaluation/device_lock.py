@@ -16,8 +16,9 @@ would cost more than they keep out.
 A shared holder steps aside (`SharedTurn`): a candidate that hangs in a shared step (it sleeps,
 or spins on the CPU) would otherwise keep every timed step on its GPU waiting until its step's
 timeout (on the H200, five minutes in which no evaluation was timed). Once a timed step has waited
-`YIELD_AFTER_S` for it, the shared holder stops its steps' processes (SIGSTOP, parents first),
-lets the lock go, waits its turn again and continues them (SIGCONT, children first). The stopped
+`YIELD_AFTER_S` for it (`$AKA_DEVICE_YIELD_AFTER_S`), the shared holder stops its steps'
+processes (SIGSTOP, parents first), gives what they queued `DRAIN_S` to finish, lets the lock go,
+waits its turn again and continues them (SIGCONT, children first). The stopped
 time counts neither against the step's timeout nor as a stopped step (`aka.process.PauseClock`).
 A stopped process keeps its GPU memory and cannot launch kernels; kernels it had already queued
 still run, and the timed step's interference check is what guards against them.
@@ -38,12 +39,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aka.device import DeviceInfo
+from aka.errors import ConfigError
 from aka.process import process_table, tree
 
 ENV_LOCK_DIR = "AKA_DEVICE_LOCK_DIR"
+ENV_YIELD_AFTER = "AKA_DEVICE_YIELD_AFTER_S"  # overrides YIELD_AFTER_S (seconds, > 0)
 YIELD_AFTER_S = 5.0  # how long a timed step waits for a shared holder before it steps aside
 WATCH_S = 0.25  # how often a shared holder looks for a waiting timed step
+DRAIN_S = 0.05  # after stopping its steps, before letting the lock go: kernels they queued finish
 STOPPED = ("T", "t")
+
+
+def yield_after_s() -> float:
+    """`YIELD_AFTER_S`, or `$AKA_DEVICE_YIELD_AFTER_S`: lower gives timed steps the device sooner
+    (shared steps stand stopped more often); 5 s is what the H200 has been measured with."""
+    raw = os.environ.get(ENV_YIELD_AFTER)
+    if raw is None or not raw.strip():
+        return YIELD_AFTER_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"{ENV_YIELD_AFTER}={raw!r}: expected seconds greater than 0 (e.g. 5); unset it for 5 s")
+    return seconds
 
 
 def lock_dir() -> Path:
@@ -150,6 +169,7 @@ class SharedTurn(Turn):
         self._paused, self._since = 0.0, 0.0
         self._pausing = False
         self._done = threading.Event()
+        self._yield_after = yield_after_s()
         self._watcher = threading.Thread(target=self._watch, name="aka-device-turn", daemon=True)
         self._watcher.start()
 
@@ -191,7 +211,7 @@ class SharedTurn(Turn):
                 continue
             now = time.monotonic()
             waiting_since = now if waiting_since is None else waiting_since
-            if now - waiting_since >= YIELD_AFTER_S and self._roots:
+            if now - waiting_since >= self._yield_after and self._roots:
                 self._step_aside()
                 waiting_since = None
 
@@ -200,6 +220,7 @@ class SharedTurn(Turn):
             self._pausing, self._since = True, time.monotonic()
             stopped = _stop_trees(self._roots)
         try:
+            time.sleep(DRAIN_S)
             os.close(self._fd)
             self._fd = -1
             self._fd = self._lock.enter(exclusive=False)

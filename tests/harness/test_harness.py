@@ -510,6 +510,26 @@ def test_workers_are_started_before_the_steps_turn(tmp_path: Path, monkeypatch, 
     assert not [line for line in lines if "did not start before the turn" in line], lines
 
 
+def test_the_timing_budget_of_a_performance_step_can_be_set(tmp_path: Path, monkeypatch, capfd, caplog) -> None:
+    """`AKA_TIMING_BUDGET_S` (passed through to steps by the evaluator) caps the step's seconds of
+    pairs: fewer seconds, more evaluations a GPU-hour, wider intervals."""
+    from aka.evaluation.step_spec import PASSED_THROUGH
+    from aka.evaluation.wire import ENV_TIMING_BUDGET, timing_budget_s
+
+    assert ENV_TIMING_BUDGET in PASSED_THROUGH
+    caplog.set_level(logging.INFO, logger="aka.harness")
+    monkeypatch.setenv(ENV_TIMING_BUDGET, "0.5")
+    report, _ = _run_step(_task_dir(tmp_path), "performance", monkeypatch, capfd)
+    assert report.status is StepStatus.OK
+    assert any("pairs take at most 0.5 s" in record.getMessage() for record in caplog.records)
+    for bad in ("0", "-2", "fast", "nan", "1e9"):
+        monkeypatch.setenv(ENV_TIMING_BUDGET, bad)
+        with pytest.raises(ValueError, match="AKA_TIMING_BUDGET_S=.*seconds above 0.*unset it"):
+            timing_budget_s()
+    monkeypatch.delenv(ENV_TIMING_BUDGET)
+    assert timing_budget_s() is None
+
+
 def test_a_worker_that_dies_before_the_turn_is_a_warning_there(tmp_path: Path, caplog) -> None:
     """A worker gone before the step's turn (killed here on purpose, once it has started) does not
     stop the judge from saying it is ready: it is found out where it was before, at its set-up."""

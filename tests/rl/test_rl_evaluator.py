@@ -368,3 +368,19 @@ def test_an_honest_candidate_waiting_behind_others_is_not_judged_timeout(evaluat
     assert len(waits) == 3 and time.monotonic() - started > 12.0
     assert result.failure_kind is FailureKind.NONE and result.speedup == pytest.approx(2.0), result.failure_message
     assert result.device_wait_seconds == pytest.approx(12.0, abs=0.5)  # reported apart from its own time
+
+
+def test_bad_evaluator_settings_in_the_environment_stop_it_before_anything_runs(
+    tasks_root: Path, tmp_path: Path, write_run_config, monkeypatch
+) -> None:
+    """A bad `AKA_TIMING_BUDGET_S` or `AKA_DEVICE_YIELD_AFTER_S` would fail every evaluation of a
+    run or a server: both are refused up front, naming the variable and the fix."""
+    from aka.errors import PreflightError
+
+    for name, bad in (("AKA_TIMING_BUDGET_S", "soon"), ("AKA_DEVICE_YIELD_AFTER_S", "-1")):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(PreflightError, match=f"{name}=.*unset it"):
+            aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU)
+        with pytest.raises(PreflightError, match=f"{name}=.*unset it"):
+            run_experiment(write_run_config(agent={"template": "noop"}), device=CPU)
+        monkeypatch.delenv(name)

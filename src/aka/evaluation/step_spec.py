@@ -10,6 +10,7 @@ from pathlib import Path
 
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
+from aka.errors import ConfigError, PreflightError
 from aka.evaluation.wire import (
     BASELINE_SOURCES_DIR,
     ENV_BASELINE,
@@ -22,11 +23,12 @@ from aka.evaluation.wire import (
     ENV_TARGET,
     ENV_TARGET_KERNELS,
     ENV_TASK_FAMILY,
+    ENV_TIMING_BUDGET,
 )
 
 SRC_ROOT = Path(__file__).resolve().parents[2]
 # The evaluator's own AKA_ settings a step also reads.
-PASSED_THROUGH = frozenset({"AKA_NO_WORKER_SANDBOX", ENV_PLACEMENTS})
+PASSED_THROUGH = frozenset({"AKA_NO_WORKER_SANDBOX", ENV_PLACEMENTS, ENV_TIMING_BUDGET})
 
 
 class Step(str, Enum):
@@ -91,3 +93,17 @@ def step_environment(
         env["TRITON_INTERPRET"] = "1"
     env.update(extra or {})
     return env
+
+
+def check_step_settings() -> None:
+    """The evaluator's own settings from the environment (`AKA_TIMING_BUDGET_S`,
+    `AKA_DEVICE_YIELD_AFTER_S`), checked before anything runs: a bad one would otherwise fail
+    every evaluation of a run. Raises `PreflightError` naming the variable and the fix."""
+    from aka.evaluation.device_lock import yield_after_s
+    from aka.evaluation.wire import timing_budget_s
+
+    try:
+        timing_budget_s()
+        yield_after_s()
+    except (ValueError, ConfigError) as exc:
+        raise PreflightError(str(exc)) from None

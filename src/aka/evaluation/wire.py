@@ -32,6 +32,23 @@ ENV_PLACEMENTS = "AKA_PLACEMENTS"  # placements per side and case (aka.harness.t
 
 
 DEFAULT_PLACEMENTS = 4  # docs/benchmarks/2026-12-03_placements_h200.md
+ENV_TIMING_BUDGET = "AKA_TIMING_BUDGET_S"  # seconds of pairs a performance step takes at most
+
+
+def timing_budget_s() -> float | None:
+    """`AKA_TIMING_BUDGET_S` where set: the seconds of pairs a performance step takes at most
+    (`PairedConfig.step_budget_s`, 2.4 by default). Less gives a GPU more evaluations an hour and
+    each case a wider interval; the floor of a case's pairs stays. For throughput experiments."""
+    raw = os.environ.get(ENV_TIMING_BUDGET, "").strip()
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 3600:
+        raise ValueError(f"{ENV_TIMING_BUDGET}={raw!r}: expected seconds above 0 (e.g. 1.2); unset it for the default")
+    return seconds
 
 
 def wanted_placements() -> int:

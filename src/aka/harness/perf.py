@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from aka.evaluation.wire import wanted_placements
+from aka.evaluation.wire import ENV_TIMING_BUDGET, timing_budget_s, wanted_placements
 from aka.harness.cases import Case
 from aka.harness.checks import reference_for
 from aka.harness.compare import Output
@@ -238,7 +238,15 @@ def performance_step(
     """Paired times per case; without a `candidate` (`AKA_TARGET=reference` or `baseline`) the
     baseline's worker is timed alone (the run's frozen baseline record)."""
     cases = list(task.cases_for(ctx.profile))
-    config = task.paired.for_cases(len(cases))
+    config = task.paired
+    try:
+        budget = timing_budget_s()
+    except ValueError as exc:
+        raise HarnessError(str(exc)) from None
+    if budget is not None:
+        log.info("pairs take at most %.2g s in this step (%s)", budget, ENV_TIMING_BUDGET)
+        config = dataclasses.replace(config, step_budget_s=budget)
+    config = config.for_cases(len(cases))
     loads = 1 if candidate is None else max(1, config.loads)
     config = dataclasses.replace(config, loads=loads)
     loaded = load_side(baseline, "performance", cases, loads, source_dir(ctx))

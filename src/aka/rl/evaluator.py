@@ -36,6 +36,7 @@ from aka.config.tasks import Task, gate_tasks, load_task, task_identity
 from aka.device import DeviceInfo, detect_device
 from aka.evaluation.baseline import BaselineRecord, baseline_builds, load_frozen_baseline, measure_baseline
 from aka.evaluation.step_process import RunningTime
+from aka.evaluation.step_spec import check_step_settings
 from aka.evaluation.steps import evaluate_candidate
 from aka.results.scoring import finite_score, resolve_scorer
 from aka.results.task_result import AgentOutcome, FailureKind, TaskResult, TaskStatus
@@ -96,6 +97,7 @@ class KernelEvaluator:
         if not self.tasks_root.is_dir():
             raise CandidateError(f"tasks root {self.tasks_root} does not exist (pass a folder of tasks)")
         self.cache_dir = Path(cache_dir).expanduser().resolve()
+        check_step_settings()
         self.devices = list(devices) if devices else [device or detect_device()]
         models = {(d.name, d.arch) for d in self.devices}
         if len(models) > 1:

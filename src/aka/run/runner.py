@@ -30,6 +30,7 @@ from aka.config.run_config import LoadedRunConfig, check_run_suffix, load_run_co
 from aka.config.tasks import Task, gate_tasks, select_tasks, task_identity
 from aka.device import DeviceInfo, detect_device, resolve_target_model
 from aka.errors import ConfigError
+from aka.evaluation.step_spec import check_step_settings
 from aka.parallel.backends import ExecutorMaker, executors
 from aka.parallel.executor import ALL_GPUS, DeviceSlot, device_slots, every_gpu_here
 from aka.parallel.pool import queue_results, supervise
@@ -286,6 +287,7 @@ def run_experiment(
     the run directory and its queue and stops there, for workers started by hand. `display` shows
     the run's events (default: one plain line per event on `console`, standard error by default).
     `ray`: the workers are Ray actors (aka.parallel.ray_executor), even for one slot."""
+    check_step_settings()
     with terminated_as_exit():
         return _run_experiment(
             config_path,

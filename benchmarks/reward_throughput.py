@@ -47,6 +47,7 @@ from aka.config.tasks import Task, select_tasks  # noqa: E402
 from aka.device import detect_devices  # noqa: E402
 
 SOLUTIONS = REPO / "solutions" / "examples"
+SETTINGS = ("AKA_WARM_STEPS", "AKA_DEVICE_YIELD_AFTER_S", "AKA_TIMING_BUDGET_S", "AKA_PLACEMENTS")
 DEFAULT_TASKS = [
     "triton2triton/basic/gelu",
     "torch2triton/basic/softmax",
@@ -206,6 +207,8 @@ def main() -> int:
         "request_timeout": args.request_timeout,
         "eval_timeout": args.eval_timeout,
         "argv": sys.argv[1:],
+        # the evaluator's settings from the environment that change what a GPU-hour yields
+        "settings": {k: os.environ[k] for k in SETTINGS if k in os.environ},
         "tasks": [t.name for t in tasks],
         # an unchanged candidate is an A/A reading only where the baseline is the task's own source
         # (torch2* and instruction2* time a PyTorch reference: their unchanged sources read 1.6x, 9x)
@@ -319,7 +322,8 @@ def render(report: dict[str, Any], gpus: int) -> str:
     lines = [
         f"# Reward server throughput on {report['device']} x{max(gpus, 1)} ({'GPU' if gpus else 'CPU only'})",
         f"Date (UTC): {report['date']}",
-        f"Command: `PYTHONPATH=src python3 benchmarks/reward_throughput.py "
+        f"Command: `{''.join(f'{k}={v} ' for k, v in sorted(report.get('settings', {}).items()))}"
+        f"PYTHONPATH=src python3 benchmarks/reward_throughput.py "
         f"{' '.join(report.get('argv') or ['--max-concurrent', str(report['max_concurrent'])])}`",
         f"Tasks: {', '.join(report['tasks'])}",
         "",

@@ -185,6 +185,7 @@ def test_reward_throughput_reads_a_over_a_only_where_the_baseline_is_the_source(
         "max_concurrent": 4,
         "eval_timeout": 60.0,
         "argv": ["--tasks", "triton2triton/basic/gelu", "torch2triton/llm/rmsnorm", "--singles", "1"],
+        "settings": {"AKA_WARM_STEPS": "1", "AKA_TIMING_BUDGET_S": "1.2"},
         "tasks": ["triton2triton/basic/gelu", "torch2triton/llm/rmsnorm"],
         "aa_tasks": ["triton2triton/basic/gelu"],
         "warmup_s": 40.0,
@@ -199,6 +200,7 @@ def test_reward_throughput_reads_a_over_a_only_where_the_baseline_is_the_source(
     }
     text = module.render(report, 1)
     assert "--tasks triton2triton/basic/gelu torch2triton/llm/rmsnorm --singles 1" in text
+    assert "Command: `AKA_TIMING_BUDGET_S=1.2 AKA_WARM_STEPS=1 PYTHONPATH=src python3" in text
     assert "4 evaluations in 90 s: 160 per GPU-hour" in text
     assert "A/A under load (1 unchanged candidates of tasks timed against their own source): band 0.0046" in text
     assert "9.3027" not in text

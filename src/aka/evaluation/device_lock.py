@@ -161,7 +161,7 @@ class Turn:
 class SharedTurn(Turn):
     """A shared turn that steps aside for a timed step that waited `YIELD_AFTER_S` (module doc)."""
 
-    def __init__(self, lock: DeviceLock, fd: int, waited: float) -> None:
+    def __init__(self, lock: DeviceLock, fd: int, waited: float, yield_after: float) -> None:
         super().__init__(waited)
         self._lock, self._fd = lock, fd
         self._guard = threading.Lock()
@@ -169,7 +169,7 @@ class SharedTurn(Turn):
         self._paused, self._since = 0.0, 0.0
         self._pausing = False
         self._done = threading.Event()
-        self._yield_after = yield_after_s()
+        self._yield_after = yield_after
         self._watcher = threading.Thread(target=self._watch, name="aka-device-turn", daemon=True)
         self._watcher.start()
 
@@ -279,8 +279,8 @@ def device_turn(device: DeviceInfo, exclusive: bool) -> Iterator[Turn]:
         with lock.hold(exclusive=True) as waited:
             yield Turn(waited)
         return
-    started = time.monotonic()
-    turn = SharedTurn(lock, lock.enter(exclusive=False), time.monotonic() - started)
+    yield_after, started = yield_after_s(), time.monotonic()
+    turn = SharedTurn(lock, lock.enter(exclusive=False), time.monotonic() - started, yield_after)
     try:
         yield turn
     finally:

@@ -35,6 +35,7 @@ PERFORMANCE_REPORTS = (
     "perf/benchmark_results.json",
 )
 STEP_REPORTS = {"compile": "build/compile_report.json", "correctness": "build/correctness_report.json"}
+SELF_TIMED_SIDECAR = "build/aka_self_timed.json"  # aka.compat.self_timed's paired numbers
 DEVICE_KEYS = (
     "device_time_ms",
     "gpu_time_ms",
@@ -71,7 +72,7 @@ class FileCase:
 
 def stale_results(root: Path) -> list[Path]:
     """Every result file a step might read, present under `root`."""
-    paths = [root / rel for rel in (*PERFORMANCE_REPORTS, *STEP_REPORTS.values())]
+    paths = [root / rel for rel in (*PERFORMANCE_REPORTS, *STEP_REPORTS.values(), SELF_TIMED_SIDECAR)]
     return [path for path in paths if path.is_file() or path.is_symlink()]
 
 

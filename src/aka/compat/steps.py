@@ -49,6 +49,7 @@ from aka.compat.result_files import (
     remove_stale_results,
     step_report_problem,
 )
+from aka.compat.self_timed import ENV_SELF_TIMED, merge_sidecar, self_timed_command
 from aka.compat.spec import OriginalSpec
 from aka.compat.trust import Trust, default_trust
 from aka.config.tasks import Task
@@ -110,6 +111,8 @@ def original_environment(task: Task, target: Target, measuring_baseline: bool) -
     env = {"PYTHONUNBUFFERED": "1", "TRITON_CACHE_AUTOTUNING": "1"}
     if spec.pairing and target is Target.CANDIDATE and not measuring_baseline:
         env[ENV_PAIRING] = "1"
+        if any(self_timed_command(c, task.directory) for c in step_commands(task, Step.PERFORMANCE)):
+            env[ENV_SELF_TIMED] = "1"  # its calls are paired where it makes them (aka.compat.self_timed)
     if spec.arena is not None:
         env["ARENA_EVAL_PHASE"] = "task_validation" if measuring_baseline else "candidate_evaluation"
     return env
@@ -199,6 +202,7 @@ def _v1_result(
     except ResultFileError as exc:
         raise StepFailure(FailureKind.PERFORMANCE_ERROR, str(exc)) from None
     if source is not None:
+        merge_sidecar(eval_dir, [case.record for case in cases])  # a runner that times itself: its paired calls
         reports, paired = _timed_cases(cases, source)
         return reports, Trust.TASK_PROCESS_PAIRED if paired else Trust.TASK_PROCESS
     try:

@@ -111,11 +111,19 @@ def original_environment(task: Task, target: Target, measuring_baseline: bool) -
     env = {"PYTHONUNBUFFERED": "1", "TRITON_CACHE_AUTOTUNING": "1"}
     if spec.pairing and target is Target.CANDIDATE and not measuring_baseline:
         env[ENV_PAIRING] = "1"
-        if any(self_timed_command(c, task.directory) for c in step_commands(task, Step.PERFORMANCE)):
+        if _times_itself(task):
             env[ENV_SELF_TIMED] = "1"  # its calls are paired where it makes them (aka.compat.self_timed)
     if spec.arena is not None:
         env["ARENA_EVAL_PHASE"] = "task_validation" if measuring_baseline else "candidate_evaluation"
     return env
+
+
+def _times_itself(task: Task) -> bool:
+    """The task's performance command is a runner that times its calls itself (read from the
+    pristine task, never from the candidate's copy)."""
+    return _spec(task).pairing and any(
+        self_timed_command(c, task.directory) for c in step_commands(task, Step.PERFORMANCE)
+    )
 
 
 def prepare_directory(task: Task, eval_dir: Path) -> None:
@@ -202,7 +210,8 @@ def _v1_result(
     except ResultFileError as exc:
         raise StepFailure(FailureKind.PERFORMANCE_ERROR, str(exc)) from None
     if source is not None:
-        merge_sidecar(eval_dir, [case.record for case in cases])  # a runner that times itself: its paired calls
+        if not measuring_baseline and _times_itself(task):  # its calls, paired where it made them
+            merge_sidecar(eval_dir, [case.record for case in cases])
         reports, paired = _timed_cases(cases, source)
         return reports, Trust.TASK_PROCESS_PAIRED if paired else Trust.TASK_PROCESS
     try:

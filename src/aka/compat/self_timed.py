@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from aka.compat.pairing import _Rebinder, pairing_requested
+from aka.compat.perf_helpers import MARK_END, MARK_START
 from aka.compat.result_files import SELF_TIMED_SIDECAR as SIDECAR
 from aka.evaluation.wire import ENV_BASELINE_DIR, ENV_STEP
 
@@ -48,7 +49,6 @@ ENV_SELF_TIMED = "AKA_COMPAT_SELF_TIMED"
 HOLD_CYCLES = 1_000_000  # a spin of about 0.5 ms on an H200 before each timed call
 HELPER_CALLS = ("_benchmark_cuda_graph_or_events(", "_measure_cuda_event_fallback(", "_TimedRun(")
 OWN_TIMERS = ("elapsed_time(", "perf_counter(")
-MARK_START, MARK_END = "# >>> AKA-GENERATED", "# <<< AKA-GENERATED <<<"
 MIN_PAIRS = 3
 
 
@@ -107,7 +107,7 @@ class _Cases:
             if len(pairs.base) >= MIN_PAIRS:
                 try:
                     speedup, low, high = pairs.estimate()
-                except (ValueError, ZeroDivisionError, ArithmeticError) as exc:
+                except (ValueError, ArithmeticError) as exc:
                     record["aka_pairing"] = f"no estimate: {exc}"[:200]
                     out.append(record)
                     continue

@@ -140,8 +140,12 @@ with open(sys.argv[1], "a") as out:
 
 
 def _shared_step_beside_a_timed_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ticks: int, not_after: float | None = None
-) -> tuple[CommandOutcome, list[float], tuple[float, float], float, int]:
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ticks: int,
+    not_after: float | None = None,
+    timed_hold: float = 2.0,
+) -> tuple[CommandOutcome, list[float], tuple[float, float, float], float, int]:
     """A command run in a shared turn (`ticks` of 50 ms: 30 are 1.5 s of its own time; limit 2.5 s)
     while a timed step asks for the device after 0.4 s and holds it 2 s (the holders' key is the H200's)."""
     monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
@@ -155,15 +159,16 @@ def _shared_step_beside_a_timed_one(
             tmp_path / "cmd.log",
         )
         time.sleep(0.4)
-        timed = _holder(tmp_path, "x", "x1", 2.0)
+        timed = _holder(tmp_path, "x", "x1", timed_hold)
         started = time.monotonic()
         with turn.pausable(command.proc.pid):
             outcome = command.finish(None, 2.5, pauses=turn, not_after=not_after)
         ended = time.monotonic()
         paused = turn.paused_s()
+    left_the_turn = time.monotonic()
     timed.wait(timeout=20)
     ticked = [float(line) for line in ticks_file.read_text().split()]
-    return outcome, ticked, (started, ended), paused, turn.pauses
+    return outcome, ticked, (started, ended, left_the_turn), paused, turn.pauses
 
 
 def test_a_shared_holder_steps_aside_for_a_timed_step_and_its_stopped_time_is_not_charged(
@@ -187,10 +192,11 @@ def test_the_hard_end_of_a_request_is_kept_while_a_step_stands_stopped(
 ) -> None:
     """Stopped time extends a step's own limit, never a reward request's hard end."""
     monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
-    outcome, _, (started, ended), _, pauses = _shared_step_beside_a_timed_one(
-        tmp_path, monkeypatch, 60, not_after=time.monotonic() + 1.8
+    outcome, _, (started, ended, left), _, pauses = _shared_step_beside_a_timed_one(
+        tmp_path, monkeypatch, 60, not_after=time.monotonic() + 1.8, timed_hold=4.0
     )
     assert outcome.timed_out and not outcome.stopped and pauses == 1
+    assert left - ended < 1.5  # the turn ends then too: it does not wait out the timed step (4 s) for the lock
     assert ended - started < 3.5  # killed at its hard end; after the pause it would have run till about 5 s
 
 

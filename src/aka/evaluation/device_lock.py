@@ -47,6 +47,7 @@ ENV_YIELD_AFTER = "AKA_DEVICE_YIELD_AFTER_S"  # overrides YIELD_AFTER_S (seconds
 YIELD_AFTER_S = 5.0  # how long a timed step waits for a shared holder before it steps aside
 WATCH_S = 0.25  # how often a shared holder looks for a waiting timed step
 DRAIN_S = 0.05  # after stopping its steps, before letting the lock go: kernels they queued finish
+RETRY_S = 0.01  # how often a turn that stepped aside tries for the lock again
 STOPPED = ("T", "t")
 
 
@@ -124,6 +125,30 @@ class DeviceLock:
                 os.close(fd)
                 raise
             return fd
+
+    def enter_unless(self, cancelled: threading.Event) -> int | None:
+        """`enter(exclusive=False)`, given up once `cancelled` is set (None then): a turn that
+        stepped aside and is ended meanwhile (its step killed at a request's hard end) must not
+        wait out another evaluation's timed step first."""
+        while not cancelled.is_set():
+            turnstile = os.open(self.directory / f"{self.key}.turnstile", os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                try:
+                    fcntl.flock(turnstile, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    cancelled.wait(RETRY_S)
+                    continue
+                fd = os.open(self.directory / f"{self.key}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+                while not cancelled.is_set():
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                        return fd
+                    except BlockingIOError:
+                        cancelled.wait(RETRY_S)
+                os.close(fd)
+            finally:
+                os.close(turnstile)
+        return None
 
     def someone_waits(self) -> bool:
         """Is a holder waiting at the turnstile? Seen by a shared holder, that is a timed step
@@ -223,7 +248,8 @@ class SharedTurn(Turn):
             time.sleep(DRAIN_S)
             os.close(self._fd)
             self._fd = -1
-            self._fd = self._lock.enter(exclusive=False)
+            fd = self._lock.enter_unless(self._done)
+            self._fd = -1 if fd is None else fd
         finally:
             for pid in reversed(stopped):  # children first: a parent never sees a child stopped
                 with contextlib.suppress(ProcessLookupError, PermissionError):

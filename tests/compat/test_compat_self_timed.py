@@ -61,6 +61,9 @@ def test_its_calls_are_paired_with_the_pristine_twin(judged: dict[str, TaskResul
         # every call of the runner's (2 warm-up + 30 timed a case) but each case's first
         assert all(c.paired and c.samples == 31 for c in result.cases), [(c.paired, c.samples) for c in result.cases]
         assert result.speedup_ratio is not None and result.speedup_ci_low and result.speedup_ci_high
+        # the pairs' own times, not the runner's number (three calls and two copies each)
+        assert all(c.optimized_method == c.base_method == "aka_self_timed_pairs" for c in result.cases)
+        assert all(c.optimized_ms and c.base_ms and c.speedup for c in result.cases)
 
 
 def test_its_pairs_tell_faster_slower_and_unchanged_apart(judged: dict[str, TaskResult]) -> None:

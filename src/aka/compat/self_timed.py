@@ -26,6 +26,7 @@ process, next to the candidate: a precision measure, not a defence (`trust: task
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import json
 import os
@@ -43,6 +44,7 @@ from typing import Any
 from aka.compat.pairing import _Rebinder, pairing_requested
 from aka.compat.perf_helpers import MARK_END, MARK_START
 from aka.compat.result_files import SELF_TIMED_SIDECAR as SIDECAR
+from aka.compat.result_files import FileCase
 from aka.evaluation.wire import ENV_BASELINE_DIR, ENV_STEP
 
 ENV_SELF_TIMED = "AKA_COMPAT_SELF_TIMED"
@@ -50,6 +52,7 @@ HOLD_CYCLES = 1_000_000  # a spin of about 0.5 ms on an H200 before each timed c
 HELPER_CALLS = ("_benchmark_cuda_graph_or_events(", "_measure_cuda_event_fallback(", "_TimedRun(")
 OWN_TIMERS = ("elapsed_time(", "perf_counter(")
 MIN_PAIRS = 3
+PAIRED_METHOD = "aka_self_timed_pairs"  # each side's call timed alone after a spin kernel
 
 
 def runner_times_itself(text: str) -> bool:
@@ -113,6 +116,7 @@ class _Cases:
                     continue
                 record.update(
                     aka_pairing="paired",
+                    aka_candidate_time_ms=statistics.fmean(pairs.cand),
                     aka_baseline_time_ms=statistics.fmean(pairs.base),
                     aka_speedup=speedup,
                     aka_speedup_ci_low=low,
@@ -249,6 +253,18 @@ def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
 def _write_sidecar(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"cases": _CASES.records()}, indent=1), encoding="utf-8")
+
+
+def with_paired_times(cases: list[FileCase]) -> list[FileCase]:
+    """Cases whose calls were paired here report the pairs' candidate time and method: the
+    runner's own number timed three calls and two copies of the arguments each."""
+    out = []
+    for case in cases:
+        own = case.record.get("aka_candidate_time_ms")
+        if case.record.get("aka_pairing") == "paired" and isinstance(own, (int, float)) and not case.failed:
+            case = dataclasses.replace(case, time_ms=float(own), method=PAIRED_METHOD)
+        out.append(case)
+    return out
 
 
 def merge_sidecar(eval_dir: Path, records: list[dict[str, Any]]) -> str | None:

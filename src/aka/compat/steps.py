@@ -49,7 +49,7 @@ from aka.compat.result_files import (
     remove_stale_results,
     step_report_problem,
 )
-from aka.compat.self_timed import ENV_SELF_TIMED, merge_sidecar, self_timed_command
+from aka.compat.self_timed import ENV_SELF_TIMED, merge_sidecar, self_timed_command, with_paired_times
 from aka.compat.spec import OriginalSpec
 from aka.compat.trust import Trust, default_trust
 from aka.config.tasks import Task
@@ -212,6 +212,7 @@ def _v1_result(
     if source is not None:
         if not measuring_baseline and _times_itself(task):  # its calls, paired where it made them
             merge_sidecar(eval_dir, [case.record for case in cases])
+            cases = with_paired_times(cases)
         reports, paired = _timed_cases(cases, source)
         return reports, Trust.TASK_PROCESS_PAIRED if paired else Trust.TASK_PROCESS
     try:

@@ -233,19 +233,17 @@ class RemoteSide:
 
     def _signal(self, number: int) -> None:
         """Signal the worker's process group. In its first moments after the fork the worker has
-        not made its group yet (`setsid`), and a `killpg` then reaches nobody: wait for the group
-        while the worker is alive (not reaped, so its pid is still this worker's), at most
+        not made its group yet (`setsid`), and a `killpg` then reaches nobody: while the worker is
+        alive (not reaped, so its pid is still this worker's) wait for its group, at most
         `GROUP_WAIT_S`, then signal the process itself."""
         deadline = time.monotonic() + GROUP_WAIT_S
         try:
-            while self.alive():
-                if os.getpgid(self.process.pid) == self.process.pid:
-                    os.killpg(self.process.pid, number)
-                    return
+            while self.alive() and os.getpgid(self.process.pid) != self.process.pid:
                 if time.monotonic() > deadline:
                     os.kill(self.process.pid, number)
                     return
                 time.sleep(0.001)
+            os.killpg(self.process.pid, number)  # also what a dead worker left in its group
         except (ProcessLookupError, PermissionError):
             pass
 

@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 from aka.compat.pairing import _Rebinder, pairing_requested
-from aka.compat.perf_helpers import MARK_END, MARK_START
 from aka.compat.result_files import SELF_TIMED_SIDECAR as SIDECAR
 from aka.compat.result_files import FileCase
 from aka.evaluation.wire import ENV_BASELINE_DIR, ENV_STEP
@@ -57,6 +56,8 @@ PAIRED_METHOD = "aka_self_timed_pairs"  # each side's call timed alone after a s
 
 def runner_times_itself(text: str) -> bool:
     """A runner with the helper block that calls none of the helpers and reads a clock itself."""
+    from aka.compat.perf_helpers import MARK_END, MARK_START  # the evaluator's side only (it imports pydantic)
+
     if MARK_START not in text or MARK_END not in text:
         return False
     head, _, rest = text.partition(MARK_START)

@@ -183,10 +183,14 @@ def _paired(candidate: Callable[..., Any], twin: Callable[..., Any]) -> Callable
             baseline_first = _CASES.count(key) % 2 == 0
             timings = {}
             sides = [("base", twin), ("cand", candidate)]
-            for side, fn in sides if baseline_first else sides[::-1]:
-                copied_args, copied_kwargs = _copied(args), {k: _copied_value(v) for k, v in kwargs.items()}
-                timings[side] = _timed(fn, copied_args, copied_kwargs)
-            _CASES.add(key, timings["base"], timings["cand"], baseline_first)
+            try:
+                for side, fn in sides if baseline_first else sides[::-1]:
+                    copied_args, copied_kwargs = _copied(args), {k: _copied_value(v) for k, v in kwargs.items()}
+                    timings[side] = _timed(fn, copied_args, copied_kwargs)
+            except Exception:  # noqa: BLE001 - no pair from this call; the call itself decides below
+                timings.clear()
+            if timings:
+                _CASES.add(key, timings["base"], timings["cand"], baseline_first)
             return candidate(*args, **kwargs)  # the runner's own arguments: the candidate's result
         finally:
             _INSIDE.active = False
@@ -213,7 +217,9 @@ def _timed(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         return (time.perf_counter() - started) * 1000.0
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
-    torch.cuda._sleep(HOLD_CYCLES)  # the GPU is busy while the host enqueues the call
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if sleep is not None:
+        sleep(HOLD_CYCLES)  # the GPU is busy while the host enqueues the call
     start.record()
     fn(*args, **kwargs)
     end.record()

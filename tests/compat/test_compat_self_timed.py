@@ -88,3 +88,21 @@ def test_a_sidecar_that_does_not_match_the_runners_cases_is_not_used(tmp_path: P
     assert records[1]["aka_speedup"] == 3.0  # a record that carries its own pairing keeps it
     sidecar.write_text("not json")
     assert "is not valid" in str(merge_sidecar(tmp_path, records))
+
+
+def test_a_call_whose_copies_fail_gives_no_pair_and_runs_as_made() -> None:
+    """The twin (or a copy's call) that raises costs the call its pair, never its result."""
+    from aka.compat import self_timed
+
+    def twin(xs: list[float]) -> list[float]:
+        raise RuntimeError("the pristine copy cannot run this")
+
+    def candidate(xs: list[float]) -> list[float]:
+        return [2 * x for x in xs]
+
+    key = "candidate([2:1.0,2.0])"
+    before = self_timed._CASES.count(key)
+    assert self_timed._paired(candidate, candidate)([1.0, 2.0]) == [2.0, 4.0]
+    assert self_timed._CASES.count(key) == before + 1  # a pair from a call whose copies ran
+    assert self_timed._paired(candidate, twin)([1.0, 2.0]) == [2.0, 4.0]
+    assert self_timed._CASES.count(key) == before + 1  # none from one whose twin failed

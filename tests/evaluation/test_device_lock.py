@@ -147,8 +147,10 @@ def _shared_step_beside_a_timed_one(
     timed_hold: float = 2.0,
 ) -> tuple[CommandOutcome, list[float], tuple[float, float, float], float, int]:
     """A command run in a shared turn (`ticks` of 50 ms: 30 are 1.5 s of its own time; limit 2.5 s)
-    while a timed step asks for the device after 0.4 s and holds it 2 s (the holders' key is the H200's)."""
+    while a timed step asks for the device after 0.4 s and holds it `timed_hold` s (the holders'
+    key is the H200's)."""
     monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
+    monkeypatch.delenv(device_lock.ENV_YIELD_AFTER, raising=False)
     monkeypatch.setattr(device_lock, "YIELD_AFTER_S", 0.5)
     ticks_file = tmp_path / "ticks"
     with device_turn(H200, exclusive=False) as turn:
@@ -204,6 +206,7 @@ def test_a_shared_holder_with_nothing_to_stop_keeps_the_device(tmp_path: Path, m
     """Only a turn whose processes can be stopped steps aside: one that could not would let a
     timed step run beside work it cannot see."""
     monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
+    monkeypatch.delenv(device_lock.ENV_YIELD_AFTER, raising=False)
     monkeypatch.setattr(device_lock, "YIELD_AFTER_S", 0.2)
     monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
     with device_turn(H200, exclusive=False) as turn:

@@ -90,9 +90,14 @@ class _TimedRun:
 TimedRun = _TimedRun
 
 
-def _event_ms(torch: Any, fn: Fn) -> float:
+def _event_ms(torch: Any, fn: Fn, hold_cycles: int = 0) -> float:
+    """CUDA events around one call. `hold_cycles`: a spin kernel first, so the call is enqueued
+    while the GPU is busy and its time is the GPU's, not the host's launch path."""
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if hold_cycles and sleep is not None:
+        sleep(hold_cycles)
     start.record()
     fn()
     end.record()

@@ -34,13 +34,13 @@ import shlex
 import statistics
 import sys
 import threading
-import time
 import types
 from collections.abc import Callable
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 from typing import Any
 
+from aka.compat.bench import _cuda, _event_ms, _pair_metadata, _paired_statistics, _torch, _wall_ms
 from aka.compat.pairing import _Rebinder, pairing_requested
 from aka.compat.result_files import SELF_TIMED_SIDECAR as SIDECAR
 from aka.compat.result_files import FileCase
@@ -93,7 +93,7 @@ class _Cases:
         with self.lock:
             if key not in self.pairs:
                 self.order.append(key)
-                self.pairs[key] = _statistics().PairTimes()
+                self.pairs[key] = _paired_statistics().PairTimes()
                 self.calls[key] = 0
             self.calls[key] += 1
             if self.calls[key] > 1:
@@ -104,44 +104,28 @@ class _Cases:
             return self.calls.get(key, 0)
 
     def records(self) -> list[dict[str, Any]]:
-        out = []
+        out: list[dict[str, Any]] = []
         for key in self.order:
             pairs = self.pairs[key]
             record: dict[str, Any] = {"aka_case_key": key, "aka_pairing": "too few usable pairs"}
             if len(pairs.base) >= MIN_PAIRS:
                 try:
-                    speedup, low, high = pairs.estimate()
+                    record.update(_pair_metadata("paired", pairs), aka_candidate_time_ms=statistics.fmean(pairs.cand))
                 except (ValueError, ArithmeticError) as exc:
                     record["aka_pairing"] = f"no estimate: {exc}"[:200]
-                    out.append(record)
-                    continue
-                record.update(
-                    aka_pairing="paired",
-                    aka_candidate_time_ms=statistics.fmean(pairs.cand),
-                    aka_baseline_time_ms=statistics.fmean(pairs.base),
-                    aka_speedup=speedup,
-                    aka_speedup_ci_low=low,
-                    aka_speedup_ci_high=high,
-                    aka_pairs=len(pairs.base),
-                )
             out.append(record)
         return out
 
 
 _CASES = _Cases()
 _INSIDE = threading.local()
-_INSTALLED: list[bool] = []
-
-
-def _statistics() -> Any:
-    from aka.compat.bench import _paired_statistics
-
-    return _paired_statistics()
+_installed = False
 
 
 def install() -> None:
     """Called by the runner's helper block: wrap editable modules as the runner loads them."""
-    if _INSTALLED or os.environ.get(ENV_SELF_TIMED) != "1" or os.environ.get(ENV_STEP) != "performance":
+    global _installed
+    if _installed or os.environ.get(ENV_SELF_TIMED) != "1" or os.environ.get(ENV_STEP) != "performance":
         return
     if not pairing_requested():
         return
@@ -157,7 +141,7 @@ def install() -> None:
 
     SourceFileLoader.exec_module = exec_module  # type: ignore[method-assign,assignment]
     atexit.register(_write_sidecar, baseline_dir.parent / SIDECAR)
-    _INSTALLED.append(True)
+    _installed = True
 
 
 def _wrap_module(module: types.ModuleType, pristine: types.ModuleType) -> None:
@@ -198,33 +182,16 @@ def _paired(candidate: Callable[..., Any], twin: Callable[..., Any]) -> Callable
     return call
 
 
-def _torch() -> Any | None:
-    torch = sys.modules.get("torch")
-    return torch if torch is not None and torch.cuda.is_available() else None
-
-
 def _capturing() -> bool:
     """A CUDA graph is being captured on this stream: no synchronizing, no timing, only the call."""
     torch = _torch()
-    return bool(torch is not None and torch.cuda.is_current_stream_capturing())
+    return torch is not None and _cuda(torch) and bool(torch.cuda.is_current_stream_capturing())
 
 
 def _timed(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
     torch = _torch()
-    if torch is None:
-        started = time.perf_counter()
-        fn(*args, **kwargs)
-        return (time.perf_counter() - started) * 1000.0
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    sleep = getattr(torch.cuda, "_sleep", None)
-    if sleep is not None:
-        sleep(HOLD_CYCLES)  # the GPU is busy while the host enqueues the call
-    start.record()
-    fn(*args, **kwargs)
-    end.record()
-    torch.cuda.synchronize()
-    return float(start.elapsed_time(end))
+    call = functools.partial(fn, *args, **kwargs)
+    return _event_ms(torch, call, HOLD_CYCLES) if _cuda(torch) else _wall_ms(call)
 
 
 def _copied_value(value: Any) -> Any:

@@ -83,6 +83,7 @@ class RemoteSide:
         self.output_fd = os.open(
             home / f"worker-{role}.log", os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600
         )
+        self._grouped: int | None = None  # the worker pid whose own process group has been seen
         self._start(forked=True)
         self.arenas: dict[str, Arena] = {}
         self.paused = False
@@ -236,14 +237,15 @@ class RemoteSide:
         not made its group yet (`setsid`), and a `killpg` then reaches nobody: while the worker is
         alive (not reaped, so its pid is still this worker's) wait for its group, at most
         `GROUP_WAIT_S`, then signal the process itself."""
-        deadline = time.monotonic() + GROUP_WAIT_S
+        pid, deadline = self.process.pid, time.monotonic() + GROUP_WAIT_S
         try:
-            while self.alive() and os.getpgid(self.process.pid) != self.process.pid:
+            while self._grouped != pid and self.alive() and os.getpgid(pid) != pid:
                 if time.monotonic() > deadline:
-                    os.kill(self.process.pid, number)
+                    os.kill(pid, number)
                     return
                 time.sleep(0.001)
-            os.killpg(self.process.pid, number)  # also what a dead worker left in its group
+            self._grouped = pid  # made once: a perf step's every pause and resume need not ask again
+            os.killpg(pid, number)  # also what a dead worker left in its group
         except (ProcessLookupError, PermissionError):
             pass
 

@@ -82,9 +82,13 @@ def device_key(device: DeviceInfo) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", raw)
 
 
+def _open(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+
+
 @contextlib.contextmanager
 def _flock(path: Path, mode: int) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = _open(path)
     try:
         fcntl.flock(fd, mode)
         yield
@@ -98,6 +102,14 @@ class DeviceLock:
 
     key: str
     directory: Path
+
+    @property
+    def turnstile(self) -> Path:
+        return self.directory / f"{self.key}.turnstile"
+
+    @property
+    def lock(self) -> Path:
+        return self.directory / f"{self.key}.lock"
 
     @classmethod
     def for_device(cls, device: DeviceInfo) -> DeviceLock:
@@ -117,8 +129,8 @@ class DeviceLock:
         """Through the turnstile, then the lock: a descriptor that holds it until closed. The
         turnstile is kept only while waiting, so a waiting exclusive holder stops new shared
         holders at the turnstile."""
-        with _flock(self.directory / f"{self.key}.turnstile", fcntl.LOCK_EX):
-            fd = os.open(self.directory / f"{self.key}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        with _flock(self.turnstile, fcntl.LOCK_EX):
+            fd = _open(self.lock)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             except BaseException:
@@ -131,14 +143,14 @@ class DeviceLock:
         stepped aside and is ended meanwhile (its step killed at a request's hard end) must not
         wait out another evaluation's timed step first."""
         while not cancelled.is_set():
-            turnstile = os.open(self.directory / f"{self.key}.turnstile", os.O_RDWR | os.O_CREAT, 0o666)
+            turnstile = _open(self.turnstile)
             try:
                 try:
                     fcntl.flock(turnstile, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     cancelled.wait(RETRY_S)
                     continue
-                fd = os.open(self.directory / f"{self.key}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+                fd = _open(self.lock)
                 while not cancelled.is_set():
                     try:
                         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -153,7 +165,7 @@ class DeviceLock:
     def someone_waits(self) -> bool:
         """Is a holder waiting at the turnstile? Seen by a shared holder, that is a timed step
         (a shared one passes straight through while the lock is shared)."""
-        fd = os.open(self.directory / f"{self.key}.turnstile", os.O_RDWR | os.O_CREAT, 0o666)
+        fd = _open(self.turnstile)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return False

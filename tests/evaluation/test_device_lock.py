@@ -226,3 +226,26 @@ def test_how_long_a_timed_step_waits_for_a_shared_holder_can_be_set(monkeypatch:
         monkeypatch.setenv(device_lock.ENV_YIELD_AFTER, bad)
         with pytest.raises(ConfigError, match="AKA_DEVICE_YIELD_AFTER_S=.*greater than 0.*unset it"):
             device_lock.yield_after_s()
+
+
+def test_a_step_that_stops_itself_is_not_hidden_by_a_pause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cheat the pauses invite: a candidate that stops its own step (to stall every timed step
+    for the step's timeout) just before its turn steps aside, hoping the pause covers it. The
+    turn leaves a process that someone else stopped as it was, so once the pause is over the
+    step is found stopped and killed, long before its timeout."""
+    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
+    monkeypatch.delenv(device_lock.ENV_YIELD_AFTER, raising=False)
+    monkeypatch.setattr(device_lock, "YIELD_AFTER_S", 0.5)
+    monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
+    stops_itself = "import os, signal, time\ntime.sleep(0.3)\nos.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(60)\n"
+    with device_turn(H200, exclusive=False) as turn:
+        command = StartedCommand([sys.executable, "-c", stops_itself], tmp_path, dict(os.environ), tmp_path / "c.log")
+        time.sleep(0.4)
+        timed = _holder(tmp_path, "x", "x1", 2.0)
+        started = time.monotonic()
+        with turn.pausable(command.proc.pid):
+            outcome = command.finish(None, 30.0, pauses=turn)
+        took = time.monotonic() - started
+    timed.wait(timeout=20)
+    assert turn.pauses == 1 and "x1 in" in (tmp_path / "log").read_text()  # the pause did happen
+    assert outcome.stopped and not outcome.timed_out and took < 15.0, outcome.describe()

@@ -208,6 +208,23 @@ def test_reward_throughput_reads_a_over_a_only_where_the_baseline_is_the_source(
     assert "latency p50 9.8 s" in text
 
 
+def test_reward_throughput_mix_leaves_hanging_candidates_out_when_asked() -> None:
+    """Settings are compared without hangs, whose timeout would be most of the mix's wall time."""
+    import importlib.util
+
+    from aka.config.tasks import select_tasks
+
+    spec = importlib.util.spec_from_file_location("reward_throughput", REPO / "benchmarks" / "reward_throughput.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tasks = select_tasks(REPO / "tasks", ["triton2triton/basic/gelu", "triton2triton/llm/rmsnorm_residual"])
+    kinds = [kind for kind, _, _ in module.mix(tasks, 7)]
+    assert kinds.count("hanging") == 1 and kinds.count("unchanged") == 4
+    without = [kind for kind, _, _ in module.mix(tasks, 7, hanging=False)]
+    assert "hanging" not in without and sorted(without) == sorted(k for k in kinds if k != "hanging")
+
+
 def _step_log(step: str, forked: int, turn: int, end: int) -> str:
     return (
         f"$ python3 harness.py {step}\n"

@@ -62,14 +62,22 @@ def shard(names: list[str], spec: str) -> list[str]:
     return names[index - 1 :: count]
 
 
+def _named_row(name: str) -> dict[str, Any]:
+    """A row's task, family and suite, from the task's name alone (also for tasks that never loaded)."""
+    parts = name.strip("/").split("/")
+    return {"task": name.strip("/"), "family": parts[0], "suite": parts[1] if len(parts) > 2 else ""}
+
+
 def _base_row(task: Task) -> dict[str, Any]:
-    parts = task.name.split("/")
-    return {
-        "task": task.name,
-        "family": parts[0],
-        "suite": parts[1] if len(parts) > 2 else "",
-        "format": task.original.format.value if task.original else "aka",
-    }
+    return {**_named_row(task.name), "format": task.original.format.value if task.original else "aka"}
+
+
+PHASE = "phase: "
+
+
+def _phase(started: float, what: str) -> None:
+    """A line in the task's log (the child's stderr), so a task killed at its time limit says where it was."""
+    print(f"{PHASE}{what} (at {time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
 
 
 def _capped(task: Task, seconds: float) -> Task:
@@ -109,18 +117,20 @@ def check_one(root: Path, name: str, scratch: Path, step_timeout: float, full: b
     try:
         task = select_tasks(root, [name], "original_tasks_check")[0]
     except AkaError as exc:
-        return {"task": name, "family": name.split("/")[0], "verdict": "unloadable", "message": str(exc)}
+        return {**_named_row(name), "verdict": "unloadable", "message": str(exc)}
     row = _base_row(task)
     task = _capped(task, step_timeout)
     device = detect_device()
     work = Path(tempfile.mkdtemp(prefix="aka_check_", dir=scratch))  # no dots: rocmbench derives paths from __file__
-    started = time.monotonic()
+    began = started = time.monotonic()
+    _phase(began, "measuring the baseline")
     baseline = measure_baseline(work / "run", task, task_identity(task), device, work / "baseline")
     row.update(device=device.name, baseline_seconds=round(time.monotonic() - started, 1))
     if not baseline.usable:
         verdict = "skipped" if baseline.status is FailureKind.SKIPPED else "baseline_failed"
         return {**row, "verdict": verdict, "message": baseline.message}
     started = time.monotonic()
+    _phase(began, f"timing the unchanged candidate (the baseline took {row['baseline_seconds']:.0f} s)")
     outcomes = noop_outcomes(task, work, device, baseline_builds(work / "run", task), full)
     row["candidate_seconds"] = round(time.monotonic() - started, 1)
     result = judge_outcomes(
@@ -198,18 +208,19 @@ def _child(args: argparse.Namespace, name: str, log: Path) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
             child.communicate()
+            lines = log.read_text(errors="replace").splitlines()
+            phases = [line.removeprefix(PHASE) for line in lines if line.startswith(PHASE)]
             return {
-                "task": name,
-                "family": name.split("/")[0],
+                **_named_row(name),
                 "verdict": "timeout",
-                "message": f"the task took over {args.task_timeout:.0f} s (--task-timeout)",
+                "message": f"the task took over {args.task_timeout:.0f} s (--task-timeout)"
+                + (f"; it was {phases[-1]}" if phases else ""),
             }
     lines = [line for line in out.splitlines() if line.startswith("{")]
     if child.returncode != 0 or not lines:
         tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:] or ["no output"]
         return {
-            "task": name,
-            "family": name.split("/")[0],
+            **_named_row(name),
             "verdict": "error",
             "message": f"the check exited with status {child.returncode}: {tail[0][:300]}",
         }
@@ -298,14 +309,7 @@ def _selected(root: Path, selectors: list[str]) -> tuple[list[Task], list[dict[s
             # one selector's tasks by name, after the earlier selectors' (a task named twice runs once)
             tasks.update({t.name: t for t in sorted(chosen, key=lambda t: t.name) if t.name not in tasks})
         except AkaError as exc:
-            rows.append(
-                {
-                    "task": selector.strip("/"),
-                    "family": selector.split("/")[0],
-                    "verdict": "unloadable",
-                    "message": str(exc),
-                }
-            )
+            rows.append({**_named_row(selector), "verdict": "unloadable", "message": str(exc)})
     return list(tasks.values()), rows
 
 

@@ -91,6 +91,8 @@ def test_a_task_past_its_time_is_killed_and_the_rest_goes_on(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     rows = _rows(out)
     assert rows["triton2triton/vllm/hangs"]["verdict"] == "timeout"
+    assert "it was measuring the baseline (at " in str(rows["triton2triton/vllm/hangs"]["message"])  # where it was
+    assert rows["triton2triton/vllm/hangs"]["suite"] == "vllm"  # grouped with its suite, though it never finished
     assert rows["triton2triton/vllm/amd_only"]["verdict"] == "skipped"
     written = [json.loads(line)["task"] for line in (out / "rows-1-of-1.jsonl").read_text().splitlines()]
     assert written == ["triton2triton/vllm/hangs", "triton2triton/vllm/amd_only"]  # the selectors' order

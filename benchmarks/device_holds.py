@@ -14,6 +14,13 @@ timed steps out for. A shared turn that stood stopped while timed steps had the 
 evaluator's note `STEPS stood stopped S s in N pause(s)`: aka.evaluation.device_lock.SharedTurn)
 did not hold it meanwhile: that time is left out. Only aka.harness steps log their turns;
 original-format tasks are skipped.
+
+The timed (performance) step's turn is also split into its parts, from the judge's own lines:
+loading the baseline, calibrating it alone, loading the candidate, the first case (its pairs
+plus what the candidate's first calls cost), the other cases, and the end of the step; where the
+judge logged them, also calibration's set-up (inputs, references, warm-up calls) and timed calls,
+and each case's set-up before its pairs. That is where a GPU-hour's evaluations are won or lost,
+since only this step has the GPU alone.
 """
 
 from __future__ import annotations
@@ -28,6 +35,12 @@ from pathlib import Path
 
 STEPS = ("compile", "correctness", "performance")
 LINE = re.compile(r"\+(\d+)ms: (.*)$")
+CASE_DONE = re.compile(r"\(\d+ pairs\)$|\(None pairs\)$")
+TURN_PARTS = ("load baseline", "calibrate", "load candidate", "first case", "other cases", "finish")
+# the judge's finer lines (since session 36): calibration's set-up and calls, each case's set-up before its pairs
+CALIBRATED = re.compile(r"^baseline calibrated on \d+ case\(s\): set-up ([0-9.]+) s, calls ([0-9.]+) s")
+CASE_SET_UP = re.compile(r": set up in ([0-9.]+) s$")
+FINER_PARTS = ("calibrate: set-up", "calibrate: calls", "first case: set-up", "other cases: set-up")
 PAUSED = re.compile(r"^# aka: (\S+) stood stopped ([0-9.]+) s in \d+ pause")
 
 
@@ -39,6 +52,10 @@ class StepTimes:
     turn: int | None = None
     end: int | None = None
     paused_ms: int = 0  # stood stopped inside its turn while timed steps had the device
+    marks: dict[str, int] = field(default_factory=dict)  # the timed step's milestones (ms)
+    cases: list[int] = field(default_factory=list)  # when each timed case finished (ms)
+    finer: dict[str, float] = field(default_factory=dict)  # FINER_PARTS, where the judge logged them (s)
+    set_ups: list[float] = field(default_factory=list)  # each timed case's set-up before its pairs (s)
 
     @property
     def held(self) -> float | None:
@@ -84,7 +101,38 @@ def read_log(path: Path) -> Trial:
             times.turn = ms
         elif f" {current} (" in message and ("): ok" in message or "): failed" in message):
             times.end = ms
+        elif current == "performance":
+            for mark in ("baseline loaded", "baseline calibrated", "candidate loaded"):
+                if message.startswith(mark):
+                    times.marks[mark] = ms
+            if CASE_DONE.search(message):
+                times.cases.append(ms)
+            calibrated, set_up = CALIBRATED.match(message), CASE_SET_UP.search(message)
+            if calibrated:
+                times.finer["calibrate: set-up"] = float(calibrated.group(1))
+                times.finer["calibrate: calls"] = float(calibrated.group(2))
+            if set_up:
+                times.set_ups.append(float(set_up.group(1)))
     return trial
+
+
+def turn_parts(times: StepTimes) -> dict[str, float] | None:
+    """A paired performance step's turn in parts (seconds), or None where it did not get through
+    (a failed load, a step timed alone, a pause inside the turn)."""
+    marks = times.marks
+    points = [times.turn, marks.get("baseline loaded"), marks.get("baseline calibrated"), marks.get("candidate loaded")]
+    if any(p is None for p in points) or not times.cases or times.end is None or times.paused_ms:
+        return None
+    turn, loaded, calibrated, candidate = (p for p in points if p is not None)
+    first, last = times.cases[0], times.cases[-1]
+    ends = (loaded, calibrated, candidate, first, last, times.end)
+    values = [end - start for start, end in zip((turn, *ends[:-1]), ends, strict=True)]
+    parts = {part: value / 1000 for part, value in zip(TURN_PARTS, values, strict=True)}
+    parts.update(times.finer)
+    if times.set_ups:
+        parts["first case: set-up"] = times.set_ups[0]
+        parts["other cases: set-up"] = sum(times.set_ups[1:])
+    return parts
 
 
 def gpu_seconds(trial: Trial) -> float | None:
@@ -128,7 +176,13 @@ def summarize(trials: list[Trial]) -> dict[str, object]:
         waited = [w for t in trials if step in t.steps and (w := t.steps[step].waited) is not None]
         steps[step] = {"held_s": stats(held), "waited_s": stats(waited)}
     per_trial = [cost for trial in trials if (cost := gpu_seconds(trial)) is not None]
-    return {"trials": len(trials), "steps": steps, "gpu_s_per_trial": stats(per_trial)}
+    turns = [parts for t in trials if "performance" in t.steps and (parts := turn_parts(t.steps["performance"]))]
+    timed_turn = {
+        part: values
+        for part in TURN_PARTS + FINER_PARTS
+        if (values := stats([parts[part] for parts in turns if part in parts]))
+    }
+    return {"trials": len(trials), "steps": steps, "gpu_s_per_trial": stats(per_trial), "timed_turn_s": timed_turn}
 
 
 def _show(values: dict[str, float] | None, count: bool) -> str:
@@ -156,6 +210,16 @@ def render(summary: dict[str, object]) -> str:
             f"GPU time a trial (its steps' holds, merged where they overlapped): median "
             f"{per['median']} s, mean {per['mean']} s over {per['n']} trials: at most about "
             f"{3600 / per['mean']:.0f} evaluations per GPU-hour while the GPU is never idle.",
+        ]
+    turn = summary.get("timed_turn_s")
+    if isinstance(turn, dict) and turn:
+        lines += [
+            "",
+            "The timed step's turn (the GPU alone), in parts, s:",
+            "",
+            "| part | median / mean / p90, n |",
+            "|---|---|",
+            *(f"| {part} | {_show(values, True)} |" for part, values in turn.items()),
         ]
     return "\n".join(lines) + "\n"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import secrets
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -173,12 +174,14 @@ def _time_case(
     calibration: Calibration,
     config: PairedConfig,
 ) -> CaseResult:
+    began = time.perf_counter()  # its set-up is logged: besides pairs and calibration, what the turn spends
     base_memory = _memory(baseline, task, ctx, case, f"paired-{case.id}", sides=2)
     cand_memory = _memory(candidate, task, ctx, case, f"paired-{case.id}", placements=base_memory.placements)
     source = CasePairs(task, ctx, case, base_memory, cand_memory, config.loads, secrets.randbits(62))
     try:
         warm_up(cand_memory, task, ctx, case, config.loads, candidate=True)
         candidate.pause()
+        log.info("%s: set up in %.3f s", case.id, time.perf_counter() - began)
         paired = time_paired(source, calibration, config, ctx.device.type == "cuda")
     except (ProblemError, UnexplainedTimeError, InterferenceError, ClaimError, LateLaunchError, WorkerFailure) as exc:
         kind, message = _timing_problem(exc)
@@ -220,15 +223,19 @@ def _calibrate(
     baseline: RemoteSide, task: KernelTask, ctx: StepContext, cases: Sequence[Case], config: PairedConfig
 ) -> dict[str, Calibration]:
     """The baseline alone on every case (each load warmed up first): before any candidate code loads."""
-    calibrations = {}
+    calibrations, set_up, calls = {}, 0.0, 0.0
     for case in cases:
+        began = time.perf_counter()
         memory = _memory(baseline, task, ctx, case, f"calibration-{case.id}")
         try:
             warm_up(memory, task, ctx, case, config.loads, candidate=False)
             source = CasePairs(task, ctx, case, memory, None, config.loads, secrets.randbits(62))
+            ready = time.perf_counter()
             calibrations[case.id] = calibrate(source, config, ctx.device.type == "cuda")
+            set_up, calls = set_up + ready - began, calls + time.perf_counter() - ready
         finally:
             memory.close()
+    log.info("baseline calibrated on %d case(s): set-up %.3f s, calls %.3f s", len(cases), set_up, calls)
     return calibrations
 
 
@@ -256,7 +263,6 @@ def performance_step(
         return StepResult("performance", "ok", None, [_time_alone(baseline, task, ctx, case, config) for case in cases])
     log.info("baseline loaded %d time(s)", loads)
     calibrations = _calibrate(baseline, task, ctx, cases, config)
-    log.info("baseline calibrated on %d case(s)", len(cases))
     started = load_side(candidate, "performance", cases, loads)
     if isinstance(started, StepResult):
         return started

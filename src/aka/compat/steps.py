@@ -22,6 +22,7 @@ error). Every outcome carries its trust level (`aka.compat.trust`).
 from __future__ import annotations
 
 import dataclasses
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,7 @@ from aka.evaluation.step_process import StepProcess, StepSetup, append_log, fini
 from aka.evaluation.step_report import CaseReport
 from aka.evaluation.step_spec import Step, Target, step_commands
 from aka.evaluation.steps import StepOutcome, stepped_aside
+from aka.evaluation.warm_parent import script_argv
 from aka.process import CommandOutcome
 from aka.results.task_result import FailureKind
 
@@ -293,6 +295,50 @@ def _arena_failure(result: ArenaResult, step: Step, accept_diagnostic: bool) -> 
     return StepFailure(FailureKind.PERFORMANCE_ERROR, reason)
 
 
+GATE = Path(__file__).resolve().parent / "gate" / "gate.py"
+PLAIN_WORD = re.compile(r"[\w@%+=:,./-]+")
+
+
+def gated_command(command: str) -> str | None:
+    """`python3 SCRIPT.py ARGS...` (plain words only, nothing for a shell to read) as a command that
+    starts now, imports torch, and runs the script once its token comes (`gate/gate.py`); None
+    for any other command."""
+    argv = script_argv(command)
+    words = shlex.split(command) if argv is not None else []
+    if argv is None or not all(PLAIN_WORD.fullmatch(word) for word in words):
+        return None
+    return shlex.join([words[0], str(GATE), *argv])
+
+
+def _run_in_turn(
+    env_setup: StepSetup, setup: StepSetup, command: str, step: Step, target: Target
+) -> tuple[CommandOutcome, StepProcess, float]:
+    """One of the original's commands in its turn on the device, and the time the evaluation had
+    left as it began. A Python script is started before the turn, gated (`gated_command`): its
+    start-up and torch's import no longer take turn time, which a timed turn keeps every other
+    evaluation's timed step waiting through. Anything else starts inside its turn: it runs at
+    once, and GPU work started before the turn would run inside another evaluation's timed step.
+    Verdicts name the task's own command; the log shows the gated one that ran."""
+    gated = gated_command(command)
+    process = start_isolated(env_setup, gated, step, target) if gated else None
+    try:
+        with device_turn(setup.device, exclusive=step is Step.PERFORMANCE) as turn:
+            setup.waited_for_device(turn.waited)
+            # Triton's cache (kernels, autotuning) is kept across the evaluation's commands
+            # (`BuildCaches.kept`, set by `run_steps`): a later command compiles nothing again.
+            # A gated command's cache is seeded from it as its token is sent (`finish_isolated`).
+            process = process or start_isolated(env_setup, command, step, target)
+            left = setup.time_left()
+            ran, _, _ = finish_isolated(process, left, turn, setup.hard_end())  # they never use our result pipe
+    except BaseException:
+        if process is not None and process.started.proc.poll() is None:  # it never got its turn
+            process.started.abandon()
+            process.remove_private_dirs()
+        raise
+    stepped_aside(setup, turn, step.value)
+    return dataclasses.replace(ran, command=command), process, left
+
+
 def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutcome:
     """Run every command of `step` for an original-format task; the first failure decides."""
     task, spec = setup.task, _spec(setup.task)
@@ -307,18 +353,7 @@ def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutco
             if setup.rebuild is not None:
                 setup.rebuild()
             prepare_directory(task, setup.eval_dir)
-            # Started holding the device: the original's commands run at once (nothing gates them
-            # as our harness's steps wait for their token), so GPU work of a check started before
-            # its turn would run inside another evaluation's timed step.
-            with device_turn(setup.device, exclusive=step is Step.PERFORMANCE) as turn:
-                setup.waited_for_device(turn.waited)
-                # Triton's cache (kernels, autotuning) is kept across the evaluation's commands
-                # (`BuildCaches.kept`, set by `run_steps`): a later command compiles nothing again.
-                process = start_isolated(env_setup, invocation.command, step, target)
-                left = setup.time_left()
-                # the original's tasks never use our result pipe
-                ran, _, _ = finish_isolated(process, left, turn, setup.hard_end())
-            stepped_aside(setup, turn, step.value)
+            ran, process, left = _run_in_turn(env_setup, setup, invocation.command, step, target)
             lines = output_lines(process, (RESULT_PREFIX, GEAK_PREFIX))
             append_log(process.started.log_path, setup.log_path)
             outcome.commands.append(ran)

@@ -1,0 +1,113 @@
+"""The original's Python step commands start before their turn on the device, gated
+(aka/compat/gate/gate.py): Python's start-up and torch's import leave the turn, and no code of the
+task runs before the turn comes. Real processes; the device's turn is faked so that it can be
+watched on the CPU."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from original_task_fixtures import VLLM_RUNNER, vllm_task
+
+import aka.compat.steps as compat_steps
+from aka.compat.steps import GATE, gated_command
+from aka.config.tasks import select_tasks, task_identity
+from aka.device import DeviceInfo
+from aka.evaluation.baseline import measure_baseline
+from aka.evaluation.device_lock import Turn
+
+CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
+SHOW = """
+import json, sys
+print(json.dumps({"argv": sys.argv, "file": __file__, "path0": sys.path[0], "name": __name__,
+                  "stdin": sys.stdin.read(), "torch": "torch" in sys.modules}))
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_only_a_plain_python_script_command_is_gated() -> None:
+    assert gated_command("python3 scripts/task_runner.py performance") == (
+        f"python3 {GATE} scripts/task_runner.py performance"
+    )
+    assert gated_command("python3.12 run.py --shape=4,8") == f"python3.12 {GATE} run.py --shape=4,8"
+    for command in (
+        "python3 -u scripts/task_runner.py compile",  # an interpreter option
+        "python3 scripts/task_runner.py compile > out.txt",  # a shell would read the rest
+        "python3 scripts/task_runner.py 'a b'",
+        "cd scripts && python3 task_runner.py compile",
+        "pytest -q test_kernel.py",
+        "python3 -m pytest test_kernel.py",
+    ):
+        assert gated_command(command) is None, command
+
+
+def test_the_gate_runs_the_script_as_python_would(tmp_path: Path) -> None:
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "show.py").write_text(SHOW)
+
+    def run(gated: bool, stdin: str, code: str = "3") -> subprocess.CompletedProcess[str]:
+        head = [sys.executable, str(GATE)] if gated else [sys.executable]
+        argv = [*head, "scripts/show.py", code, "--b=1"]
+        return subprocess.run(argv, cwd=tmp_path, input=stdin, capture_output=True, text=True, timeout=120)
+
+    plain, gated = run(False, "rest\n"), run(True, "token\nrest\n")
+    assert plain.returncode == gated.returncode == 3, gated.stderr
+    seen_plain, seen_gated = json.loads(plain.stdout), json.loads(gated.stdout)
+    assert seen_gated.pop("torch") is True and seen_plain.pop("torch") is False  # imported before the turn
+    assert seen_gated == seen_plain  # argv, an absolute __file__, its folder first, __main__, stdin after the token
+    assert run(True, "token\n", "0").returncode == 0
+    never = run(True, "no newline: the evaluator gave up before the turn")
+    assert never.returncode == 125 and never.stdout == ""  # the script never ran
+
+
+def _gates_waiting_under(folder: Path) -> list[int]:
+    """Processes running the gate whose working directory is under `folder`."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if str(GATE).encode() in command and cwd.startswith(str(folder)):
+            found.append(int(entry.name))
+    return found
+
+
+def test_an_original_python_command_waits_started_and_runs_only_in_its_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stamp = 'import time as _aka_t\nprint("AKA_TEST_STARTED", repr(_aka_t.time()), flush=True)\n'
+    root = tmp_path / "tasks"
+    vllm_task(root, runner=stamp + VLLM_RUNNER)
+    (task,) = select_tasks(root, ["all"])
+    turns: list[tuple[float, bool]] = []
+
+    @contextlib.contextmanager
+    def watched_turn(device: DeviceInfo, exclusive: bool) -> Iterator[Turn]:
+        deadline = time.monotonic() + 60
+        while not _gates_waiting_under(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        waiting = bool(_gates_waiting_under(tmp_path))
+        time.sleep(0.5)  # a script that ran before its turn would print before the turn began
+        turns.append((time.time(), waiting))
+        yield Turn(0.0)
+
+    monkeypatch.setattr(compat_steps, "device_turn", watched_turn)
+    baseline = measure_baseline(tmp_path / "run", task, task_identity(task), CPU, tmp_path / "baseline")
+    assert baseline.usable, baseline.message
+    assert len(turns) == 3 and all(waiting for _, waiting in turns)  # compile, correctness, performance
+    text = "\n".join(p.read_text(errors="replace") for p in tmp_path.rglob("*.log*") if p.is_file())
+    started = [float(t) for t in re.findall(r"AKA_TEST_STARTED (\S+)", text)]
+    assert len(started) == 3
+    assert all(began <= start for (began, _), start in zip(turns, sorted(started), strict=True))
+    assert not _gates_waiting_under(tmp_path)  # nothing left waiting

@@ -34,18 +34,24 @@ sys.exit(int(sys.argv[1]))
 """
 
 
-def test_only_a_plain_python_script_command_is_gated() -> None:
+def test_only_plain_python_and_pytest_commands_are_gated() -> None:
     assert gated_command("python3 scripts/task_runner.py performance") == (
         f"python3 {GATE} scripts/task_runner.py performance"
     )
     assert gated_command("python3.12 run.py --shape=4,8") == f"python3.12 {GATE} run.py --shape=4,8"
+    assert gated_command('pytest -vv -x test_k.py -k "not test_performance and not test_save"') == (
+        f"python3 {GATE} --pytest -vv -x test_k.py -k 'not test_performance and not test_save'"
+    )
     for command in (
         "python3 -u scripts/task_runner.py compile",  # an interpreter option
-        "python3 scripts/task_runner.py compile > out.txt",  # a shell would read the rest
-        "python3 scripts/task_runner.py 'a b'",
+        "python3 scripts/task_runner.py compile > out.txt",  # a shell would act on the rest
+        "python3 scripts/task_runner.py compile;rm -rf x",
         "cd scripts && python3 task_runner.py compile",
-        "pytest -q test_kernel.py",
+        "python3 scripts/task_runner.py $SHAPE",
+        "pytest test_*.py",
+        'python3 -c "import ast"',
         "python3 -m pytest test_kernel.py",
+        "bash run.sh",
     ):
         assert gated_command(command) is None, command
 
@@ -67,6 +73,56 @@ def test_the_gate_runs_the_script_as_python_would(tmp_path: Path) -> None:
     assert run(True, "token\n", "0").returncode == 0
     never = run(True, "no newline: the evaluator gave up before the turn")
     assert never.returncode == 125 and never.stdout == ""  # the script never ran
+
+
+PYTEST_FILE = """
+import sys
+
+
+def test_sees_its_arguments():
+    assert sys.argv[1:] == ["-q", "-s", "-p", "no:cacheprovider", "test_k.py", "-k", "sees or never"]
+    print("TORCH_LOADED", "torch" in sys.modules)
+
+
+def test_never():
+    raise AssertionError("deselected")
+"""
+
+
+def test_the_gate_runs_pytest_as_the_command_would(tmp_path: Path) -> None:
+    """`pytest ARGS` through the gate: the same tests selected and the same exit code; a `pytest`
+    that is not this interpreter's script is exec'd as it is."""
+    (tmp_path / "test_k.py").write_text(PYTEST_FILE)
+    args = ["-q", "-s", "-p", "no:cacheprovider", "test_k.py", "-k", "sees or never"]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    plain = subprocess.run(["pytest", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    gated = subprocess.run(
+        [sys.executable, str(GATE), "--pytest", *args],
+        cwd=tmp_path,
+        env=env,
+        input="token\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert plain.returncode == gated.returncode == 1, gated.stdout + gated.stderr  # test_never fails
+    for done in (plain, gated):
+        assert "1 failed, 1 passed" in done.stdout
+    assert "TORCH_LOADED False" in plain.stdout and "TORCH_LOADED True" in gated.stdout  # run in the gate
+    other = tmp_path / "bin"
+    other.mkdir()
+    (other / "pytest").write_text('#!/bin/sh\necho other pytest "$@"\nexit 7\n')
+    (other / "pytest").chmod(0o755)
+    exec_d = subprocess.run(
+        [sys.executable, str(GATE), "--pytest", "-x"],
+        cwd=tmp_path,
+        env={**env, "PATH": f"{other}{os.pathsep}{env['PATH']}"},
+        input="token\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert exec_d.returncode == 7 and exec_d.stdout.strip() == "other pytest -x"
 
 
 def _gates_waiting_under(folder: Path) -> list[int]:

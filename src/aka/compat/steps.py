@@ -22,7 +22,6 @@ error). Every outcome carries its trust level (`aka.compat.trust`).
 from __future__ import annotations
 
 import dataclasses
-import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -296,18 +295,28 @@ def _arena_failure(result: ArenaResult, step: Step, accept_diagnostic: bool) -> 
 
 
 GATE = Path(__file__).resolve().parent / "gate" / "gate.py"
-PLAIN_WORD = re.compile(r"[\w@%+=:,./-]+")
+SHELL_SPECIALS = set("$`\\*?~!#[]{}")  # expansions a shell would make: such a command is left to bash
 
 
 def gated_command(command: str) -> str | None:
-    """`python3 SCRIPT.py ARGS...` (plain words only, nothing for a shell to read) as a command that
-    starts now, imports torch, and runs the script once its token comes (`gate/gate.py`); None
-    for any other command."""
-    argv = script_argv(command)
-    words = shlex.split(command) if argv is not None else []
-    if argv is None or not all(PLAIN_WORD.fullmatch(word) for word in words):
+    """`python3 SCRIPT.py ARGS...` or `pytest ARGS...` (nothing in it a shell would act on but the
+    quoting) as a command that starts now, imports torch, and runs once its token comes
+    (`gate/gate.py`); None for any other command."""
+    if SHELL_SPECIALS & set(command):
         return None
-    return shlex.join([words[0], str(GATE), *argv])
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:  # unbalanced quotes
+        return None
+    if not words or any(set(word) <= set(lexer.punctuation_chars) for word in words):  # ; & | < > ( )
+        return None
+    if words[0] == "pytest":
+        return shlex.join(["python3", str(GATE), "--pytest", *words[1:]])
+    if script_argv(words) is None:
+        return None
+    return shlex.join([words[0], str(GATE), *words[1:]])
 
 
 def _run_in_turn(

@@ -1,4 +1,5 @@
-"""Run `python3 SCRIPT.py ARGS...` once its turn on the device comes, with torch already imported.
+"""Run `python3 SCRIPT.py ARGS...` (or `pytest ARGS...`) once its turn on the device comes, with
+torch already imported.
 
 The original's step commands are not gated the way our harness's steps are (they load, then wait
 for their token), so the evaluator used to start them only inside their turn: every timed turn
@@ -10,11 +11,16 @@ standard input when the turn comes, and only then runs the script as `__main__`,
 `python3 SCRIPT.py ARGS...` would: the same `sys.argv`, the script's directory first on
 `sys.path`, an absolute `__file__`. No code of the task runs before its turn.
 
+`gate.py --pytest ARGS...` stands for `pytest ARGS...`: at the turn, the `pytest` that `PATH`
+finds runs the same way as a script, if it is a Python script for this interpreter; any other
+`pytest` is exec'd as the command would have run it.
+
 Run as a file, not a module: this folder, `sys.path[0]` while the imports run, holds nothing
 else. Standard library only.
 """
 
 import os
+import shutil
 import sys
 import types
 from importlib.machinery import SourceFileLoader
@@ -32,28 +38,49 @@ def _wait_for_turn() -> bool:
             return True
 
 
+def _our_python_script(path: str) -> bool:
+    """Is `path` a script whose `#!` line names this interpreter, from the same folder (a virtual
+    environment's python is a link to the system's, with other packages)?"""
+    try:
+        with open(path, "rb") as script:
+            first = script.readline(4096)
+    except OSError:
+        return False
+    words = first[2:].decode(errors="replace").split() if first.startswith(b"#!") else []
+    if not words:
+        return False
+    named, ours = os.path.abspath(words[0]), os.path.abspath(sys.executable)
+    return os.path.dirname(named) == os.path.dirname(ours) and os.path.realpath(named) == os.path.realpath(ours)
+
+
 def main() -> None:
     if len(sys.argv) < 2:
-        sys.exit("usage: gate.py SCRIPT.py [ARGS...]")
-    script = sys.argv[1]
-    for name in ("torch", "triton"):
+        sys.exit("usage: gate.py SCRIPT.py [ARGS...] | gate.py --pytest [ARGS...]")
+    pytest_form = sys.argv[1] == "--pytest"
+    for name in ("torch", "triton", *(["pytest"] if pytest_form else [])):
         try:
             __import__(name)
-        except Exception:  # noqa: BLE001, S110 - not installed or broken: the script meets it itself
+        except Exception:  # noqa: BLE001, S110 - not installed or broken: the command meets it itself
             pass
     if not _wait_for_turn():
         sys.exit(NO_TURN_EXIT)
-    path = os.path.abspath(script)
-    sys.argv = sys.argv[1:]
+    if pytest_form:
+        found = shutil.which("pytest")
+        if found is None or not _our_python_script(found):
+            os.execvp("pytest", ["pytest", *sys.argv[2:]])  # noqa: S606 - as the command would have run it
+        sys.argv = [found, *sys.argv[2:]]
+    else:
+        sys.argv = sys.argv[1:]
+    path = os.path.abspath(sys.argv[0])
     sys.path[0] = os.path.dirname(path)
-    main = types.ModuleType("__main__")  # a fresh one: the script sees none of the gate's names
-    main.__file__ = path
-    main.__dict__["__cached__"] = None
-    main.__loader__ = SourceFileLoader("__main__", path)
-    sys.modules["__main__"] = main
+    module = types.ModuleType("__main__")  # a fresh one: the script sees none of the gate's names
+    module.__file__ = path
+    module.__dict__["__cached__"] = None
+    module.__loader__ = SourceFileLoader("__main__", path)
+    sys.modules["__main__"] = module
     with open(path, "rb") as source:
         code = compile(source.read(), path, "exec")
-    exec(code, main.__dict__)  # noqa: S102 - the task's own script, in its turn
+    exec(code, module.__dict__)  # noqa: S102 - the task's own script, in its turn
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import pytest
 from original_task_fixtures import VLLM_RUNNER, vllm_task
 
 import aka.compat.steps as compat_steps
-from aka.compat.steps import GATE, gated_command
+from aka.compat.steps import ENV_GATE, GATE, gated_command
 from aka.config.tasks import select_tasks, task_identity
 from aka.device import DeviceInfo
 from aka.evaluation.baseline import measure_baseline
@@ -139,9 +139,9 @@ def _gates_waiting_under(folder: Path) -> list[int]:
     return found
 
 
-def test_an_original_python_command_waits_started_and_runs_only_in_its_turn(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _watched_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[float, bool]], list[float]]:
+    """A v1 task's baseline measured with the device's turn faked: when each turn began and whether
+    a gate was waiting for it then, and when each command's script began."""
     stamp = 'import time as _aka_t\nprint("AKA_TEST_STARTED", repr(_aka_t.time()), flush=True)\n'
     root = tmp_path / "tasks"
     vllm_task(root, runner=stamp + VLLM_RUNNER)
@@ -150,7 +150,7 @@ def test_an_original_python_command_waits_started_and_runs_only_in_its_turn(
 
     @contextlib.contextmanager
     def watched_turn(device: DeviceInfo, exclusive: bool) -> Iterator[Turn]:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + (60 if os.environ.get(ENV_GATE) != "0" else 1)
         while not _gates_waiting_under(tmp_path) and time.monotonic() < deadline:
             time.sleep(0.05)
         waiting = bool(_gates_waiting_under(tmp_path))
@@ -161,9 +161,23 @@ def test_an_original_python_command_waits_started_and_runs_only_in_its_turn(
     monkeypatch.setattr(compat_steps, "device_turn", watched_turn)
     baseline = measure_baseline(tmp_path / "run", task, task_identity(task), CPU, tmp_path / "baseline")
     assert baseline.usable, baseline.message
-    assert len(turns) == 3 and all(waiting for _, waiting in turns)  # compile, correctness, performance
     text = "\n".join(p.read_text(errors="replace") for p in tmp_path.rglob("*.log*") if p.is_file())
-    started = [float(t) for t in re.findall(r"AKA_TEST_STARTED (\S+)", text)]
-    assert len(started) == 3
-    assert all(began <= start for (began, _), start in zip(turns, sorted(started), strict=True))
+    started = sorted(float(t) for t in re.findall(r"AKA_TEST_STARTED (\S+)", text))
+    assert len(turns) == len(started) == 3  # compile, correctness, performance
+    assert all(began <= start for (began, _), start in zip(turns, started, strict=True))  # only in its turn
     assert not _gates_waiting_under(tmp_path)  # nothing left waiting
+    return turns, started
+
+
+def test_an_original_python_command_waits_started_and_runs_only_in_its_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV_GATE, raising=False)
+    turns, _ = _watched_baseline(tmp_path, monkeypatch)
+    assert all(waiting for _, waiting in turns)
+
+
+def test_without_the_gate_every_command_starts_inside_its_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_GATE, "0")
+    turns, _ = _watched_baseline(tmp_path, monkeypatch)
+    assert not any(waiting for _, waiting in turns)

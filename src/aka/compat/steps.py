@@ -22,6 +22,7 @@ error). Every outcome carries its trust level (`aka.compat.trust`).
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -295,6 +296,7 @@ def _arena_failure(result: ArenaResult, step: Step, accept_diagnostic: bool) -> 
 
 
 GATE = Path(__file__).resolve().parent / "gate" / "gate.py"
+ENV_GATE = "AKA_COMPAT_GATE"  # 0: every command starts inside its turn (to compare the two on a GPU)
 SHELL_SPECIALS = set("$`\\*?~!#[]{}")  # expansions a shell would make: such a command is left to bash
 
 
@@ -328,7 +330,7 @@ def _run_in_turn(
     evaluation's timed step waiting through. Anything else starts inside its turn: it runs at
     once, and GPU work started before the turn would run inside another evaluation's timed step.
     Verdicts name the task's own command; the log shows the gated one that ran."""
-    gated = gated_command(command)
+    gated = gated_command(command) if os.environ.get(ENV_GATE, "1").strip() != "0" else None
     process = start_isolated(env_setup, gated, step, target) if gated else None
     try:
         with device_turn(setup.device, exclusive=step is Step.PERFORMANCE) as turn:

@@ -195,6 +195,8 @@ def main() -> int:
             str(args.request_timeout),
             "--eval-timeout",
             str(args.eval_timeout),
+            "--log-dir",
+            str(cache / "logs"),
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -254,6 +256,7 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=60)
+    report["holds"] = _holds(cache / "logs")
     text = render(report, gpus)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
@@ -261,6 +264,22 @@ def main() -> int:
     if args.out:
         args.out.write_text(text)
     return 0
+
+
+def _holds(logs: Path) -> dict[str, Any] | None:
+    """benchmarks/device_holds.py over every evaluation's log the server kept: how long each step
+    held the GPU, and the timed turn in parts (what a GPU-hour's evaluations are spent on)."""
+    if not logs.is_dir():
+        return None
+    out = logs / "holds.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "device_holds.py"), str(logs), "--json", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0 or not out.is_file():
+        return {"error": (done.stderr or done.stdout)[-500:]}
+    return {"summary": json.loads(out.read_text()), "text": done.stdout}
 
 
 def _save(report: dict[str, Any], path: Path | None, phase: str) -> None:
@@ -395,6 +414,10 @@ def render(report: dict[str, Any], gpus: int) -> str:
             "|---|---|---|",
         ]
         lines += [f"| {r['kind']} | {', '.join(r['accepted'])} | {r['failure_kind'] or r['state']} |" for r in exploits]
+    holds = report.get("holds") or {}
+    if holds.get("text"):
+        lines += ["", "## Where the GPU's time went (benchmarks/device_holds.py, every evaluation above)", ""]
+        lines += [holds["text"].rstrip()]
     return "\n".join(lines) + "\n"
 
 

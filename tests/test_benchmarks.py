@@ -199,8 +199,10 @@ def test_reward_throughput_reads_a_over_a_only_where_the_baseline_is_the_source(
         ],
         "mix_wall_s": 90.0,
         "singles": [_throughput_row("single", "triton2triton/basic/gelu", 1.0, "none", 9.8)],
+        "holds": {"summary": {}, "text": "Evaluation logs read: 5\n\n| step | held the device |\n"},
     }
     text = module.render(report, 1)
+    assert "## Where the GPU's time went" in text and "Evaluation logs read: 5" in text
     assert "--tasks triton2triton/basic/gelu torch2triton/llm/rmsnorm --singles 1" in text
     assert "Command: `AKA_TIMING_BUDGET_S=1.2 AKA_WARM_STEPS=1 PYTHONPATH=src python3" in text
     assert "4 evaluations in 90 s: 160 per GPU-hour" in text

@@ -507,6 +507,10 @@ def serve_command(
         ),
     ] = 600.0,
     scorer: Annotated[str, typer.Option("--scorer")] = "default",
+    log_dir: Annotated[
+        Optional[Path],
+        typer.Option("--log-dir", help="Keep each evaluation's log here (what ran, its turns on the device)."),
+    ] = None,
 ) -> None:
     """Serve rewards over HTTP: submit/poll/result/batch and OpenRLHF's /get_reward (docs/rl.md)."""
     import os
@@ -524,7 +528,12 @@ def serve_command(
         devices = chosen_devices(gpus, "--gpus")
         per_device = max_concurrent or (4 if devices[0].is_gpu else 1)
         evaluator = KernelEvaluator(
-            tasks_root or default_tasks_root(), cache_dir, scorer=scorer, max_concurrent=per_device, devices=devices
+            tasks_root or default_tasks_root(),
+            cache_dir,
+            scorer=scorer,
+            max_concurrent=per_device,
+            devices=devices,
+            log_dir=log_dir,
         )
     except AkaError as exc:
         raise fail(exc) from None

@@ -384,3 +384,18 @@ def test_bad_evaluator_settings_in_the_environment_stop_it_before_anything_runs(
         with pytest.raises(PreflightError, match=f"{name}=.*unset it"):
             run_experiment(write_run_config(agent={"template": "noop"}), device=CPU)
         monkeypatch.delenv(name)
+
+
+def test_each_evaluations_log_is_kept_where_asked(tasks_root: Path, make_toy_task, tmp_path: Path) -> None:
+    """`log_dir` (`aka serve --log-dir`): the judge's log of every evaluation, in a run's trial layout
+    (what benchmarks/device_holds.py reads); a cached result ran nothing and leaves none."""
+    make_toy_task(TASK, baseline="source")
+    logs = tmp_path / "logs"
+    with aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU, log_dir=logs) as api:
+        first = api.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)})
+        assert api.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)}).cached
+        api.evaluate(TASK, {"kernel.py": "def toy_kernel(:\n"})
+    assert first.status is TaskStatus.PASS
+    kept = sorted(logs.glob("*/evaluation.log"))
+    assert len(kept) == 2 and all(p.parent.name.startswith("triton2triton_toy_") for p in kept)
+    assert all(p.read_text().startswith("$ ") for p in kept)  # each step's command, then its output

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import shutil
 import tempfile
 import threading
@@ -90,6 +91,7 @@ class KernelEvaluator:
         max_concurrent: int = 1,
         model: str | None = None,
         devices: Sequence[DeviceInfo] | None = None,
+        log_dir: Path | str | None = None,
     ) -> None:
         if max_concurrent < 1:
             raise CandidateError(f"max_concurrent must be at least 1, not {max_concurrent}")
@@ -97,6 +99,8 @@ class KernelEvaluator:
         if not self.tasks_root.is_dir():
             raise CandidateError(f"tasks root {self.tasks_root} does not exist (pass a folder of tasks)")
         self.cache_dir = Path(cache_dir).expanduser().resolve()
+        # each evaluation's log (the judge's lines: what it ran, its turns on the device) kept here
+        self.log_dir = Path(log_dir).expanduser().resolve() if log_dir is not None else None
         check_step_settings()
         self.devices = list(devices) if devices else [device or detect_device()]
         models = {(d.name, d.arch) for d in self.devices}
@@ -383,7 +387,18 @@ class KernelEvaluator:
             result.evaluation_seconds = seconds
             return result, any(o.deadline_cut for o in outcomes)
         finally:
+            self._keep_log(task, scratch)
             shutil.rmtree(scratch, ignore_errors=True)
+
+    def _keep_log(self, task: Task, scratch: Path) -> None:
+        """The evaluation's log, as `LOG_DIR/<task slug>-<time>-<random>/evaluation.log` (the layout
+        of a run's trials, which `benchmarks/device_holds.py` reads)."""
+        log = scratch / "evaluation.log"
+        if self.log_dir is None or not log.is_file():
+            return
+        kept = self.log_dir / f"{task.slug}-{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
+        kept.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, kept / "evaluation.log")
 
     def _plain(self, task: Task, kind: FailureKind, status: TaskStatus, message: str) -> TaskResult:
         return TaskResult(

@@ -48,6 +48,7 @@ def test_only_plain_python_and_pytest_commands_are_gated() -> None:
         "python3 scripts/task_runner.py compile;rm -rf x",
         "cd scripts && python3 task_runner.py compile",
         "python3 scripts/task_runner.py $SHAPE",
+        "python3 scripts/task_runner.py compile\nrm -rf build",  # two commands to bash
         "pytest test_*.py",
         'python3 -c "import ast"',
         "python3 -m pytest test_kernel.py",
@@ -60,10 +61,11 @@ def test_the_gate_runs_the_script_as_python_would(tmp_path: Path) -> None:
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "show.py").write_text(SHOW)
 
-    def run(gated: bool, stdin: str, code: str = "3") -> subprocess.CompletedProcess[str]:
+    def run(gated: bool, stdin: str, code: str = "3", **env: str) -> subprocess.CompletedProcess[str]:
         head = [sys.executable, str(GATE)] if gated else [sys.executable]
         argv = [*head, "scripts/show.py", code, "--b=1"]
-        return subprocess.run(argv, cwd=tmp_path, input=stdin, capture_output=True, text=True, timeout=120)
+        environ = {**os.environ, **env}
+        return subprocess.run(argv, cwd=tmp_path, input=stdin, env=environ, capture_output=True, text=True, timeout=120)
 
     plain, gated = run(False, "rest\n"), run(True, "token\nrest\n")
     assert plain.returncode == gated.returncode == 3, gated.stderr
@@ -71,6 +73,8 @@ def test_the_gate_runs_the_script_as_python_would(tmp_path: Path) -> None:
     assert seen_gated.pop("torch") is True and seen_plain.pop("torch") is False  # imported before the turn
     assert seen_gated == seen_plain  # argv, an absolute __file__, its folder first, __main__, stdin after the token
     assert run(True, "token\n", "0").returncode == 0
+    safe = [json.loads(run(g, "token\n" if g else "", PYTHONSAFEPATH="1").stdout) for g in (False, True)]
+    assert safe[0]["path0"] == safe[1]["path0"] != seen_plain["path0"]  # neither adds the script's folder
     never = run(True, "no newline: the evaluator gave up before the turn")
     assert never.returncode == 125 and never.stdout == ""  # the script never ran
 
@@ -123,6 +127,16 @@ def test_the_gate_runs_pytest_as_the_command_would(tmp_path: Path) -> None:
         timeout=300,
     )
     assert exec_d.returncode == 7 and exec_d.stdout.strip() == "other pytest -x"
+    missing = subprocess.run(
+        [sys.executable, str(GATE), "--pytest", "-x"],
+        cwd=tmp_path,
+        env={**env, "PATH": str(tmp_path / "nowhere")},
+        input="token\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert missing.returncode == 127 and "pytest: command not found" in missing.stderr
 
 
 def _gates_waiting_under(folder: Path) -> list[int]:

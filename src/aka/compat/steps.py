@@ -297,7 +297,7 @@ def _arena_failure(result: ArenaResult, step: Step, accept_diagnostic: bool) -> 
 
 GATE = Path(__file__).resolve().parent / "gate" / "gate.py"
 ENV_GATE = "AKA_COMPAT_GATE"  # 0: every command starts inside its turn (to compare the two on a GPU)
-SHELL_SPECIALS = set("$`\\*?~!#[]{}")  # expansions a shell would make: such a command is left to bash
+SHELL_SPECIALS = set("$`\\*?~!#[]{}\n\r")  # expansions, comments, a second line: such a command is left to bash
 
 
 def gated_command(command: str) -> str | None:

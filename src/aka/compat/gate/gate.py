@@ -66,13 +66,19 @@ def main() -> None:
         sys.exit(NO_TURN_EXIT)
     if pytest_form:
         found = shutil.which("pytest")
-        if found is None or not _our_python_script(found):
-            os.execvp("pytest", ["pytest", *sys.argv[2:]])  # noqa: S606 - as the command would have run it
+        if found is None:
+            sys.stderr.write("pytest: command not found\n")
+            sys.exit(127)  # as bash says it
+        if not _our_python_script(found):
+            os.execv(found, [found, *sys.argv[2:]])  # noqa: S606 - as the command would have run it
         sys.argv = [found, *sys.argv[2:]]
     else:
         sys.argv = sys.argv[1:]
     path = os.path.abspath(sys.argv[0])
-    sys.path[0] = os.path.dirname(path)
+    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]  # this folder, not the script's
+    if not getattr(sys.flags, "safe_path", False):  # PYTHONSAFEPATH: python3 SCRIPT.py adds no folder either
+        sys.path.insert(0, os.path.dirname(path))
     module = types.ModuleType("__main__")  # a fresh one: the script sees none of the gate's names
     module.__file__ = path
     module.__dict__["__cached__"] = None

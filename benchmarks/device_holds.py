@@ -12,8 +12,10 @@ Steps run side by side (compile and correctness, aka.evaluation.steps) hold the 
 where their holds overlap, the overlap counts once, so `GPU time a trial` is what the trial kept
 timed steps out for. A shared turn that stood stopped while timed steps had the device (the
 evaluator's note `STEPS stood stopped S s in N pause(s)`: aka.evaluation.device_lock.SharedTurn)
-did not hold it meanwhile: that time is left out. Only aka.harness steps log their turns;
-original-format tasks are skipped.
+did not hold it meanwhile: that time is left out. aka.harness steps log their turns; for the
+original's task folders the evaluator notes each command's hold and wait (`original STEP command
+held the device H s after waiting W s`), and a trial's GPU time is their sum (they run one after
+another).
 
 The timed (performance) step's turn is also split into its parts, from the judge's own lines:
 loading the baseline, calibrating it alone, loading the candidate, the first case (its pairs
@@ -42,6 +44,7 @@ CALIBRATED = re.compile(r"^baseline calibrated on \d+ case\(s\): set-up ([0-9.]+
 CASE_SET_UP = re.compile(r": set up in ([0-9.]+) s$")
 FINER_PARTS = ("calibrate: set-up", "calibrate: calls", "first case: set-up", "other cases: set-up")
 PAUSED = re.compile(r"^# aka: (\S+) stood stopped ([0-9.]+) s in \d+ pause")
+ORIGINAL = re.compile(r"^# aka: original (\w+) command held the device ([0-9.]+) s after waiting ([0-9.]+) s")
 
 
 @dataclass
@@ -71,12 +74,19 @@ class Trial:
     log: Path
     steps: dict[str, StepTimes] = field(default_factory=dict)
     paused_ms: int = 0  # its shared turns' pauses, each once (steps side by side share one)
+    original: dict[str, list[float]] = field(default_factory=dict)  # step: [held s, waited s], its commands summed
 
 
 def read_log(path: Path) -> Trial:
     """The steps of one evaluation log (`$ python3 harness.py STEP` opens each command's part)."""
     trial, current = Trial(path), None
     for raw in path.read_text(errors="replace").splitlines():
+        noted = ORIGINAL.match(raw)
+        if noted:
+            sums = trial.original.setdefault(noted.group(1), [0.0, 0.0])
+            sums[0] += float(noted.group(2))
+            sums[1] += float(noted.group(3))
+            continue
         paused = PAUSED.match(raw)
         if paused:
             ms = round(float(paused.group(2)) * 1000)
@@ -138,7 +148,10 @@ def turn_parts(times: StepTimes) -> dict[str, float] | None:
 def gpu_seconds(trial: Trial) -> float | None:
     """The seconds a trial held the device, its steps' holds merged where they overlap. Steps
     forked from the warm parent log on one clock (its start: their `forked` times agree); steps
-    exec'd each log on their own, and there the holds are added (they ran one after another)."""
+    exec'd each log on their own, and there the holds are added (they ran one after another), as
+    are the original's commands' (noted without pauses)."""
+    if trial.original:
+        return round(sum(held for held, _ in trial.original.values()), 3)
     steps = [trial.steps.get(s) for s in STEPS]
     if any(t is None or t.turn is None or t.end is None or t.forked is None for t in steps):
         return None
@@ -174,6 +187,8 @@ def summarize(trials: list[Trial]) -> dict[str, object]:
     for step in STEPS:
         held = [h for t in trials if step in t.steps and (h := t.steps[step].held) is not None]
         waited = [w for t in trials if step in t.steps and (w := t.steps[step].waited) is not None]
+        held += [t.original[step][0] for t in trials if step in t.original]
+        waited += [t.original[step][1] for t in trials if step in t.original]
         steps[step] = {"held_s": stats(held), "waited_s": stats(waited)}
     per_trial = [cost for trial in trials if (cost := gpu_seconds(trial)) is not None]
     turns = [parts for t in trials if "performance" in t.steps and (parts := turn_parts(t.steps["performance"]))]
@@ -230,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args(argv)
     logs = sorted(p for run in args.runs for p in run.rglob("evaluation.log"))
-    trials = [t for t in (read_log(p) for p in logs) if t.steps]
+    trials = [t for t in (read_log(p) for p in logs) if t.steps or t.original]
     summary = summarize(trials)
     sys.stdout.write(render(summary))
     if args.json:

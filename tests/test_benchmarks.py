@@ -346,3 +346,32 @@ def test_device_holds_splits_the_timed_turn_into_its_parts(tmp_path: Path) -> No
     source = (REPO / "src" / "aka" / "harness" / "perf.py").read_text()
     assert '"baseline calibrated on %d case(s): set-up %.3f s, calls %.3f s"' in source
     assert '"%s: set up in %.3f s"' in source and '"%s: %s (%s pairs)"' in source
+
+
+def test_device_holds_reads_the_original_tasks_notes(tmp_path: Path) -> None:
+    """The original's commands log no turns; the evaluator's notes give each one's hold and wait.
+    A step's commands add up, and so do the steps (they run one after another)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("device_holds", REPO / "benchmarks" / "device_holds.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["device_holds"] = module
+    spec.loader.exec_module(module)
+    note = "# aka: original {} command held the device {} s after waiting {} s (gated, started before its turn)\n"
+    log = tmp_path / "run" / "trial" / "evaluation.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        "$ python3 gate.py scripts/task_runner.py compile\n"
+        + note.format("compile", "1.500", "0.250")
+        + note.format("correctness", "2.000", "1.000")
+        + note.format("correctness", "0.500", "0.500")  # a second command of the step
+        + note.format("performance", "6.000", "4.000")
+    )
+    trial = module.read_log(log)
+    assert trial.original == {"compile": [1.5, 0.25], "correctness": [2.5, 1.5], "performance": [6.0, 4.0]}
+    assert module.gpu_seconds(trial) == 10.0
+    summary = module.summarize([trial])
+    assert summary["steps"]["correctness"]["held_s"]["median"] == 2.5
+    assert summary["steps"]["performance"]["waited_s"]["median"] == 4.0
+    assert summary["gpu_s_per_trial"]["mean"] == 10.0

@@ -6,6 +6,7 @@ watched on the CPU."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from aka.evaluation.baseline import measure_baseline
 from aka.evaluation.device_lock import Turn
 
 CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
+REPO = Path(__file__).resolve().parents[2]
 SHOW = """
 import json, sys
 print(json.dumps({"argv": sys.argv, "file": __file__, "path0": sys.path[0], "name": __name__,
@@ -180,6 +182,22 @@ def _watched_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[
     assert len(turns) == len(started) == 3  # compile, correctness, performance
     assert all(began <= start for (began, _), start in zip(turns, started, strict=True))  # only in its turn
     assert not _gates_waiting_under(tmp_path)  # nothing left waiting
+    how = "gated, started before its turn" if os.environ.get(ENV_GATE) != "0" else "started in its turn"
+    notes = re.findall(
+        r"# aka: original (\w+) command held the device [0-9.]+ s after waiting [0-9.]+ s \((.+)\)", text
+    )
+    assert notes == [("compile", how), ("correctness", how), ("performance", how)]
+    # benchmarks/device_holds.py reads those notes: each step's hold, and the trial's GPU time their sum
+    spec = importlib.util.spec_from_file_location("device_holds", REPO / "benchmarks" / "device_holds.py")
+    assert spec is not None and spec.loader is not None
+    holds = importlib.util.module_from_spec(spec)
+    sys.modules["device_holds"] = holds
+    spec.loader.exec_module(holds)
+    (log,) = [p for p in tmp_path.rglob("*.log") if "original performance command" in p.read_text(errors="replace")]
+    trial = holds.read_log(log)
+    assert set(trial.original) == {"compile", "correctness", "performance"}
+    assert holds.gpu_seconds(trial) == pytest.approx(sum(held for held, _ in trial.original.values()), abs=0.002)
+    assert trial.original["performance"][0] >= 0.0
     return turns, started
 
 

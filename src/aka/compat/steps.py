@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ from aka.evaluation.sandbox import detect_sandbox
 from aka.evaluation.step_process import StepProcess, StepSetup, append_log, finish_isolated, start_isolated
 from aka.evaluation.step_report import CaseReport
 from aka.evaluation.step_spec import Step, Target, step_commands
-from aka.evaluation.steps import StepOutcome, stepped_aside
+from aka.evaluation.steps import StepOutcome, append_log_note, stepped_aside
 from aka.evaluation.warm_parent import script_argv
 from aka.process import CommandOutcome
 from aka.results.task_result import FailureKind
@@ -334,6 +335,7 @@ def _run_in_turn(
     process = start_isolated(env_setup, gated, step, target) if gated else None
     try:
         with device_turn(setup.device, exclusive=step is Step.PERFORMANCE) as turn:
+            began = time.monotonic()
             setup.waited_for_device(turn.waited)
             # Triton's cache (kernels, autotuning) is kept across the evaluation's commands
             # (`BuildCaches.kept`, set by `run_steps`): a later command compiles nothing again.
@@ -346,7 +348,13 @@ def _run_in_turn(
             process.started.abandon()
             process.remove_private_dirs()
         raise
+    held = time.monotonic() - began - turn.paused_s()  # stood stopped for timed steps: not held
     stepped_aside(setup, turn, step.value)
+    # what benchmarks/device_holds.py reads: the original's commands log no turns of their own
+    how = "gated, started before its turn" if gated else "started in its turn"
+    append_log_note(
+        setup, f"original {step.value} command held the device {held:.3f} s after waiting {turn.waited:.3f} s ({how})"
+    )
     return dataclasses.replace(ran, command=command), process, left
 
 

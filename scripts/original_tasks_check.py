@@ -80,6 +80,20 @@ def _phase(started: float, what: str) -> None:
     print(f"{PHASE}{what} (at {time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
 
 
+HELD_NOTE = re.compile(r"^# aka: original (\w+) command held the device ([0-9.]+) s after waiting ([0-9.]+) s", re.M)
+
+
+def device_seconds(logs: list[Path]) -> dict[str, list[float]]:
+    """Per step, the seconds the original's commands of these logs held the device and waited for
+    it, from the evaluator's notes (aka.compat.steps): what the gate saves shows here."""
+    sums: dict[str, list[float]] = {}
+    for log in logs:
+        for step, held, waited in HELD_NOTE.findall(log.read_text(errors="replace")):
+            total = sums.setdefault(step, [0.0, 0.0])
+            total[0], total[1] = round(total[0] + float(held), 3), round(total[1] + float(waited), 3)
+    return sums
+
+
 def _capped(task: Task, seconds: float) -> Task:
     """The task with every step command capped at `seconds`."""
     caps = {
@@ -133,6 +147,12 @@ def check_one(root: Path, name: str, scratch: Path, step_timeout: float, full: b
     _phase(began, f"timing the unchanged candidate (the baseline took {row['baseline_seconds']:.0f} s)")
     outcomes = noop_outcomes(task, work, device, baseline_builds(work / "run", task), full)
     row["candidate_seconds"] = round(time.monotonic() - started, 1)
+    candidate_log = work / "evaluation.log"  # noop_outcomes's; every other log is the baseline's
+    baseline_logs = sorted(p for p in work.rglob("*.log") if p != candidate_log)
+    row["device_s"] = {  # [held, waited] per step
+        "baseline": device_seconds(baseline_logs),
+        "candidate": device_seconds([candidate_log] if candidate_log.is_file() else []),
+    }
     result = judge_outcomes(
         task,
         baseline,

@@ -39,6 +39,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from aka.compat.steps import HELD_NOTE
 from aka.config.tasks import Task, gate_tasks, select_tasks, task_identity
 from aka.device import DeviceInfo, detect_device
 from aka.errors import AkaError
@@ -78,9 +79,6 @@ PHASE = "phase: "
 def _phase(started: float, what: str) -> None:
     """A line in the task's log (the child's stderr), so a task killed at its time limit says where it was."""
     print(f"{PHASE}{what} (at {time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
-
-
-HELD_NOTE = re.compile(r"^# aka: original (\w+) command held the device ([0-9.]+) s after waiting ([0-9.]+) s", re.M)
 
 
 def device_seconds(logs: list[Path]) -> dict[str, list[float]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shlex
 import time
 from dataclasses import dataclass
@@ -350,12 +351,15 @@ def _run_in_turn(
         raise
     held = time.monotonic() - began - turn.paused_s()  # stood stopped for timed steps: not held
     stepped_aside(setup, turn, step.value)
-    # what benchmarks/device_holds.py reads: the original's commands log no turns of their own
+    # the original's commands log no turns of their own: HELD_NOTE (benchmarks/device_holds.py reads it too)
     how = "gated, started before its turn" if gated else "started in its turn"
     append_log_note(
         setup, f"original {step.value} command held the device {held:.3f} s after waiting {turn.waited:.3f} s ({how})"
     )
     return dataclasses.replace(ran, command=command), process, left
+
+
+HELD_NOTE = re.compile(r"^# aka: original (\w+) command held the device ([0-9.]+) s after waiting ([0-9.]+) s", re.M)
 
 
 def run_original_step(setup: StepSetup, step: Step, target: Target) -> StepOutcome:

@@ -345,9 +345,8 @@ def _run_in_turn(
             left = setup.time_left()
             ran, _, _ = finish_isolated(process, left, turn, setup.hard_end())  # they never use our result pipe
     except BaseException:
-        if process is not None and process.started.proc.poll() is None:  # it never got its turn
-            process.started.abandon()
-            process.remove_private_dirs()
+        if process is not None:  # it may never have got its turn
+            process.abandon()
         raise
     held = time.monotonic() - began - turn.paused_s()  # stood stopped for timed steps: not held
     stepped_aside(setup, turn, step.value)

@@ -126,6 +126,13 @@ class StepProcess:
     scratch: Path | None = None
     writable: tuple[Path, ...] = ()  # what it may write: held to the step's disk quota while it runs
 
+    def abandon(self) -> None:
+        """Kill it if it still runs (it will never get its turn, or its turn was cut) and remove its
+        private folders."""
+        if self.started.proc.poll() is None:
+            self.started.abandon()
+        self.remove_private_dirs()
+
     def remove_private_dirs(self) -> None:
         """Its Triton cache and temporary directory (after its turn, or when it never gets one)."""
         for path in (self.cache, self.scratch):
@@ -311,9 +318,7 @@ class Prestarted:
     def abandon(self) -> None:
         """Kill the commands that never got their turn (an earlier step failed); keep their logs."""
         for process in (p for group in self.processes.values() for p in group):
-            if process.started.proc.poll() is None:
-                process.started.abandon()
-            process.remove_private_dirs()
+            process.abandon()
             append_log(process.started.log_path, self.log_path)
 
 

@@ -213,3 +213,31 @@ def test_without_the_gate_every_command_starts_inside_its_turn(tmp_path: Path, m
     monkeypatch.setenv(ENV_GATE, "0")
     turns, _ = _watched_baseline(tmp_path, monkeypatch)
     assert not any(waiting for _, waiting in turns)
+
+
+def test_a_gated_command_whose_turn_never_comes_is_killed_and_its_folders_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Waiting for the device fails (the evaluation is cancelled): the command started gated before
+    its turn is killed, and its private Triton cache and temporary folder go with it."""
+    monkeypatch.delenv(ENV_GATE, raising=False)
+    root = tmp_path / "tasks"
+    vllm_task(root)
+    (task,) = select_tasks(root, ["all"])
+    seen: list[int] = []
+
+    @contextlib.contextmanager
+    def cancelled_turn(device: DeviceInfo, exclusive: bool) -> Iterator[Turn]:
+        deadline = time.monotonic() + 60
+        while not _gates_waiting_under(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen.extend(_gates_waiting_under(tmp_path))
+        raise KeyboardInterrupt  # as a cancelled evaluation's wait for the lock ends
+        yield Turn(0.0)  # pragma: no cover
+
+    monkeypatch.setattr(compat_steps, "device_turn", cancelled_turn)
+    with pytest.raises(KeyboardInterrupt):
+        measure_baseline(tmp_path / "run", task, task_identity(task), CPU, tmp_path / "baseline")
+    assert seen  # it was waiting, gated
+    assert not _gates_waiting_under(tmp_path)
+    assert not [p for p in tmp_path.rglob("*") if p.is_dir() and re.match(r"(triton-[0-9a-f]+|tmp-compile-)", p.name)]

@@ -23,6 +23,10 @@ plus what the candidate's first calls cost), the other cases, and the end of the
 judge logged them, also calibration's set-up (inputs, references, warm-up calls) and timed calls,
 and each case's set-up before its pairs. That is where a GPU-hour's evaluations are won or lost,
 since only this step has the GPU alone.
+
+The logs hold the commands' own output too, so a candidate can print lines that look like the
+judge's or the evaluator's: these numbers describe benchmark mixes of known candidates, and no
+verdict or reward is ever read from them.
 """
 
 from __future__ import annotations

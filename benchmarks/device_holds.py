@@ -24,6 +24,11 @@ judge logged them, also calibration's set-up (inputs, references, warm-up calls)
 and each case's set-up before its pairs. That is where a GPU-hour's evaluations are won or lost,
 since only this step has the GPU alone.
 
+A timed step whose turn came in phases (`AKA_PHASED_TURN=1`: the device shared while it sets a
+side up, alone while it calibrates and times) is noted by the evaluator with how long it held
+the device alone and how long it waited between phases: the waits are left out of its hold, the
+time alone is its own row (`performance, alone`) and a part of its turn.
+
 The logs hold the commands' own output too, so a candidate can print lines that look like the
 judge's or the evaluator's: these numbers describe benchmark mixes of known candidates, and no
 verdict or reward is ever read from them.
@@ -47,8 +52,17 @@ TURN_PARTS = ("load baseline", "calibrate", "load candidate", "first case", "oth
 CALIBRATED = re.compile(r"^baseline calibrated on \d+ case\(s\): set-up ([0-9.]+) s, calls ([0-9.]+) s")
 CASE_SET_UP = re.compile(r": set up in ([0-9.]+) s$")
 FINER_PARTS = ("calibrate: set-up", "calibrate: calls", "first case: set-up", "other cases: set-up")
+PHASED_PARTS = (
+    "baseline first calls (shared)",
+    "candidate first calls (shared)",
+    "held alone",
+    "waited between phases",
+)
 PAUSED = re.compile(r"^# aka: (\S+) stood stopped ([0-9.]+) s in \d+ pause")
 ORIGINAL = re.compile(r"^# aka: original (\w+) command held the device ([0-9.]+) s after waiting ([0-9.]+) s")
+# a timed step in phases (AKA_PHASED_TURN=1; aka.evaluation.phased_turn.PHASED_NOTE): alone only while it times
+PHASED = re.compile(r"^# aka: (\w+) held the device alone ([0-9.]+) s in \d+ phase\(s\), waited ([0-9.]+) s between")
+FIRST_CALLS = re.compile(r"^(baseline|candidate)'s first calls made in ([0-9.]+) s")
 
 
 @dataclass
@@ -63,10 +77,14 @@ class StepTimes:
     cases: list[int] = field(default_factory=list)  # when each timed case finished (ms)
     finer: dict[str, float] = field(default_factory=dict)  # FINER_PARTS, where the judge logged them (s)
     set_ups: list[float] = field(default_factory=list)  # each timed case's set-up before its pairs (s)
+    alone_s: float | None = None  # a phased turn: how long it held the device alone
+    phase_wait_ms: int = 0  # a phased turn: waits between its phases (it held nothing then)
 
     @property
     def held(self) -> float | None:
-        return None if self.turn is None or self.end is None else (self.end - self.turn - self.paused_ms) / 1000
+        if self.turn is None or self.end is None:
+            return None
+        return (self.end - self.turn - self.paused_ms - self.phase_wait_ms) / 1000
 
     @property
     def waited(self) -> float | None:
@@ -90,6 +108,13 @@ def read_log(path: Path) -> Trial:
             sums = trial.original.setdefault(noted.group(1), [0.0, 0.0])
             sums[0] += float(noted.group(2))
             sums[1] += float(noted.group(3))
+            continue
+        phased = PHASED.match(raw)
+        if phased:
+            times = trial.steps.setdefault(phased.group(1), StepTimes())
+            times.alone_s = float(phased.group(2))
+            times.phase_wait_ms = round(float(phased.group(3)) * 1000)
+            trial.paused_ms += times.phase_wait_ms  # inside the step's span, and it held nothing
             continue
         paused = PAUSED.match(raw)
         if paused:
@@ -121,6 +146,9 @@ def read_log(path: Path) -> Trial:
                     times.marks[mark] = ms
             if CASE_DONE.search(message):
                 times.cases.append(ms)
+            first_calls = FIRST_CALLS.match(message)
+            if first_calls:
+                times.finer[f"{first_calls.group(1)} first calls (shared)"] = float(first_calls.group(2))
             calibrated, set_up = CALIBRATED.match(message), CASE_SET_UP.search(message)
             if calibrated:
                 times.finer["calibrate: set-up"] = float(calibrated.group(1))
@@ -143,6 +171,9 @@ def turn_parts(times: StepTimes) -> dict[str, float] | None:
     values = [end - start for start, end in zip((turn, *ends[:-1]), ends, strict=True)]
     parts = {part: value / 1000 for part, value in zip(TURN_PARTS, values, strict=True)}
     parts.update(times.finer)
+    if times.alone_s is not None:
+        parts["held alone"] = times.alone_s
+        parts["waited between phases"] = times.phase_wait_ms / 1000
     if times.set_ups:
         parts["first case: set-up"] = times.set_ups[0]
         parts["other cases: set-up"] = sum(times.set_ups[1:])
@@ -194,11 +225,14 @@ def summarize(trials: list[Trial]) -> dict[str, object]:
         held += [t.original[step][0] for t in trials if step in t.original]
         waited += [t.original[step][1] for t in trials if step in t.original]
         steps[step] = {"held_s": stats(held), "waited_s": stats(waited)}
+        alone = [a for t in trials if step in t.steps and (a := t.steps[step].alone_s) is not None]
+        if alone:  # phased turns: the part of the hold no other evaluation could use the device
+            steps[f"{step}, alone"] = {"held_s": stats(alone), "waited_s": None}
     per_trial = [cost for trial in trials if (cost := gpu_seconds(trial)) is not None]
     turns = [parts for t in trials if "performance" in t.steps and (parts := turn_parts(t.steps["performance"]))]
     timed_turn = {
         part: values
-        for part in TURN_PARTS + FINER_PARTS
+        for part in TURN_PARTS + FINER_PARTS + PHASED_PARTS
         if (values := stats([parts[part] for parts in turns if part in parts]))
     }
     return {"trials": len(trials), "steps": steps, "gpu_s_per_trial": stats(per_trial), "timed_turn_s": timed_turn}

@@ -375,3 +375,49 @@ def test_device_holds_reads_the_original_tasks_notes(tmp_path: Path) -> None:
     assert summary["steps"]["correctness"]["held_s"]["median"] == 2.5
     assert summary["steps"]["performance"]["waited_s"]["median"] == 4.0
     assert summary["gpu_s_per_trial"]["mean"] == 10.0
+
+
+def test_device_holds_reads_a_phased_turn(tmp_path: Path) -> None:
+    """A timed step in phases (AKA_PHASED_TURN=1): its waits between phases are not a hold, its time
+    alone is its own row and a part of its turn, and the first calls made while sharing are parts."""
+    import importlib.util
+
+    from aka.evaluation.phased_turn import PHASED_NOTE
+
+    spec = importlib.util.spec_from_file_location("device_holds", REPO / "benchmarks" / "device_holds.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["device_holds"] = module
+    spec.loader.exec_module(module)
+    lines = [
+        "$ python3 harness.py performance",
+        "INFO aka.harness.runner +1000ms: workers forked",
+        "INFO aka.harness.runner +2000ms: the step's turn came",
+        "INFO aka.harness.perf +2020ms: baseline loaded 3 time(s)",
+        "INFO aka.harness.perf +2700ms: baseline's first calls made in 0.680 s",
+        "INFO aka.harness.phases +3700ms: the device came alone after 1.000 s",
+        "INFO aka.harness.perf +4000ms: baseline calibrated on 1 case(s): set-up 0.050 s, calls 0.250 s",
+        "INFO aka.harness.phases +4000ms: the device came shared after 0.000 s",
+        "INFO aka.harness.perf +4100ms: candidate loaded 3 time(s)",
+        "INFO aka.harness.perf +4700ms: candidate's first calls made in 0.600 s",
+        "INFO aka.harness.phases +5700ms: the device came alone after 1.000 s",
+        "INFO aka.harness.perf +5750ms: small: set up in 0.050 s",
+        "INFO aka.harness.perf +6950ms: small: 1.0012x (66 pairs)",
+        "INFO aka.harness.runner +7000ms: triton2triton/basic/gelu performance (candidate, cuda): ok",
+        "# aka: " + PHASED_NOTE.format("performance", 1.55, 4, 2.0),
+    ]
+    log = tmp_path / "run" / "evaluation.log"
+    log.parent.mkdir()
+    log.write_text("\n".join(lines) + "\n")
+    trial = module.read_log(log)
+    times = trial.steps["performance"]
+    assert times.alone_s == 1.55 and times.held == pytest.approx(3.0)  # 5 s from turn to end, 2 s of it waits
+    parts = module.turn_parts(times)
+    assert parts is not None
+    assert parts["held alone"] == 1.55 and parts["waited between phases"] == 2.0
+    assert parts["baseline first calls (shared)"] == 0.68 and parts["candidate first calls (shared)"] == 0.6
+    summary = module.summarize([trial])
+    assert summary["steps"]["performance, alone"]["held_s"]["median"] == 1.55
+    assert "| performance, alone | 1.55 / 1.55 / 1.55, 1 | n/a |" in module.render(summary)
+    source = (REPO / "src" / "aka" / "harness" / "perf.py").read_text()
+    assert '"%s\'s first calls made in %.3f s"' in source

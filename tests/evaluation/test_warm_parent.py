@@ -151,7 +151,7 @@ def test_which_steps_are_forked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert script_argv("python3 harness.py compile") == ["harness.py", "compile"]
     assert script_argv("bash run.sh") is None
     limits = step_limits(60, on_gpu=False)
-    args = (tmp_path, dict(os.environ), 0, [tmp_path], limits)
+    args = (tmp_path, dict(os.environ), [0], [tmp_path], limits)
     monkeypatch.delenv(ENV_WARM_STEPS, raising=False)
     assert _warm_fork("python3 harness.py compile", *args, on_gpu=False) is not None
     assert _warm_fork("python3 harness.py compile", *args, on_gpu=True) is None
@@ -201,7 +201,7 @@ def test_a_sandbox_a_forked_step_cannot_get_means_exec(tmp_path: Path, monkeypat
     assert not parent.can_sandbox(machine, env)
     (tmp_path / "harness.py").write_text("run_task(TASK)\n")
     limits = step_limits(60, on_gpu=False)
-    assert _warm_fork("python3 harness.py compile", tmp_path, env, 0, [tmp_path], limits, on_gpu=False) is None
+    assert _warm_fork("python3 harness.py compile", tmp_path, env, [0], [tmp_path], limits, on_gpu=False) is None
     parent.sandboxes.clear()  # the next test gets a real probe
 
 

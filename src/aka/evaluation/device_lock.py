@@ -138,10 +138,12 @@ class DeviceLock:
                 raise
             return fd
 
-    def enter_unless(self, cancelled: threading.Event) -> int | None:
-        """`enter(exclusive=False)`, given up once `cancelled` is set (None then): a turn that
-        stepped aside and is ended meanwhile (its step killed at a request's hard end) must not
-        wait out another evaluation's timed step first."""
+    def enter_unless(self, cancelled: threading.Event, exclusive: bool = False) -> int | None:
+        """`enter(exclusive)`, given up once `cancelled` is set (None then): a turn that stepped
+        aside, or a timed step between its phases (`aka.evaluation.phased_turn`), that is ended
+        meanwhile (its step killed at a request's hard end) must not wait out another evaluation's
+        timed step first."""
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
         while not cancelled.is_set():
             turnstile = _open(self.turnstile)
             try:
@@ -153,7 +155,7 @@ class DeviceLock:
                 fd = _open(self.lock)
                 while not cancelled.is_set():
                     try:
-                        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                        fcntl.flock(fd, mode | fcntl.LOCK_NB)
                         return fd
                     except BlockingIOError:
                         cancelled.wait(RETRY_S)
@@ -187,6 +189,9 @@ class Turn:
     def pausable(self, pid: int) -> Iterator[None]:
         """The process `pid` and its descendants may be stopped while the block runs."""
         yield
+
+    def close(self) -> None:
+        """Let the device go (a turn that holds a lock descriptor of its own)."""
 
     def paused_s(self) -> float:
         return 0.0

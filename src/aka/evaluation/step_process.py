@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -18,10 +19,11 @@ from aka.device import DeviceInfo
 from aka.evaluation.channel import ResultPipe
 from aka.evaluation.device_lock import Turn
 from aka.evaluation.disk_quota import STEP_OUTPUT_LIMIT_BYTES, DiskQuota
+from aka.evaluation.phased_turn import phased_turns
 from aka.evaluation.sandbox import ResourceLimits, detect_sandbox, step_limits
 from aka.evaluation.step_spec import Step, Target, step_commands, step_environment, step_timeout
 from aka.evaluation.warm_parent import ForkedProcess, WarmParent, script_argv, step_sandbox
-from aka.evaluation.wire import ENV_RESULT_FD, ENV_SHARED_CACHE
+from aka.evaluation.wire import ENV_RESULT_FD, ENV_SHARED_CACHE, ENV_TURN_FD
 from aka.process import CommandOutcome, StartedCommand
 
 
@@ -125,12 +127,15 @@ class StepProcess:
     keep_cache: Path | None = None  # where its cache is copied back after its turn (`BuildCaches.kept`)
     scratch: Path | None = None
     writable: tuple[Path, ...] = ()  # what it may write: held to the step's disk quota while it runs
+    turn_socket: socket.socket | None = None  # a timed step's phases (aka.evaluation.phased_turn)
 
     def abandon(self) -> None:
         """Kill it if it still runs (it will never get its turn, or its turn was cut) and remove its
         private folders."""
         if self.started.proc.poll() is None:
             self.started.abandon()
+        if self.turn_socket is not None:  # its turn never came: no phased turn closes it
+            self.turn_socket.close()
         self.remove_private_dirs()
 
     def remove_private_dirs(self) -> None:
@@ -168,11 +173,15 @@ def start_isolated(
         "TMP": str(scratch),
         ENV_RESULT_FD: str(pipe.write_fd),
     }
+    judge = is_harness_script(command, eval_dir)  # starts its workers in namespaces of their own
+    ours, theirs = socket.socketpair() if judge and step is Step.PERFORMANCE and phased_turns() else (None, None)
+    if theirs is not None:
+        private[ENV_TURN_FD] = str(theirs.fileno())
+    passed = [pipe.write_fd, *([theirs.fileno()] if theirs is not None else [])]
     try:
         if sandbox.confines:
             cache.mkdir(mode=0o700)
         writable = [eval_dir, cache, scratch, *([caches.shared] if caches.shared else [])]
-        judge = is_harness_script(command, eval_dir)  # starts its workers in namespaces of their own
         env = {**setup.environment(step, target), **private}
         limits = step_limits(timeout, setup.device.is_gpu)
         started = StartedCommand(
@@ -181,19 +190,21 @@ def start_isolated(
             env,
             log_path or setup.log_path,
             with_stdin=True,
-            pass_fds=(pipe.write_fd,),
+            pass_fds=tuple(passed),
             prefix=tuple(sandbox.wrap([], writable, keep_admin=judge)),
             preexec=limits.apply,
-            fork=_warm_fork(command, eval_dir, env, pipe.write_fd, writable, limits, setup.device.is_gpu)
-            if judge
-            else None,
+            fork=_warm_fork(command, eval_dir, env, passed, writable, limits, setup.device.is_gpu) if judge else None,
         )
     except BaseException:
         shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
+        if ours is not None:
+            ours.close()
         raise
     finally:
         os.close(pipe.write_fd)
+        if theirs is not None:
+            theirs.close()
     return StepProcess(
         command,
         step,
@@ -206,6 +217,7 @@ def start_isolated(
         caches.kept,
         scratch,
         tuple(writable),
+        ours,
     )
 
 
@@ -213,7 +225,7 @@ def _warm_fork(
     command: str,
     eval_dir: Path,
     env: dict[str, str],
-    result_fd: int,
+    passed: list[int],
     writable: list[Path],
     limits: ResourceLimits,
     on_gpu: bool,
@@ -227,7 +239,7 @@ def _warm_fork(
     sandbox = step_sandbox(detect_sandbox(), writable, keep_admin=True)
     if not parent.can_sandbox(sandbox, env):
         return None
-    return lambda log_fd: parent.start(argv, eval_dir, env, log_fd, [result_fd], sandbox, limits)
+    return lambda log_fd: parent.start(argv, eval_dir, env, log_fd, passed, sandbox, limits)
 
 
 def finish_isolated(

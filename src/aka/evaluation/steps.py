@@ -20,6 +20,7 @@ from aka.evaluation.bytecode import warm_bytecode
 from aka.evaluation.device_lock import Turn, device_turn
 from aka.evaluation.eval_dir import build_eval_dir
 from aka.evaluation.kernel_check import missing_kernels
+from aka.evaluation.phased_turn import PHASED_NOTE, PhasedTurn, phased_turn
 from aka.evaluation.sandbox import detect_sandbox
 from aka.evaluation.step_process import (
     BuildCaches,
@@ -107,7 +108,11 @@ def run_step(setup: StepSetup, step: Step, target: Target, prestarted: Prestarte
             process = prestarted.processes[step][index]
         elif is_harness_script(command, setup.eval_dir):  # it loads, then waits for its token
             process = start_isolated(setup, command, step, target)
-        with device_turn(setup.device, exclusive=step is Step.PERFORMANCE) as turn:
+        if process is not None and process.turn_socket is not None:  # the judge asks for the device alone
+            turn_of: contextlib.AbstractContextManager[Turn] = phased_turn(setup.device, process.turn_socket)
+        else:
+            turn_of = device_turn(setup.device, exclusive=step is Step.PERFORMANCE)
+        with turn_of as turn:
             setup.waited_for_device(turn.waited)
             if process is None:  # any other command runs at once: only in its turn on the device
                 process = start_isolated(setup, command, step, target)
@@ -258,8 +263,12 @@ def run_compile_and_correctness(setup: StepSetup, target: Target, prestarted: Pr
 
 def stepped_aside(setup: StepSetup, turn: Turn, steps: str) -> None:
     """The time a shared turn of `steps` (a name, `+` between several) stood stopped for timed
-    steps counts as a wait, and is logged (benchmarks/device_holds.py leaves it out of holds)."""
-    if turn.pauses:
+    steps counts as a wait, and is logged (benchmarks/device_holds.py leaves it out of holds); so
+    does the time a phased turn waited between its phases, with how long it held the device alone."""
+    if isinstance(turn, PhasedTurn):
+        setup.waited_for_device(turn.paused_s())
+        append_log_note(setup, PHASED_NOTE.format(steps, turn.alone_s, turn.phases, turn.paused_s()))
+    elif turn.pauses:
         setup.waited_for_device(turn.paused_s())
         stood = f"{steps} stood stopped {turn.paused_s():.3f} s in {turn.pauses} pause(s)"
         append_log_note(setup, f"{stood}: timed steps had the device")

@@ -14,6 +14,8 @@ from enum import IntEnum
 
 STEP_REPORT_FORMAT = "aka-step-report/1"
 READY_LINE = b"ready\n"  # a step sends it on its result pipe once loaded, before it reads its token
+# On `$AKA_TURN_FD` a timed step asks for the device alone or shared; the evaluator answers GO once it holds it.
+TURN_ALONE, TURN_SHARED, TURN_GO = b"alone\n", b"shared\n", b"go\n"
 BASELINE_SOURCES_DIR = ".aka_baseline"  # the pristine sources inside the evaluation directory
 
 # The environment of a step command (aka.evaluation.steps.step_environment, aka.harness.task.StepContext).
@@ -27,6 +29,7 @@ ENV_BASELINE = "AKA_BASELINE"
 ENV_BASELINE_DIR = "AKA_BASELINE_DIR"
 ENV_CUDA_ARCH = "AKA_CUDA_ARCH"
 ENV_RESULT_FD = "AKA_RESULT_FD"
+ENV_TURN_FD = "AKA_TURN_FD"  # the timed step's phases: a socket to the evaluator (aka.harness.phases)
 ENV_SHARED_CACHE = "AKA_SHARED_CACHE_DIR"
 ENV_PLACEMENTS = "AKA_PLACEMENTS"  # placements per side and case (aka.harness.turns.Placements)
 

@@ -13,6 +13,10 @@ of a kernel ran up to 0.9% faster or slower than another load of the same code, 
 stays for the life of the process (docs/benchmarks/2026-12-01_code_placement_h200.md).
 With `AKA_TARGET=baseline` (or `reference`) only that side is timed, alone: the run's frozen
 baseline record.
+
+The step holds the device alone only while it calibrates and times (`aka.harness.phases`): each
+side's first calls on every case, which load or compile its kernels, are made while the device
+is shared, the baseline's before the calibration and the candidate's after it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from aka.harness.paired import (
     calibrate,
     time_paired,
 )
+from aka.harness.phases import ALONE, SHARED, Phases
 from aka.harness.remote import RemoteSide
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.sides import load_side, source_dir
@@ -239,11 +244,38 @@ def _calibrate(
     return calibrations
 
 
+def _first_calls(
+    side: RemoteSide, task: KernelTask, ctx: StepContext, cases: Sequence[Case], loads: int, candidate: bool
+) -> None:
+    """Every load called once on every case while the device is shared: the first calls load or
+    compile the kernels, the costly part of a side's set-up, so the warm-up in the turn alone
+    finds them ready. A candidate's failure here only ends its first calls: the warm-up in the
+    turn alone meets it again and decides the verdict, as without phases."""
+    began = time.perf_counter()
+    for case in cases:
+        memory = _memory(side, task, ctx, case, f"first-{case.id}")
+        try:
+            warm_up(memory, task, ctx, case, loads, candidate=candidate)
+        except (ProblemError, WorkerFailure):
+            if not candidate:
+                raise
+            break
+        finally:
+            memory.close()
+    log.info("%s's first calls made in %.3f s", "candidate" if candidate else "baseline", time.perf_counter() - began)
+
+
 def performance_step(
-    task: KernelTask, ctx: StepContext, baseline: RemoteSide, candidate: RemoteSide | None
+    task: KernelTask,
+    ctx: StepContext,
+    baseline: RemoteSide,
+    candidate: RemoteSide | None,
+    phases: Phases | None = None,
 ) -> StepResult:
     """Paired times per case; without a `candidate` (`AKA_TARGET=reference` or `baseline`) the
-    baseline's worker is timed alone (the run's frozen baseline record)."""
+    baseline's worker is timed alone (the run's frozen baseline record). `phases` is the device's
+    turn (module docstring); without it the step is taken to hold the device alone throughout."""
+    phases = phases or Phases.none()
     cases = list(task.cases_for(ctx.profile))
     config = task.paired
     try:
@@ -259,14 +291,22 @@ def performance_step(
     loaded = load_side(baseline, "performance", cases, loads, source_dir(ctx))
     if isinstance(loaded, StepResult):
         raise HarnessError(f"the task's own baseline sources do not load: {loaded.message}")
+    log.info("baseline loaded %d time(s)", loads)
+    if phases.active:
+        _first_calls(baseline, task, ctx, cases, loads, candidate=False)
+    phases.want(ALONE)
     if candidate is None:
         return StepResult("performance", "ok", None, [_time_alone(baseline, task, ctx, case, config) for case in cases])
-    log.info("baseline loaded %d time(s)", loads)
     calibrations = _calibrate(baseline, task, ctx, cases, config)
+    phases.want(SHARED)  # no candidate code has run yet: it loads only after the calibration
     started = load_side(candidate, "performance", cases, loads)
     if isinstance(started, StepResult):
         return started
     log.info("candidate loaded %d time(s)", loads)
+    if phases.active:
+        _first_calls(candidate, task, ctx, cases, loads, candidate=True)
+        candidate.pause()  # nothing of it runs while the evaluator waits for the device alone
+    phases.want(ALONE)
     results: list[CaseResult] = []
     for case in cases:
         results.append(_time_case(task, ctx, baseline, candidate, case, calibrations[case.id], config))

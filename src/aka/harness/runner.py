@@ -27,6 +27,7 @@ from aka.harness.channel import ReportChannel
 from aka.harness.checks import correctness_step, reference_for
 from aka.harness.link import WorkerFailure
 from aka.harness.perf import performance_step
+from aka.harness.phases import Phases
 from aka.harness.remote import NAMESPACE_FEATURE, RemoteSide, make_undumpable
 from aka.harness.report import StepResult
 from aka.harness.sides import StepWorkers, load_side, set_up
@@ -62,8 +63,11 @@ def compile_step(task: KernelTask, ctx: StepContext, side: RemoteSide | None) ->
     return StepResult("compile", "ok")
 
 
-def run_step(task: KernelTask, ctx: StepContext, workers: StepWorkers, task_file: Path) -> StepResult:
-    """Run one step with its workers, or report it skipped when the task needs a GPU this machine lacks."""
+def run_step(
+    task: KernelTask, ctx: StepContext, workers: StepWorkers, task_file: Path, phases: Phases | None = None
+) -> StepResult:
+    """Run one step with its workers, or report it skipped when the task needs a GPU this machine lacks.
+    `phases`: the timed step's turn on the device (aka.harness.phases)."""
     if task.requires_gpu and ctx.device.type != "cuda" and ctx.step != "compile":
         return StepResult(ctx.step, "skipped", NO_GPU_MESSAGE)
     try:
@@ -77,7 +81,7 @@ def run_step(task: KernelTask, ctx: StepContext, workers: StepWorkers, task_file
         if ctx.step == "correctness":
             return correctness_step(task, ctx, workers.candidate)
         assert workers.baseline is not None, "the performance step has a baseline worker"
-        return performance_step(task, ctx, workers.baseline, workers.candidate)
+        return performance_step(task, ctx, workers.baseline, workers.candidate, phases)
     except WorkerFailure as failure:
         if not _charged_to_candidate(failure, workers):
             raise HarnessError(f"a worker of the task's own code failed: {failure}") from failure
@@ -164,6 +168,7 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
         logging.basicConfig(
             level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s +%(relativeCreated).0fms: %(message)s"
         )
+    phases = Phases.claim()  # before any worker starts, and out of the environment they get
     args = list(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ if environ is None else environ)
     workers: StepWorkers | None = None
@@ -177,7 +182,7 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
         log.info("the step's turn came")
         task_file = _task_file(task)
         _forget_directory(Path.cwd())
-        result = run_step(task, ctx, workers, task_file)
+        result = run_step(task, ctx, workers, task_file, phases)
         result.isolation = [JUDGE_FEATURE, *([NAMESPACE_FEATURE] if workers.isolated else [])]
         by_hand = channel.fd is None
         channel.send(result.to_json())
@@ -190,6 +195,7 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
     finally:
         if workers is not None:
             workers.close()
+        phases.close()
     log.info(
         "%s %s (%s, %s): %s%s",
         task.name,

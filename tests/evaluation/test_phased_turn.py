@@ -1,0 +1,179 @@
+"""The timed step's turn in phases (aka.evaluation.phased_turn, aka.harness.phases): the device
+held shared while the judge sets up and alone only while it times, against other holders in real
+processes (the lock of a GPU, faked by its key), and end to end through a real performance step
+on the CPU."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from exploits.catalog import HONEST
+from exploits.gelu_task import copy_gelu_task
+from test_device_lock import HOLDER, _holder, _intervals, _overlap, _wait_for
+
+from aka.device import DeviceInfo
+from aka.evaluation import device_lock
+from aka.evaluation.device_lock import ENV_LOCK_DIR, device_key
+from aka.evaluation.phased_turn import ENV_PHASED_TURN, PhasedTurn, phased_turn
+from aka.evaluation.step_spec import Step
+from aka.evaluation.steps import evaluate_candidate
+from aka.harness.phases import ALONE, SHARED, Phases
+from aka.harness.task import HarnessError
+from aka.results.task_result import FailureKind
+
+H200 = DeviceInfo("cuda", "H200", "NVIDIA H200", "sm_90", 1, uuid="GPU-1234/abcd")
+CPU = DeviceInfo("cpu", "cpu", "cpu", None, 0)
+
+
+@pytest.fixture
+def locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
+    monkeypatch.delenv(device_lock.ENV_YIELD_AFTER, raising=False)
+    monkeypatch.setattr(sys.modules["test_device_lock"], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
+    return tmp_path
+
+
+def _pair() -> tuple[socket.socket, Phases]:
+    ours, theirs = socket.socketpair()
+    return ours, Phases(theirs)
+
+
+def _stamp(tmp_path: Path, text: str) -> None:
+    with (tmp_path / "log").open("a") as log:
+        log.write(f"{text} {time.monotonic():.3f}\n")
+
+
+def test_the_judge_shares_the_device_while_it_sets_up_and_has_it_alone_while_it_times(locks: Path) -> None:
+    """Another evaluation's shared step runs beside the set-up; it waits while the judge times; a
+    timed step of another evaluation runs between two phases, never inside the judge's alone one."""
+    ours, phases = _pair()
+    with phased_turn(H200, ours) as turn:
+        beside = _holder(locks, "s", "s1", 0.5)  # another evaluation checks a candidate meanwhile
+        _wait_for(locks, "s1 out")
+        phases.want(ALONE)
+        _stamp(locks, "alone in")
+        blocked = _holder(locks, "s", "s2", 0.1)  # arrives while the judge times: waits for it
+        time.sleep(0.8)
+        _stamp(locks, "alone out")
+        phases.want(SHARED)
+        _wait_for(locks, "s2 out")
+        other_timed = _holder(locks, "x", "x1", 0.3)
+        time.sleep(0.2)
+        phases.want(ALONE)  # waits for the other evaluation's timed step
+        _stamp(locks, "alone2 in")
+        time.sleep(0.1)
+        _stamp(locks, "alone2 out")
+        assert turn.phases == 4 and turn.alone() >= 0.8
+        assert turn.paused_s() >= 0.05  # the waits between phases extend the step's limits
+    for process in (beside, blocked, other_timed):
+        assert process.wait(timeout=20) == 0
+    spans = _intervals(locks)
+    for holder in ("s2", "x1"):
+        assert not _overlap(spans[holder], spans["alone"]) and not _overlap(spans[holder], spans["alone2"])
+    assert spans["s2"][0] >= spans["alone"][1] - 0.05 and spans["x1"][1] <= spans["alone2"][0] + 0.05
+    assert turn.phase_waits_s >= 0.05
+
+
+def test_the_device_is_free_once_the_turn_ends_and_a_turn_ended_while_waiting_stops_waiting(locks: Path) -> None:
+    ours, phases = _pair()
+    other = _holder(locks, "s", "s1", 5.0)
+    _wait_for(locks, "s1 in")
+    turn = PhasedTurn(H200, ours)
+    answers: list[str] = []
+
+    def ask() -> None:
+        try:
+            phases.want(ALONE)
+            answers.append("granted")
+        except HarnessError as exc:
+            answers.append(str(exc))
+
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    turn.close()  # its step was killed (a request's hard end): it must not wait out s1
+    assert time.monotonic() - started < 2.0
+    asking.join(timeout=5)
+    assert answers and "did not give the device alone" in answers[0]
+    other.wait(timeout=20)
+    timed = _holder(locks, "x", "x1", 0.01)
+    assert timed.wait(timeout=10) == 0
+
+
+def test_anything_but_a_request_ends_the_phases(locks: Path) -> None:
+    ours, theirs = socket.socketpair()
+    with phased_turn(CPU, ours):
+        theirs.sendall(b"everything, forever\n")
+        with pytest.raises(HarnessError, match="did not give the device alone"):
+            Phases(theirs).want(ALONE)
+
+
+def test_on_the_cpu_every_request_is_granted_at_once(locks: Path) -> None:
+    ours, phases = _pair()
+    with phased_turn(CPU, ours) as turn:
+        phases.want(ALONE)
+        phases.want(SHARED)
+        phases.want(ALONE)
+        assert turn.phases == 4 and turn.paused_s() < 0.5
+    assert not list(locks.glob("*.lock"))
+
+
+def test_without_an_evaluator_the_judge_holds_what_it_was_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AKA_TURN_FD", raising=False)
+    phases = Phases.claim()
+    assert phases.sock is None
+    phases.want(SHARED)
+    phases.want(ALONE)  # nothing to ask: a step run by hand, or an evaluator without phases
+
+
+@pytest.fixture(scope="module")
+def gelu_task(tmp_path_factory: pytest.TempPathFactory):
+    return copy_gelu_task(tmp_path_factory.mktemp("tasks"))
+
+
+def _performance(task, tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv(ENV_PHASED_TURN, "1")
+    candidate = tmp_path / "candidate"
+    shutil.copytree(task.directory, candidate)
+    (candidate / "kernel.py").write_text(source)
+    outcomes = evaluate_candidate(task, candidate, tmp_path / "scratch", CPU)
+    return outcomes[-1], (tmp_path / "scratch" / "evaluation.log").read_text()
+
+
+@pytest.mark.slow
+def test_a_performance_step_in_phases_times_an_honest_candidate(
+    gelu_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = HONEST + "\n\ndef gelu(x):\n    return honest(x)\n"
+    outcome, log = _performance(gelu_task, tmp_path, source, monkeypatch)
+    assert outcome.failure is FailureKind.NONE and outcome.cases and all(c.speedup for c in outcome.cases), log[-3000:]
+    # shared for the baseline's first calls, alone to calibrate, shared for the candidate's, alone to time
+    assert log.count("the device came alone") == 2 and log.count("the device came shared") == 1, log[-3000:]
+    assert "baseline's first calls made" in log and "candidate's first calls made" in log
+    assert "performance held the device alone" in log and "in 4 phase(s)" in log
+
+
+@pytest.mark.slow
+def test_a_candidate_wrong_only_when_timed_fails_with_phases(
+    gelu_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its first calls in the shared phase are wrong too: they are not checked there, the checked
+    warm-up in the turn alone finds them."""
+    source = HONEST + (
+        "\nTIMED = 'tmp-performance-' in os.getcwd()\n"
+        "\n\ndef gelu(x):\n    out = honest(x)\n    return x if TIMED else out\n"
+    )
+    outcome, log = _performance(gelu_task, tmp_path, source, monkeypatch)
+    assert outcome.step is Step.PERFORMANCE and outcome.failure is FailureKind.INCORRECT, (
+        outcome.failure,
+        outcome.message,
+        log[-3000:],
+    )
+    assert "candidate's first calls made" in log  # made, unchecked, in the shared phase

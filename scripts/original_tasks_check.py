@@ -74,6 +74,7 @@ def _base_row(task: Task) -> dict[str, Any]:
 
 
 PHASE = "phase: "
+WORK = "work: "  # the child's folder, where a task killed at its time limit left its evaluation logs
 
 
 def _phase(started: float, what: str) -> None:
@@ -134,6 +135,7 @@ def check_one(root: Path, name: str, scratch: Path, step_timeout: float, full: b
     task = _capped(task, step_timeout)
     device = detect_device()
     work = Path(tempfile.mkdtemp(prefix="aka_check_", dir=scratch))  # no dots: rocmbench derives paths from __file__
+    print(f"{WORK}{work}", file=sys.stderr, flush=True)
     began = started = time.monotonic()
     _phase(began, "measuring the baseline")
     baseline = measure_baseline(work / "run", task, task_identity(task), device, work / "baseline")
@@ -228,11 +230,14 @@ def _child(args: argparse.Namespace, name: str, log: Path) -> dict[str, Any]:
             child.communicate()
             lines = log.read_text(errors="replace").splitlines()
             phases = [line.removeprefix(PHASE) for line in lines if line.startswith(PHASE)]
+            works = [Path(line.removeprefix(WORK)) for line in lines if line.startswith(WORK)]
+            last = _keep_evaluation_logs(works[-1], log) if works else None
             return {
                 **_named_row(name),
                 "verdict": "timeout",
                 "message": f"the task took over {args.task_timeout:.0f} s (--task-timeout)"
-                + (f"; it was {phases[-1]}" if phases else ""),
+                + (f"; it was {phases[-1]}" if phases else "")
+                + (f"; its last command: {last}" if last else ""),
             }
     lines = [line for line in out.splitlines() if line.startswith("{")]
     if child.returncode != 0 or not lines:
@@ -244,6 +249,21 @@ def _child(args: argparse.Namespace, name: str, log: Path) -> dict[str, Any]:
         }
     row: dict[str, Any] = json.loads(lines[-1])
     return row
+
+
+def _keep_evaluation_logs(work: Path, log: Path, lines: int = 40) -> str | None:
+    """Append the end of each evaluation log a killed task left in `work` to its own log, and
+    return the last command those logs show started (`$ ...`): where its time went."""
+    logs = sorted((p for p in work.rglob("*.log") if p.is_file()), key=lambda p: p.stat().st_mtime)
+    last = None
+    with log.open("a") as out:
+        for path in logs:
+            text = path.read_text(errors="replace").splitlines()
+            commands = [line[2:].strip() for line in text if line.startswith("$ ")]
+            last = commands[-1] if commands else last
+            out.write(f"--- {path.relative_to(work)} (its last {lines} lines, when the task was killed) ---\n")
+            out.write("\n".join(text[-lines:]) + "\n")
+    return last
 
 
 def _reason(row: dict[str, Any]) -> str:

@@ -98,6 +98,9 @@ def test_a_task_past_its_time_is_killed_and_the_rest_goes_on(tmp_path: Path) -> 
     rows = _rows(out)
     assert rows["triton2triton/vllm/hangs"]["verdict"] == "timeout"
     assert "it was measuring the baseline (at " in str(rows["triton2triton/vllm/hangs"]["message"])  # where it was
+    assert "its last command: sleep 600" in str(rows["triton2triton/vllm/hangs"]["message"])  # and in which command
+    kept = (out / "logs" / "triton2triton_vllm_hangs.log").read_text()
+    assert "when the task was killed) ---" in kept and "$ sleep 600" in kept  # its evaluation logs' ends are kept
     assert rows["triton2triton/vllm/hangs"]["suite"] == "vllm"  # grouped with its suite, though it never finished
     assert rows["triton2triton/vllm/amd_only"]["verdict"] == "skipped"
     written = [json.loads(line)["task"] for line in (out / "rows-1-of-1.jsonl").read_text().splitlines()]

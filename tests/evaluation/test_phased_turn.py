@@ -23,6 +23,7 @@ from aka.evaluation.device_lock import ENV_LOCK_DIR, device_key
 from aka.evaluation.phased_turn import ENV_PHASED_TURN, PhasedTurn, phased_turn
 from aka.evaluation.step_spec import Step
 from aka.evaluation.steps import evaluate_candidate
+from aka.evaluation.warm_parent import ENV_WARM_STEPS
 from aka.harness.phases import ALONE, SHARED, Phases
 from aka.harness.task import HarnessError
 from aka.results.task_result import FailureKind
@@ -148,9 +149,13 @@ def _performance(task, tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "warm", ["1", "0"]
+)  # the step forked from the warm parent (fds passed over its socket), or exec'd
 def test_a_performance_step_in_phases_times_an_honest_candidate(
-    gelu_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    gelu_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: str
 ) -> None:
+    monkeypatch.setenv(ENV_WARM_STEPS, warm)
     source = HONEST + "\n\ndef gelu(x):\n    return honest(x)\n"
     outcome, log = _performance(gelu_task, tmp_path, source, monkeypatch)
     assert outcome.failure is FailureKind.NONE and outcome.cases and all(c.speedup for c in outcome.cases), log[-3000:]

@@ -149,9 +149,8 @@ def _performance(task, tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "warm", ["1", "0"]
-)  # the step forked from the warm parent (fds passed over its socket), or exec'd
+# the step forked from the warm parent (its descriptors passed over a socket), or exec'd
+@pytest.mark.parametrize("warm", ["1", "0"])
 def test_a_performance_step_in_phases_times_an_honest_candidate(
     gelu_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: str
 ) -> None:

@@ -5,6 +5,7 @@ on the CPU."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import sys
@@ -132,6 +133,18 @@ def test_without_an_evaluator_the_judge_holds_what_it_was_given(monkeypatch: pyt
     assert phases.sock is None
     phases.want(SHARED)
     phases.want(ALONE)  # nothing to ask: a step run by hand, or an evaluator without phases
+
+
+def test_a_socket_the_judge_cannot_use_fails_the_step_before_anything_is_timed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The evaluator holds the device shared until asked: timing without asking would share it."""
+    for bad in ("987", "soon"):  # a descriptor that is not open; not a number
+        monkeypatch.setenv("AKA_TURN_FD", bad)
+        phases = Phases.claim()
+        assert "AKA_TURN_FD" not in os.environ and not phases.active
+        with pytest.raises(HarnessError, match="turn socket cannot be used"):
+            phases.want(ALONE)
 
 
 @pytest.fixture(scope="module")

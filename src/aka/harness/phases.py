@@ -39,16 +39,22 @@ _HIDDEN_FD_RANGE = (300, 1000)
 class Phases:
     sock: socket.socket | None
     mode: str = SHARED
+    broken: str | None = None  # the evaluator passed a socket this step cannot use
 
     @classmethod
     def claim(cls) -> Phases:
+        """Never raises (it runs before the judge's error handling): a socket that cannot be used
+        fails the step when it first asks for the device alone, so nothing is timed while shared."""
         raw = os.environ.pop(ENV_TURN_FD, None)
-        if raw is None or not raw.strip().isdigit():
+        if raw is None:
             return cls(None, ALONE)
-        low, high = _HIDDEN_FD_RANGE
-        hidden = fcntl.fcntl(int(raw), fcntl.F_DUPFD_CLOEXEC, low + secrets.randbelow(high - low))
-        os.close(int(raw))
-        return cls(socket.socket(fileno=hidden))
+        try:
+            low, high = _HIDDEN_FD_RANGE
+            hidden = fcntl.fcntl(int(raw), fcntl.F_DUPFD_CLOEXEC, low + secrets.randbelow(high - low))
+            os.close(int(raw))
+            return cls(socket.socket(fileno=hidden))
+        except (OSError, ValueError) as exc:
+            return cls(None, SHARED, f"${ENV_TURN_FD}={raw!r}: {exc}")
 
     @classmethod
     def none(cls) -> Phases:
@@ -62,6 +68,8 @@ class Phases:
 
     def want(self, mode: str) -> None:
         """Hold the device `mode` (ALONE or SHARED) from now on; waits for the evaluator."""
+        if self.broken is not None:
+            raise HarnessError(f"the evaluator's turn socket cannot be used: {self.broken}")
         if self.sock is None or mode == self.mode:
             return
         started = time.perf_counter()

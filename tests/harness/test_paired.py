@@ -145,6 +145,7 @@ class _Side:
     lies_in: tuple[int, int] = (1, 1)  # (k, n): `reported` applies to k of every n calls, the rest honest
     stall_share: float = 0.0  # this share of calls spends 50 us more of the span outside the work
     in_hold: float = 0.0  # this share of the work runs during the judge's hold (which it lengthens), unreported
+    burst: tuple[int, float] = (0, 0.0)  # (n, ms): the first n calls each spend ms more outside the work (load)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -159,6 +160,7 @@ class _Side:
         late = bool(self.late_every) and self.calls % self.late_every == 0 and hold_ms < self.late_below_ms
         lies = self.calls % self.lies_in[1] < self.lies_in[0]
         stall = 0.05 if self.rng.random() < self.stall_share else 0.0
+        stall += self.burst[1] if self.calls <= self.burst[0] else 0.0
         hidden = work * self.in_hold
         claimed = (work - hidden) * (self.reported if lies else 1.0)
         return _Call(claimed, hold_ms + overhead + stall + work, hold_ms + hidden, late)
@@ -289,6 +291,22 @@ def test_on_the_cpu_a_quarter_of_the_span_may_go_unexplained_and_interference_is
     assert quiet.pairs == PairedConfig().cpu_pairs
     with pytest.raises(UnexplainedTimeError):
         _run(_Source(_Side(20.0), _Side(20.0, reported=0.5, seed=1)), gpu=False)
+
+
+def test_on_the_cpu_a_burst_of_load_over_a_whole_batch_takes_more_pairs_not_a_tampering_verdict() -> None:
+    """A full test run on two cores delayed the candidate's calls of all three pairs of an honest
+    softmax by 3.2 ms (allowed 3.0): the least pair no longer told load from a lie. More pairs
+    then, at most `cpu_max_pairs`: an honest candidate finds a quiet pair, a lie in every call
+    does not."""
+    burst = _Source(_Side(5.0), _Side(5.0, seed=1, burst=(3, 4.0)))
+    result = _run(burst, gpu=False)
+    assert result.pairs == 2 * PairedConfig().cpu_pairs  # judged, not tampering (the CPU's times are a smoke test)
+    with pytest.raises(UnexplainedTimeError):
+        _run(_Source(_Side(5.0), _Side(5.0, seed=1, burst=(1000, 4.0))), gpu=False)
+    lying = _Source(_Side(20.0), _Side(20.0, reported=0.5, seed=1))
+    with pytest.raises(UnexplainedTimeError):
+        _run(lying, gpu=False)
+    assert lying.cand.calls == PairedConfig().cpu_max_pairs
 
 
 def test_a_time_that_is_not_a_positive_number_is_tampering() -> None:

@@ -115,6 +115,7 @@ class PairedConfig:
     hold_ms: float = 0.4
     max_hold_ms: float = 25.0
     cpu_pairs: int = 3
+    cpu_max_pairs: int = 9  # more batches only while the least pair's unexplained excess is over its allowance
     loads: int = 3  # separate loads of each side's code, called in turn (the performance step)
     # GPU: an honest candidate's calls showed 0-16 us more than the baseline's in the same pairs
     # (H200, docs/benchmarks/2026-12-02_trust_h200.md; cause not yet found): a tighter allowance
@@ -385,7 +386,9 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
         if below_cap and 4 * len(late[0] | late[1]) > config.batch:
             hold_ms = min(config.max_hold_ms, 2 * hold_ms)
         spent = time.perf_counter() - started > config.budget_s
-        if not gpu or (times.base and (times.narrow(config) or spent)):
+        if not gpu and (len(times.base) >= config.cpu_max_pairs or not _unexplained_over(spans, config, gpu)):
+            break  # on a busy CPU a burst can delay one side in every pair of a batch: more pairs, then judge
+        if gpu and times.base and (times.narrow(config) or spent):
             break
         if spent and not times.base:
             raise LateLaunchError(
@@ -457,6 +460,14 @@ def _tolerance(claimed_ms: float, span_ms: float, error: float, config: PairedCo
     )
 
 
+def _unexplained_over(spans: _Spans, config: PairedConfig, gpu: bool) -> bool:
+    """Would `_check_unexplained` judge these pairs tampering?"""
+    if not spans.cand_unexplained:
+        return False
+    excess, allowed, _ = _unexplained_excess(spans, config, gpu)
+    return excess > allowed
+
+
 def _check_unexplained(
     spans: _Spans, times: PairTimes, calibration: Calibration, config: PairedConfig, gpu: bool
 ) -> float:
@@ -466,6 +477,20 @@ def _check_unexplained(
     active), and the hold counts: work the candidate's context does while the judge's hold waits
     (queued on a stream the go flag does not gate, run in the GPU's time slices) lengthens that
     hold, which the baseline's holds in the same pairs do not show."""
+    excess, allowed, claimed = _unexplained_excess(spans, config, gpu)
+    if excess > allowed:
+        raise UnexplainedTimeError(
+            f"{excess * 1000:.1f} us of each candidate call happened outside its own timing (allowed "
+            f"{allowed * 1000:.1f} us; the calls read {claimed * 1000:.1f} us, the judge's "
+            f"span {statistics.median(spans.cand_span) * 1000:.1f} us)"
+        )
+    if gpu:
+        _check_unexplained_calls(spans, statistics.median(spans.base_outside), allowed, config)
+    return excess
+
+
+def _unexplained_excess(spans: _Spans, config: PairedConfig, gpu: bool) -> tuple[float, float, float]:
+    """The candidate's unexplained time over the baseline's, what it may be, and its calls' time."""
     if gpu:
         reference = statistics.median(spans.base_outside)
         excess = statistics.median(spans.cand_outside) - reference
@@ -478,16 +503,7 @@ def _check_unexplained(
         excess = min(cand - base for cand, base in pairs)
         error = math.hypot(median_error(spans.cand_unexplained), median_error(spans.base_unexplained))
     claimed = statistics.median(spans.cand_claimed)
-    allowed = _tolerance(claimed, statistics.median(spans.cand_span), error, config, gpu)
-    if excess > allowed:
-        raise UnexplainedTimeError(
-            f"{excess * 1000:.1f} us of each candidate call happened outside its own timing (allowed "
-            f"{allowed * 1000:.1f} us; the calls read {claimed * 1000:.1f} us, the judge's "
-            f"span {statistics.median(spans.cand_span) * 1000:.1f} us)"
-        )
-    if gpu:
-        _check_unexplained_calls(spans, statistics.median(spans.base_outside), allowed, config)
-    return excess
+    return excess, _tolerance(claimed, statistics.median(spans.cand_span), error, config, gpu), claimed
 
 
 def _check_unexplained_calls(spans: _Spans, reference: float, allowed: float, config: PairedConfig) -> None:

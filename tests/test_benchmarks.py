@@ -238,6 +238,18 @@ def _step_log(step: str, forked: int, turn: int, end: int) -> str:
     )
 
 
+def _device_holds():
+    """benchmarks/device_holds.py as a module (it is a script, not a package's)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("device_holds", REPO / "benchmarks" / "device_holds.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["device_holds"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_device_holds_merges_steps_that_held_the_device_together(tmp_path: Path) -> None:
     """Steps forked from the warm parent log on one clock: compile and correctness side by side
     count once (their union); exec'd steps log each on their own clock and are added."""
@@ -267,13 +279,7 @@ def test_device_holds_merges_steps_that_held_the_device_together(tmp_path: Path)
     assert summary["trials"] == 2
     assert summary["steps"]["compile"]["held_s"]["median"] == 3.0
     assert summary["steps"]["performance"]["waited_s"]["n"] == 2
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("device_holds", REPO / "benchmarks" / "device_holds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["device_holds"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
+    module = _device_holds()
     # side by side: 3 s (compile, correctness inside it) + 5 s; exec'd: 3 + 2 + 4 s
     assert module.gpu_seconds(module.read_log(side_by_side / "evaluation.log")) == 8.0
     assert module.gpu_seconds(module.read_log(exec_d / "evaluation.log")) == 9.0
@@ -295,13 +301,7 @@ def test_device_holds_merges_steps_that_held_the_device_together(tmp_path: Path)
 def test_device_holds_splits_the_timed_turn_into_its_parts(tmp_path: Path) -> None:
     """The performance step's turn, from the judge's own lines (aka.harness.perf's format), in
     parts; logs from before the finer lines (no set-up figures) still give the coarse parts."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("device_holds", REPO / "benchmarks" / "device_holds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["device_holds"] = module
-    spec.loader.exec_module(module)
+    module = _device_holds()
     perf = [
         "$ python3 harness.py performance",
         "INFO aka.harness.runner +1000ms: workers forked",
@@ -351,13 +351,7 @@ def test_device_holds_splits_the_timed_turn_into_its_parts(tmp_path: Path) -> No
 def test_device_holds_reads_the_original_tasks_notes(tmp_path: Path) -> None:
     """The original's commands log no turns; the evaluator's notes give each one's hold and wait.
     A step's commands add up, and so do the steps (they run one after another)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("device_holds", REPO / "benchmarks" / "device_holds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["device_holds"] = module
-    spec.loader.exec_module(module)
+    module = _device_holds()
     note = "# aka: original {} command held the device {} s after waiting {} s (gated, started before its turn)\n"
     log = tmp_path / "run" / "trial" / "evaluation.log"
     log.parent.mkdir(parents=True)
@@ -380,15 +374,9 @@ def test_device_holds_reads_the_original_tasks_notes(tmp_path: Path) -> None:
 def test_device_holds_reads_a_phased_turn(tmp_path: Path) -> None:
     """A timed step in phases (AKA_PHASED_TURN=1): its waits between phases are not a hold, its time
     alone is its own row and a part of its turn, and the first calls made while sharing are parts."""
-    import importlib.util
-
     from aka.evaluation.phased_turn import PHASED_NOTE
 
-    spec = importlib.util.spec_from_file_location("device_holds", REPO / "benchmarks" / "device_holds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["device_holds"] = module
-    spec.loader.exec_module(module)
+    module = _device_holds()
     lines = [
         "$ python3 harness.py performance",
         "INFO aka.harness.runner +1000ms: workers forked",

@@ -26,8 +26,15 @@ from aka.device import DeviceInfo
 from aka.evaluation.device_lock import DRAIN_S, DeviceLock, SharedTurn, Turn, yield_after_s
 from aka.evaluation.wire import TURN_ALONE, TURN_GO, TURN_SHARED
 
+ENV_PHASED_TURN = "AKA_PHASED_TURN"  # 1: timed steps hold the device alone only while they time
 # The evaluator's note after a phased turn (benchmarks/device_holds.py reads it).
 PHASED_NOTE = "{} held the device alone {:.3f} s in {} phase(s), waited {:.3f} s between them"
+
+
+def phased_turns() -> bool:
+    """Whether the performance step's turn comes in phases (`$AKA_PHASED_TURN=1`). Off until the
+    H200 shows the A/A band unchanged with it (docs/benchmarks/2026-12-04_session37_h200.md)."""
+    return os.environ.get(ENV_PHASED_TURN, "").strip() == "1"
 
 
 class _Alone(Turn):
@@ -181,12 +188,3 @@ def phased_turn(device: DeviceInfo, sock: socket.socket) -> Iterator[PhasedTurn]
         yield turn
     finally:
         turn.close()
-
-
-ENV_PHASED_TURN = "AKA_PHASED_TURN"  # 1: timed steps hold the device alone only while they time
-
-
-def phased_turns() -> bool:
-    """Whether the performance step's turn comes in phases (`$AKA_PHASED_TURN=1`). Off until the
-    H200 shows the A/A band unchanged with it (docs/benchmarks/2026-12-04_session37_h200.md)."""
-    return os.environ.get(ENV_PHASED_TURN, "").strip() == "1"

@@ -7,7 +7,7 @@ no other evaluation could even check a candidate. So the evaluator starts the pe
 holding the device *shared* and passes a socket (`$AKA_TURN_FD`); the judge asks for the device
 alone before it times anything and shares it again while it sets up the candidate
 (`aka.harness.perf`), and the evaluator answers once it holds the lock that way
-(`aka.evaluation.device_lock.PhasedTurn`). The order that keeps the baseline's calibration out
+(`aka.evaluation.phased_turn.PhasedTurn`). The order that keeps the baseline's calibration out
 of the candidate's reach is unchanged: the candidate's code is loaded only after it.
 
 The socket is the judge's (no candidate code runs in this process): it is taken from the

@@ -73,7 +73,8 @@ def test_the_judge_shares_the_device_while_it_sets_up_and_has_it_alone_while_it_
         _stamp(locks, "alone2 out")
         assert turn.phases == 4 and turn.alone() >= 0.8
         assert turn.paused_s() >= 0.05  # the waits between phases extend the step's limits
-    for process in (beside, blocked, other_timed):
+    after = _holder(locks, "x", "x2", 0.01)  # the turn ended alone: its lock is let go with it
+    for process in (beside, blocked, other_timed, after):
         assert process.wait(timeout=20) == 0
     spans = _intervals(locks)
     for holder in ("s2", "x1"):

@@ -24,6 +24,15 @@ from aka.evaluation.wire import ENV_RESULT_FD, READY_LINE
 _HIDDEN_FD_RANGE = (300, 1000)
 
 
+def hide(fd: int) -> int:
+    """Move an inherited descriptor of the evaluator's to a random close-on-exec number: code
+    started later neither inherits it nor finds it at the number the environment named."""
+    low, high = _HIDDEN_FD_RANGE
+    hidden = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, low + secrets.randbelow(high - low))
+    os.close(fd)
+    return hidden
+
+
 @dataclass
 class ReportChannel:
     fd: int | None
@@ -39,10 +48,7 @@ class ReportChannel:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
-        low, high = _HIDDEN_FD_RANGE
-        hidden = fcntl.fcntl(int(raw), fcntl.F_DUPFD_CLOEXEC, low + secrets.randbelow(high - low))
-        os.close(int(raw))
-        return cls(hidden, token)
+        return cls(hide(int(raw)), token)
 
     def send(self, report: dict[str, object]) -> None:
         """Send the one report; the channel is closed afterwards."""

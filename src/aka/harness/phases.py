@@ -18,21 +18,19 @@ to hold whatever it was given for its whole run, and `want` does nothing.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
-import secrets
 import socket
 import time
 from dataclasses import dataclass
 
 from aka.evaluation.wire import ENV_TURN_FD, TURN_ALONE, TURN_GO, TURN_SHARED
+from aka.harness.channel import hide
 from aka.harness.task import HarnessError
 
 log = logging.getLogger(__name__)
 
 ALONE, SHARED = "alone", "shared"
-_HIDDEN_FD_RANGE = (300, 1000)
 
 
 @dataclass
@@ -49,10 +47,7 @@ class Phases:
         if raw is None:
             return cls(None, ALONE)
         try:
-            low, high = _HIDDEN_FD_RANGE
-            hidden = fcntl.fcntl(int(raw), fcntl.F_DUPFD_CLOEXEC, low + secrets.randbelow(high - low))
-            os.close(int(raw))
-            return cls(socket.socket(fileno=hidden))
+            return cls(socket.socket(fileno=hide(int(raw))))
         except (OSError, ValueError) as exc:
             return cls(None, SHARED, f"${ENV_TURN_FD}={raw!r}: {exc}")
 

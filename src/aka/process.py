@@ -9,7 +9,7 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -93,6 +93,47 @@ def tree(root: int, table: dict[int, tuple[str, int, int]] | None = None) -> lis
                 seen.add(pid)
                 below.append(pid)
     return below
+
+
+STOPPED = ("T", "t")  # /proc states of a stopped process (by a signal, or under a tracer)
+
+
+def stop_trees(roots: Mapping[int, int | None]) -> list[int]:
+    """SIGSTOP every process of the trees under `roots` (pid -> its pidfd, or None), parents
+    first (a parent never sees a child stopped while it runs); look again for processes forked
+    meanwhile. A root already stopped is left out: someone else stopped it, and continuing it is
+    not the caller's to do. Returns what it stopped, in order (`continue_processes` undoes it)."""
+    stopped: list[int] = []
+    table = process_table()
+    for pid, pidfd in roots.items():
+        if table.get(pid, ("?",))[0] in STOPPED:
+            continue
+        try:  # through its pidfd: a root that has ended is never confused with a new process
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
+            else:
+                os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        except (ProcessLookupError, PermissionError):
+            continue
+    for _ in range(3):
+        table = process_table()
+        below = [p for root in list(stopped) if root in roots for p in tree(root, table)]
+        fresh = [p for p in below if p not in stopped and table.get(p, ("?",))[0] not in STOPPED]
+        if not fresh:
+            break
+        for pid in fresh:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped += fresh
+    return stopped
+
+
+def continue_processes(stopped: Sequence[int]) -> None:
+    """SIGCONT what `stop_trees` stopped, children first: a parent never sees a child stopped."""
+    for pid in reversed(stopped):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGCONT)
 
 
 def descendants(root: int, table: dict[int, tuple[str, int, int]] | None = None) -> set[int]:

@@ -30,7 +30,6 @@ import contextlib
 import fcntl
 import os
 import re
-import signal
 import tempfile
 import threading
 import time
@@ -40,7 +39,7 @@ from pathlib import Path
 
 from aka.device import DeviceInfo
 from aka.errors import ConfigError
-from aka.process import process_table, tree
+from aka.process import continue_processes, stop_trees
 
 ENV_LOCK_DIR = "AKA_DEVICE_LOCK_DIR"
 ENV_YIELD_AFTER = "AKA_DEVICE_YIELD_AFTER_S"  # overrides YIELD_AFTER_S (seconds, > 0)
@@ -48,7 +47,6 @@ YIELD_AFTER_S = 5.0  # how long a timed step waits for a shared holder before it
 WATCH_S = 0.25  # how often a shared holder looks for a waiting timed step
 DRAIN_S = 0.05  # after stopping its steps, before letting the lock go: kernels they queued finish
 RETRY_S = 0.01  # how often a turn that stepped aside tries for the lock again
-STOPPED = ("T", "t")
 
 
 def yield_after_s() -> float:
@@ -260,7 +258,7 @@ class SharedTurn(Turn):
     def _step_aside(self) -> None:
         with self._guard:
             self._pausing, self._since = True, time.monotonic()
-            stopped = _stop_trees(self._roots)
+            stopped = stop_trees(self._roots)
         try:
             time.sleep(DRAIN_S)
             os.close(self._fd)
@@ -268,46 +266,11 @@ class SharedTurn(Turn):
             fd = self._lock.enter_unless(self._done)
             self._fd = -1 if fd is None else fd
         finally:
-            for pid in reversed(stopped):  # children first: a parent never sees a child stopped
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGCONT)
+            continue_processes(stopped)
             with self._guard:
                 self._paused += time.monotonic() - self._since
                 self._pausing = False
                 self.pauses += 1
-
-
-def _stop_trees(roots: dict[int, int | None]) -> list[int]:
-    """SIGSTOP every process of the trees under `roots`, parents first (a parent never sees a
-    child stopped while it runs); look again for processes forked meanwhile."""
-    stopped: list[int] = []
-    table = process_table()
-    for pid, pidfd in roots.items():
-        if _state(table, pid) in STOPPED:  # stopped by someone else: not this turn's to continue
-            continue
-        try:  # through its pidfd: a root that has ended is never confused with a new process
-            if pidfd is not None:
-                signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
-            else:
-                os.kill(pid, signal.SIGSTOP)
-            stopped.append(pid)
-        except (ProcessLookupError, PermissionError):
-            continue
-    for _ in range(3):
-        table = process_table()
-        below = [p for root in list(stopped) if root in roots for p in tree(root, table)]
-        fresh = [p for p in below if p not in stopped and _state(table, p) not in STOPPED]
-        if not fresh:
-            break
-        for pid in fresh:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGSTOP)
-        stopped += fresh
-    return stopped
-
-
-def _state(table: dict[int, tuple[str, int, int]], pid: int) -> str:
-    return table[pid][0] if pid in table else "?"
 
 
 @contextlib.contextmanager

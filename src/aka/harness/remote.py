@@ -7,10 +7,17 @@ folder (so the candidate's worker cannot plant anything the baseline's worker or
 later import or load). Where it does not, the worker shares the judge's namespaces and the judge
 is undumpable (no other process of its user can read its memory or descriptors); the results
 list which held (`worker-namespace`).
+
+Pausing a worker stops every process below it, not its process group: candidate code that makes
+a session of its own (`setsid`) leaves the group but not the tree, and in the worker's PID
+namespace an orphan is adopted by the worker itself. Where the worker shares the judge's
+namespaces, the judge adopts orphans (`PR_SET_CHILD_SUBREAPER`), and pausing the candidate also
+stops every child of the judge that is none of its workers (a stray a worker left behind).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -24,10 +31,11 @@ from typing import Any
 from aka.harness.link import Link, LinkClosed, LinkTimeout, ProtocolError, Reply, WorkerFailure
 from aka.harness.shared import Arena
 from aka.harness.spawn import fork_worker, start_plain
-from aka.process import stopped_descendant
+from aka.process import continue_processes, process_table, stop_trees, stopped_descendant, tree
 
 NAMESPACE_FEATURE = "worker-namespace"
 _PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
 STOP_CHECK_S = 1.0
 GROUP_WAIT_S = 2.0  # how long a signal waits for a just-forked worker to make its process group
 OUTPUT_TAIL_BYTES = 32 * 1024  # of a worker's output, copied into the step log
@@ -45,6 +53,7 @@ WORKER_VARIABLES = frozenset(
     }
 )
 log = logging.getLogger(__name__)
+_WORKERS: set[int] = set()  # pids of this judge's workers, alive or not yet reaped
 
 
 def make_undumpable() -> None:
@@ -55,6 +64,22 @@ def make_undumpable() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     except (OSError, AttributeError):
         log.warning("could not make the judge undumpable")
+
+
+def adopt_orphans() -> None:
+    """Processes a worker leaves behind (its parent gone) become the judge's children rather than
+    the machine's: pausing finds them (`strays`), and they end with the step."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        log.warning("could not make the judge adopt its workers' orphans")
+
+
+def strays() -> list[int]:
+    """The judge's children that are none of its workers: orphans a worker left behind (the judge
+    runs nothing else in the background while a worker is paused or resumed)."""
+    me = os.getpid()
+    return [pid for pid, (_, parent, _) in process_table().items() if parent == me and pid not in _WORKERS]
 
 
 class RemoteSide:
@@ -87,6 +112,7 @@ class RemoteSide:
         self._start(forked=True)
         self.arenas: dict[str, Arena] = {}
         self.paused = False
+        self._stopped: list[int] = []  # what `pause` stopped, parents first
         self.loaded = False  # the side's code has run in it
         self.free_before_load: int | None = None  # the GPU's free bytes before its code first ran
         self.isolated = False  # known once it answers its setup
@@ -108,6 +134,7 @@ class RemoteSide:
                 self.process = start_plain(theirs.fileno(), self.output_fd, self.directory, self.env, self.device)
         finally:
             theirs.close()
+        _WORKERS.add(self.process.pid)
 
     def request(self, request: dict[str, Any], timeout: float, fds: Sequence[int] = ()) -> Reply:
         """Send one request and wait for its answer; a dead, silent or malformed worker raises
@@ -221,15 +248,19 @@ class RemoteSide:
         arena.close()
 
     def pause(self) -> None:
-        """Stop the worker's processes (between its turns: nothing of it may run while the other
-        side is timed)."""
+        """Stop every process of the worker (between its turns: nothing of it may run while the
+        other side is timed), the candidate's strays too (module doc)."""
         if not self.paused and self.alive():
-            self._signal(signal.SIGSTOP)
+            roots: dict[int, int | None] = {self.process.pid: None}
+            if self.role == "candidate":
+                roots.update(dict.fromkeys(strays()))
+            self._stopped = stop_trees(roots)
             self.paused = True
 
     def resume(self) -> None:
         if self.paused:
-            self._signal(signal.SIGCONT)
+            continue_processes(self._stopped)
+            self._stopped = []
             self.paused = False
 
     def _signal(self, number: int) -> None:
@@ -260,11 +291,16 @@ class RemoteSide:
         return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
     def kill(self) -> None:
-        self.paused = False
+        self.resume()
         self._signal(signal.SIGCONT)
-        self._signal(signal.SIGKILL)
+        left = [*tree(self.process.pid), *(strays() if self.role == "candidate" else ())]
+        self._signal(signal.SIGKILL)  # its PID namespace, where it has one, ends with it
+        for pid in left:  # what left its group in the judge's namespace
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         try:
             self.process.wait(timeout=10)
+            _WORKERS.discard(self.process.pid)
         except TimeoutError:
             pass
 

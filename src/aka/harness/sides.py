@@ -23,7 +23,7 @@ import torch
 from aka.evaluation.wire import BASELINE_SOURCES_DIR, ENV_SHARED_CACHE
 from aka.harness.cases import Case
 from aka.harness.link import WorkerFailure
-from aka.harness.remote import RemoteError, RemoteSide
+from aka.harness.remote import RemoteError, RemoteSide, adopt_orphans
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.task import HELDOUT_MODULE, HarnessError, KernelTask, StepContext, policy_applies
 from aka.harness.turns import free_gpu_bytes
@@ -51,6 +51,7 @@ class StepWorkers:
         device = ctx.device.type
         workers = cls(home)
         either = shared or own
+        adopt_orphans()  # before any worker runs: what one leaves behind stays in reach
         if ctx.step == "performance" and ctx.target == "candidate":
             workers.baseline = RemoteSide("baseline", device, home, _path(own), env)
             workers.candidate = RemoteSide("candidate", device, home, _path(shared), env)

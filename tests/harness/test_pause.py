@@ -1,0 +1,101 @@
+"""Pausing a worker stops every process its code started, also one that left the worker's process
+group (`setsid`) and lost its parent; closing the worker ends them.
+
+The judge's side runs in a child interpreter: it makes its process adopt orphans
+(`PR_SET_CHILD_SUBREAPER`), which pytest's own process must not become.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MARK = "3171.25"  # the escaped sleep's argument: how the test finds it among the machine's processes
+
+# At import, like any candidate code: a shell in the background that starts `sleep` in a session of
+# its own and exits, leaving it an orphan outside the worker's process group.
+HARNESS = f"""
+import subprocess
+
+from aka.harness import Case, KernelTask, candidate_function
+
+subprocess.run(["sh", "-c", "setsid sleep {MARK} </dev/null >/dev/null 2>&1 &"], check=True)
+
+TASK = KernelTask(
+    name="escapes",
+    cases=[Case.make(n=1)],
+    make_inputs=lambda case, generator, device: (),
+    reference=lambda: None,
+    load_candidate=candidate_function("kernel", "f"),
+)
+"""
+
+JUDGE = """
+import json, os, sys, time
+from pathlib import Path
+from aka.harness.remote import RemoteSide, adopt_orphans
+
+def escaped():
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if cmdline.read_bytes().split(b"\\0")[:2] == [b"sleep", sys.argv[2].encode()]:
+                return int(cmdline.parent.name)
+        except OSError:
+            pass
+    return None
+
+def state(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+home = Path(sys.argv[1])
+adopt_orphans()
+side = RemoteSide("candidate", "cpu", home / "home", None, dict(os.environ))
+side.setup(home / "task", "harness.py", "escapes", "cpu", False, [], [], [], 120.0)
+deadline = time.monotonic() + 30
+while (pid := escaped()) is None and time.monotonic() < deadline:
+    time.sleep(0.05)
+seen = {"escaped_group": os.getpgid(pid) != side.process.pid}
+side.pause()
+seen["paused"] = state(pid)
+side.resume()
+time.sleep(0.05)
+seen["resumed"] = state(pid)
+side.close()
+time.sleep(0.2)
+seen["closed"] = state(pid)
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["worker-namespaces", "judges-namespaces"])
+def test_pausing_stops_a_process_that_left_the_workers_group(tmp_path: Path, namespaces: bool) -> None:
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "harness.py").write_text(HARNESS)
+    (tmp_path / "home").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env.pop("AKA_NO_WORKER_SANDBOX", None)
+    if not namespaces:
+        env["AKA_NO_WORKER_SANDBOX"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", JUDGE, str(tmp_path), MARK],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["escaped_group"], seen  # the candidate's process really left the worker's group
+    assert seen["paused"] in ("T", "t"), seen
+    assert seen["resumed"] not in ("T", "t", "gone"), seen
+    assert seen["closed"] in ("gone", "Z"), seen

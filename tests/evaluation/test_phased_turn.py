@@ -21,7 +21,7 @@ from test_device_lock import HOLDER, _holder, _intervals, _overlap, _wait_for
 from aka.device import DeviceInfo
 from aka.evaluation import device_lock
 from aka.evaluation.device_lock import ENV_LOCK_DIR, device_key
-from aka.evaluation.phased_turn import ENV_PHASED_TURN, PhasedTurn, phased_turn
+from aka.evaluation.phased_turn import ENV_PHASED_TURN, PhasedTurn, phased_turn, phased_turns
 from aka.evaluation.step_spec import Step
 from aka.evaluation.steps import evaluate_candidate
 from aka.evaluation.warm_parent import ENV_WARM_STEPS
@@ -195,3 +195,13 @@ def test_a_candidate_wrong_only_when_timed_fails_with_phases(
         log[-3000:],
     )
     assert "candidate's first calls made" in log  # made, unchecked, in the shared phase
+
+
+@pytest.mark.parametrize(
+    ("value", "on_gpu", "phased"),
+    [("", True, True), ("0", True, False), ("1", True, True), ("", False, False), ("1", False, True)],
+)
+def test_phased_turns_are_the_default_on_a_gpu(monkeypatch, value: str, on_gpu: bool, phased: bool) -> None:
+    """On by default where a lock is held (a GPU), switched off with 0; on the CPU only on request."""
+    monkeypatch.setenv(ENV_PHASED_TURN, value)
+    assert phased_turns(on_gpu) is phased

@@ -4,7 +4,7 @@ The judge (aka.harness.phases) asks over a socket of its own for the device alon
 calibrates or times, and shared again while it sets up the candidate; this side takes the
 device's lock that way (`aka.evaluation.device_lock`) and answers once it holds it. Between two
 phases it holds nothing, so a timed step of another evaluation may take its turn; the judge has
-stopped its candidate's worker by then (SIGSTOP), as a shared turn that steps aside stops its
+stopped its candidate's worker by then (SIGSTOP, every process of its tree), as a shared turn that steps aside stops its
 steps. The seconds spent waiting between phases extend the step's limits, as a shared turn's
 stops do (`paused_s`); on the CPU there is no lock and every request is granted at once.
 
@@ -26,15 +26,18 @@ from aka.device import DeviceInfo
 from aka.evaluation.device_lock import DRAIN_S, DeviceLock, SharedTurn, Turn, yield_after_s
 from aka.evaluation.wire import TURN_ALONE, TURN_GO, TURN_SHARED
 
-ENV_PHASED_TURN = "AKA_PHASED_TURN"  # 1: timed steps hold the device alone only while they time
+ENV_PHASED_TURN = "AKA_PHASED_TURN"  # 0: timed steps hold the device alone for their whole turn
 # The evaluator's note after a phased turn (benchmarks/device_holds.py reads it).
 PHASED_NOTE = "{} held the device alone {:.3f} s in {} phase(s), waited {:.3f} s between them"
 
 
-def phased_turns() -> bool:
-    """Whether the performance step's turn comes in phases (`$AKA_PHASED_TURN=1`). Off until the
-    H200 shows the A/A band unchanged with it (docs/benchmarks/2026-12-04_session37_h200.md)."""
-    return os.environ.get(ENV_PHASED_TURN, "").strip() == "1"
+def phased_turns(on_gpu: bool) -> bool:
+    """Whether the performance step's turn comes in phases: on a GPU unless `$AKA_PHASED_TURN=0`
+    (on the H200 it raised throughput by a tenth with the A/A band unchanged:
+    docs/benchmarks/2026-12-04_session38_h200.md); on the CPU, where no lock is held, only with
+    `$AKA_PHASED_TURN=1` (tests)."""
+    value = os.environ.get(ENV_PHASED_TURN, "").strip()
+    return value == "1" or (on_gpu and value != "0")
 
 
 class _Alone(Turn):

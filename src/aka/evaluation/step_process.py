@@ -174,7 +174,8 @@ def start_isolated(
         ENV_RESULT_FD: str(pipe.write_fd),
     }
     judge = is_harness_script(command, eval_dir)  # starts its workers in namespaces of their own
-    ours, theirs = socket.socketpair() if judge and step is Step.PERFORMANCE and phased_turns() else (None, None)
+    phased = judge and step is Step.PERFORMANCE and phased_turns(setup.device.is_gpu)
+    ours, theirs = socket.socketpair() if phased else (None, None)
     if theirs is not None:
         private[ENV_TURN_FD] = str(theirs.fileno())
     passed = [pipe.write_fd, *([theirs.fileno()] if theirs is not None else [])]

@@ -249,3 +249,48 @@ def test_a_step_that_stops_itself_is_not_hidden_by_a_pause(tmp_path: Path, monke
     timed.wait(timeout=20)
     assert turn.pauses == 1 and "x1 in" in (tmp_path / "log").read_text()  # the pause did happen
     assert outcome.stopped and not outcome.timed_out and took < 15.0, outcome.describe()
+
+
+def test_task_code_run_outside_a_step_never_runs_beside_a_timed_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The validator's probe ran the task's reference on the GPU with no lock, beside other tasks'
+    timed steps (`aka validate --parallel 3` read A/A 0.70x and 6.5x on the H200). Now it waits for a
+    timed step that holds the device, is stopped for one that asks while it runs, and that time
+    does not count against its timeout."""
+    monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
+    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
+    monkeypatch.delenv(device_lock.ENV_YIELD_AFTER, raising=False)
+    monkeypatch.setattr(device_lock, "YIELD_AFTER_S", 0.5)
+    first = _holder(tmp_path, "x", "x1", 1.0)
+    _wait_for(tmp_path, "x1 in")
+    later: list[subprocess.Popen[bytes]] = []
+
+    def ask_later() -> None:
+        time.sleep(1.6)  # the probe runs by then
+        later.append(_holder(tmp_path, "x", "x2", 1.5))
+
+    import threading
+
+    asker = threading.Thread(target=ask_later)
+    asker.start()
+    ticks = tmp_path / "ticks"
+    done = device_lock.run_sharing_device(
+        H200, [sys.executable, "-c", TICKER + "print('probed')", str(ticks), "30"], tmp_path, dict(os.environ), 2.5
+    )
+    asker.join()
+    for holder in (first, *later):
+        holder.wait(timeout=20)
+    assert done.returncode == 0 and done.stdout.strip() == "probed", done.stderr
+    held = _intervals(tmp_path)
+    ticked = [float(line) for line in ticks.read_text().split()]
+    assert len(ticked) == 30 and ticked[0] > held["x1"][1]  # waited for the timed step holding the device
+    assert not [t for t in ticked if held["x2"][0] + 0.1 < t < held["x2"][1] - 0.1]  # stopped all along the next
+
+
+def test_task_code_run_outside_a_step_is_killed_at_its_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        device_lock.run_sharing_device(H200, ["sh", "-c", "sleep 30 & sleep 30"], tmp_path, dict(os.environ), 0.5)
+    assert time.monotonic() - started < 5

@@ -25,10 +25,14 @@ from pathlib import Path
 
 import torch
 
+from aka.device import CPU_MODEL, DeviceInfo
+from aka.evaluation.device_lock import run_sharing_device
 from aka.harness.cases import Case, Param, case_id
 from aka.harness.describe import load_kernel_task
 from aka.harness.task import KernelTask, make_case_inputs
 from aka.harness.verify import nonfinite_reference
+
+CPU_DEVICE = DeviceInfo("cpu", CPU_MODEL, "cpu", None, 0)
 
 RULES = ("scaled_up", "scaled_down", "odd", "prime", "misaligned")
 NOT_SIZES = frozenset({"seed"})
@@ -165,20 +169,15 @@ def _load_task(task_dir: Path) -> KernelTask:
 
 
 def generate_in_child(
-    task_dir: Path, profile: str, device: str = "cpu", timeout_s: float = GENERATE_TIMEOUT_S
+    task_dir: Path, profile: str, device: DeviceInfo | None = None, timeout_s: float = GENERATE_TIMEOUT_S
 ) -> Generated:
-    """`generate` on the task folder's harness.py in a child process; a failure is recorded, not raised."""
-    env = {**os.environ, "AKA_DEVICE": device, "TRITON_INTERPRET": "1" if device == "cpu" else ""}
+    """`generate` on the task folder's harness.py in a child process (on `device`, the CPU by
+    default; a GPU held shared, never beside a timed step); a failure is recorded, not raised."""
+    on = "cuda" if device is not None and device.is_gpu else "cpu"
+    env = {**os.environ, "AKA_DEVICE": on, "TRITON_INTERPRET": "1" if on == "cpu" else ""}
+    argv = [sys.executable, "-m", "aka.heldout.generate", str(task_dir), profile, on]
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "aka.heldout.generate", str(task_dir), profile, device],
-            cwd=task_dir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
+        done = run_sharing_device(device or CPU_DEVICE, argv, task_dir, env, timeout_s)
     except subprocess.TimeoutExpired:
         return Generated(error=f"generation took over {timeout_s:g} s")
     lines = done.stdout.strip().splitlines()

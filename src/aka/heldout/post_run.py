@@ -99,7 +99,7 @@ def with_generated_cases(task: Task, copies: Path, device: DeviceInfo) -> tuple[
         shutil.rmtree(copy)
     shutil.copytree(task.directory, copy, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"))
     profile = "full" if device.is_gpu else "ci"
-    generated = generate_in_child(copy, profile, "cuda" if device.is_gpu else "cpu")
+    generated = generate_in_child(copy, profile, device)
     if generated.error is not None or not generated.accepted:
         return None, generated
     (copy / HELDOUT_FILE).write_text(heldout_source(generated), encoding="utf-8")

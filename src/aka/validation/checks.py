@@ -19,6 +19,7 @@ from typing import Any
 
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
+from aka.evaluation.device_lock import run_sharing_device
 from aka.evaluation.eval_dir import build_eval_dir
 from aka.evaluation.kernel_check import missing_kernels
 from aka.evaluation.step_process import RunningTime
@@ -194,9 +195,7 @@ def run_probe(task: Task, scratch: Path, device: DeviceInfo, heldout: bool) -> P
     start = time.monotonic()
     timeout = step_timeout(task, Step.CORRECTNESS)
     try:
-        done = subprocess.run(
-            command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout, check=False
-        )
+        done = run_sharing_device(device, command, folder, env, timeout)  # never beside a timed step
         code, output = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:
         stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""

@@ -44,6 +44,7 @@ from aka.validation.validate import (
     _mutation_check,
     load_exceptions,
     run_mutants,
+    self_timed,
     validate_tasks,
 )
 
@@ -383,3 +384,26 @@ def test_parallel_validation_runs_tasks_side_by_side_and_keeps_the_selectors_ord
     firsts_done = min(i for i, line in enumerate(said) if line.endswith(" s)"))
     assert max(starts) < firsts_done, "the second task started only after the first had finished"
     assert processes_under(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "solution"),
+    [("torch2triton/basic/softmax", None), ("instruction2triton/llm/flash_attention_causal", "solutions/examples")],
+)
+def test_the_a_a_reading_times_the_passing_sources_against_themselves(
+    tmp_path: Path, name: str, solution: str | None
+) -> None:
+    """The validator's A/A on the H200 timed the untouched sources (or a skeleton's solution)
+    against the task's PyTorch reference: readings of 0.44x to 29x, none of them A/A. Now its copy
+    of the task makes the passing sources its baseline (`baseline: source`), so an evaluation of
+    them there times them against themselves; the task's own folder is untouched."""
+    task = load_task(REPO / "tasks", REPO / "tasks" / name)
+    sources = REPO / solution / name if solution else task.directory
+    assert task.config.baseline_source.value == "reference"
+    before = {p: p.read_bytes() for p in task.directory.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    copy = self_timed(task, sources, tmp_path / "a-a")
+    assert copy.name == task.name and copy.config.baseline_source.value == "source"
+    for relative in task.config.source_file_path:
+        assert (copy.directory / relative).read_bytes() == (sources / relative).read_bytes()
+    assert copy.config.model_dump(exclude={"baseline"}) == task.config.model_dump(exclude={"baseline"})
+    assert before == {p: p.read_bytes() for p in before}

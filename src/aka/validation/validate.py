@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import threading
@@ -27,7 +28,8 @@ import yaml
 from pydantic import RootModel, ValidationError
 
 from aka.config.families import family_named
-from aka.config.tasks import Task, select_tasks
+from aka.config.task_config import BaselineSource
+from aka.config.tasks import Task, load_task, select_tasks
 from aka.dashboard.validation import REPORT_NAME
 from aka.device import DeviceInfo
 from aka.errors import AkaError
@@ -282,6 +284,21 @@ def _failed(task: Task, device: DeviceInfo, check: str, message: str, start: flo
     )
 
 
+def self_timed(task: Task, sources: Path, root: Path) -> Task:
+    """A copy of `task` under `root` whose baseline is `sources`' editable files (`baseline:
+    source`): an evaluation of `sources` in it is an A/A reading, whatever the task's own
+    baseline (the PyTorch reference; a skeleton's empty file) would have compared them with."""
+    copy = root / task.name
+    shutil.copytree(task.directory, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    for relative in task.config.source_file_path:
+        shutil.copyfile(sources / relative, copy / relative)
+    config_path = copy / "config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["baseline"] = BaselineSource.SOURCE.value
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return load_task(root, copy)
+
+
 def validate_task(task: Task, device: DeviceInfo, options: ValidationOptions, tell: Listener) -> TaskValidation:
     start = time.monotonic()
     family = family_named(task.family)
@@ -304,7 +321,13 @@ def validate_task(task: Task, device: DeviceInfo, options: ValidationOptions, te
         tell("  probe: the reference twice on every case and seed")
         probe = run_probe(task, scratch, device, heldout)
         checks.append(reference_check(probe))
-        through = 3 if device.kind != "cpu" else 2
+        # On a GPU the passing sources are timed against themselves (A/A): in the task itself where
+        # its baseline is its own source (the original's folders time theirs), else in a copy that
+        # makes them its baseline.
+        timed_against_itself = task.original is not None or (
+            task.config.baseline_source is BaselineSource.SOURCE and not skeleton
+        )
+        through = 3 if device.kind != "cpu" and timed_against_itself else 2
         tell("  the untouched sources through the evaluator")
         untouched = evaluate(task, task.directory, scratch / "baseline", device, "baseline", through)
         solved = evaluate(task, solution, scratch / "solution", device, "solution", through) if solution else None
@@ -315,8 +338,13 @@ def validate_task(task: Task, device: DeviceInfo, options: ValidationOptions, te
             held = evaluate(task, solution or task.directory, scratch / "heldout", device, "held-out", 2, heldout=True)
         if heldout:
             checks.append(heldout_check(probe, held, skeleton))
-        checks.append(hang_check(task, [e for e in (untouched, solved, held) if e is not None]))
-        checks.append(aa_check(device, passing if device.kind != "cpu" else None))
+        a_a = passing if timed_against_itself else None
+        if device.kind != "cpu" and not timed_against_itself and passing is not None and passing.failed is None:
+            tell("  A/A: the passing sources timed against themselves")
+            sources = solution or task.directory
+            a_a = evaluate(self_timed(task, sources, scratch / "a-a"), sources, scratch / "a-a-eval", device, "A/A", 3)
+        checks.append(hang_check(task, [e for e in (untouched, solved, held, a_a) if e is not None]))
+        checks.append(aa_check(device, a_a if device.kind != "cpu" else None))
         if options.mutants:
             base = solution or (None if skeleton else task.directory)
             if base is None:

@@ -294,12 +294,13 @@ def render(rows: list[dict[str, Any]], device: str, repeats: int, superseded: li
             their_band = max((abs(s - 1) for s in theirs), default=float("nan"))
             if theirs:
                 bands[key].append((band, their_band))
-            cells.append(f"{', '.join(f'{s:.4f}' for s in theirs)} | {their_band:.4f}")
+            cells.append(f"{', '.join(f'{s:.4f}' for s in theirs)} | {their_band:.4f}" if theirs else "not run | ")
         ratio = max((abs(s - 1) for s in separate), default=float("nan")) / band if band > 0 else float("inf")
+        shown_ratio = f"{ratio:.1f}x" if separate else ""
         ci_half = statistics.fmean(row["ci_half"])
         lines.append(
             f"| {row['task']} | {', '.join(f'{s:.4f}' for s in ours)} | +-{ci_half:.4f} | {band:.4f} "
-            f"| {cells[0]} | {ratio:.1f}x | {cells[1]} | {statistics.median(row['seconds']):.1f} |"
+            f"| {cells[0]} | {shown_ratio} | {cells[1]} | {statistics.median(row['seconds']):.1f} |"
         )
     lines.append(
         f"\nTasks within +-1%: {within_1}/{counted}; within +-2%: {within_2}/{counted} "

@@ -1,8 +1,9 @@
 """How long each step of a run's evaluations held the device, from their logs.
 
-A timed step has the GPU alone and every other step holds it shared (aka.evaluation.device_lock),
-so with several evaluations in flight the GPU's time a trial costs is about the sum of its steps'
-holds, and evaluations per GPU-hour follow from it. The judge logs when a step's turn came and
+A timed step has the GPU alone and every other step holds it shared (aka.evaluation.device_lock):
+with evaluations one after another the GPU's time a trial costs is the sum of its steps' holds;
+with several in flight, shared holds of different trials overlap and only the time alone bounds
+evaluations per GPU-hour (both are reported). The judge logs when a step's turn came and
 when it ended (`evaluation.log` of each trial); this reads every such log under the given run
 folders and reports, per step, how long it held the device and how long it waited for it:
 
@@ -24,7 +25,7 @@ judge logged them, also calibration's set-up (inputs, references, warm-up calls)
 and each case's set-up before its pairs. That is where a GPU-hour's evaluations are won or lost,
 since only this step has the GPU alone.
 
-A timed step whose turn came in phases (`AKA_PHASED_TURN=1`: the device shared while it sets a
+A timed step whose turn came in phases (the default on a GPU: the device shared while it sets a
 side up, alone while it calibrates and times) is noted by the evaluator with how long it held
 the device alone and how long it waited between phases: the waits are left out of its hold, the
 time alone is its own row (`performance, alone`) and a part of its turn.
@@ -261,9 +262,15 @@ def render(summary: dict[str, object]) -> str:
         lines += [
             "",
             f"GPU time a trial (its steps' holds, merged where they overlapped): median "
-            f"{per['median']} s, mean {per['mean']} s over {per['n']} trials: at most about "
-            f"{3600 / per['mean']:.0f} evaluations per GPU-hour while the GPU is never idle.",
+            f"{per['median']} s, mean {per['mean']} s over {per['n']} trials: about "
+            f"{3600 / per['mean']:.0f} evaluations per GPU-hour where no two trials' holds overlap.",
         ]
+    alone = (steps.get("performance, alone") or steps.get("performance") or {}).get("held_s")
+    if alone:  # shared holds of different trials overlap; the time alone never does
+        lines.append(
+            f"The device held alone, mean {alone['mean']} s a timed step: at most about "
+            f"{3600 / alone['mean']:.0f} evaluations per GPU-hour however much of the rest overlaps."
+        )
     turn = summary.get("timed_turn_s")
     if isinstance(turn, dict) and turn:
         lines += [

@@ -372,7 +372,7 @@ def test_device_holds_reads_the_original_tasks_notes(tmp_path: Path) -> None:
 
 
 def test_device_holds_reads_a_phased_turn(tmp_path: Path) -> None:
-    """A timed step in phases (AKA_PHASED_TURN=1): its waits between phases are not a hold, its time
+    """A timed step in phases (the default on a GPU): its waits between phases are not a hold, its time
     alone is its own row and a part of its turn, and the first calls made while sharing are parts."""
     from aka.evaluation.phased_turn import PHASED_NOTE
 
@@ -407,5 +407,7 @@ def test_device_holds_reads_a_phased_turn(tmp_path: Path) -> None:
     summary = module.summarize([trial])
     assert summary["steps"]["performance, alone"]["held_s"]["median"] == 1.55
     assert "| performance, alone | 1.55 / 1.55 / 1.55, 1 | n/a |" in module.render(summary)
+    # the time alone, which trials never share, bounds the hour: 3600 / 1.55
+    assert "at most about 2323 evaluations per GPU-hour however much of the rest overlaps" in module.render(summary)
     source = (REPO / "src" / "aka" / "harness" / "perf.py").read_text()
     assert '"%s\'s first calls made in %.3f s"' in source

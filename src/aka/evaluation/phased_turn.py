@@ -4,9 +4,10 @@ The judge (aka.harness.phases) asks over a socket of its own for the device alon
 calibrates or times, and shared again while it sets up the candidate; this side takes the
 device's lock that way (`aka.evaluation.device_lock`) and answers once it holds it. Between two
 phases it holds nothing, so a timed step of another evaluation may take its turn; the judge has
-stopped its candidate's worker by then (SIGSTOP, every process of its tree), as a shared turn that steps aside stops its
-steps. The seconds spent waiting between phases extend the step's limits, as a shared turn's
-stops do (`paused_s`); on the CPU there is no lock and every request is granted at once.
+stopped its candidate's worker by then (SIGSTOP, every process of its tree), as a shared turn
+that steps aside stops its steps. The seconds spent waiting between phases extend the step's
+limits, as a shared turn's stops do (`paused_s`); on the CPU there is no lock and every request
+is granted at once.
 
 Only the judge holds the other end of the socket (no candidate code runs in its process), so
 what arrives here is the judge's; anything else than a request ends the phases (the judge then

@@ -252,7 +252,7 @@ class RemoteSide:
         other side is timed), the candidate's strays too (module doc)."""
         if not self.paused and self.alive():
             roots: dict[int, int | None] = {self.process.pid: None}
-            if self.role == "candidate":
+            if self.role == "candidate" and not self.isolated:  # in its namespaces its tree holds its orphans
                 roots.update(dict.fromkeys(strays()))
             self._stopped = stop_trees(roots)
             self.paused = True

@@ -102,7 +102,10 @@ def stop_trees(roots: Mapping[int, int | None]) -> list[int]:
     """SIGSTOP every process of the trees under `roots` (pid -> its pidfd, or None), parents
     first (a parent never sees a child stopped while it runs); look again for processes forked
     meanwhile. A root already stopped is left out: someone else stopped it, and continuing it is
-    not the caller's to do. Returns what it stopped, in order (`continue_processes` undoes it)."""
+    not the caller's to do. The trees are read before the first stop, so the processes known
+    then are stopped within a few system calls of each other (a child that watches its parent
+    gets no time to act between their stops). Returns what it stopped, in order
+    (`continue_processes` undoes it)."""
     stopped: list[int] = []
     table = process_table()
     for pid, pidfd in roots.items():
@@ -116,6 +119,11 @@ def stop_trees(roots: Mapping[int, int | None]) -> list[int]:
             stopped.append(pid)
         except (ProcessLookupError, PermissionError):
             continue
+        for child in tree(pid, table)[1:]:
+            if table[child][0] not in STOPPED and child not in stopped:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(child, signal.SIGSTOP)
+                    stopped.append(child)
     for _ in range(3):
         table = process_table()
         below = [p for root in list(stopped) if root in roots for p in tree(root, table)]

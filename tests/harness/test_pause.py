@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -18,16 +19,15 @@ import pytest
 from aka.harness.spawn import namespaces_work
 
 REPO = Path(__file__).resolve().parents[2]
-MARK = "3171.25"  # the escaped sleep's argument: how the test finds it among the machine's processes
 
 # At import, like any candidate code: a shell in the background that starts `sleep` in a session of
 # its own and exits, leaving it an orphan outside the worker's process group.
-HARNESS = f"""
+HARNESS = """
 import subprocess
 
 from aka.harness import Case, KernelTask, candidate_function
 
-subprocess.run(["sh", "-c", "setsid sleep {MARK} </dev/null >/dev/null 2>&1 &"], check=True)
+subprocess.run(["sh", "-c", "setsid sleep MARK </dev/null >/dev/null 2>&1 &"], check=True)
 
 TASK = KernelTask(
     name="escapes",
@@ -88,14 +88,16 @@ def test_pausing_stops_a_process_that_left_the_workers_group(tmp_path: Path, nam
     if namespaces and not namespaces_work():
         pytest.skip("no nested namespaces for a worker here")
     (tmp_path / "task").mkdir()
-    (tmp_path / "task" / "harness.py").write_text(HARNESS)
+    # the escaped sleep's argument, unique to this test run: how it is found among the machine's processes
+    mark = f"{secrets.randbelow(10**6) + 10**6}.5"
+    (tmp_path / "task" / "harness.py").write_text(HARNESS.replace("MARK", mark))
     (tmp_path / "home").mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     env.pop("AKA_NO_WORKER_SANDBOX", None)
     if not namespaces:
         env["AKA_NO_WORKER_SANDBOX"] = "1"
     done = subprocess.run(
-        [sys.executable, "-c", JUDGE, str(tmp_path), MARK],
+        [sys.executable, "-c", JUDGE, str(tmp_path), mark],
         env=env,
         capture_output=True,
         text=True,

@@ -96,14 +96,17 @@ def test_pausing_stops_a_process_that_left_the_workers_group(tmp_path: Path, nam
     env.pop("AKA_NO_WORKER_SANDBOX", None)
     if not namespaces:
         env["AKA_NO_WORKER_SANDBOX"] = "1"
-    done = subprocess.run(
-        [sys.executable, "-c", JUDGE, str(tmp_path), mark],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", JUDGE, str(tmp_path), mark],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:  # where the judge failed before closing its worker, nothing of it is left running
+        subprocess.run(["pkill", "-KILL", "-f", f"sleep {mark}"], check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["escaped_group"], seen  # the candidate's process really left the worker's group

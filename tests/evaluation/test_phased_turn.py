@@ -205,3 +205,31 @@ def test_phased_turns_are_the_default_on_a_gpu(monkeypatch, value: str, on_gpu: 
     """On by default where a lock is held (a GPU), switched off with 0; on the CPU only on request."""
     monkeypatch.setenv(ENV_PHASED_TURN, value)
     assert phased_turns(on_gpu) is phased
+
+
+@pytest.mark.slow
+def test_an_autotuned_candidate_makes_its_first_calls_alone(
+    gelu_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Triton autotuner (here the task's target kernel, under heuristics) times its configs in
+    its first call: beside other evaluations' kernels it would pick by their noise, so that
+    candidate's first calls wait for the device alone."""
+    source = HONEST + (
+        "\n\n@triton.heuristics({'UNUSED': lambda args: 1})\n"
+        "@triton.autotune(configs=[triton.Config({'BLOCK_SIZE': 1024})], key=['n_elements'])\n"
+        "@triton.jit\n"
+        "def gelu_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr, UNUSED: tl.constexpr):\n"
+        "    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)\n"
+        "    mask = offsets < n_elements\n"
+        "    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)\n"
+        "    y = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))\n"
+        "    tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)\n"
+        "\n\ndef gelu(x):\n"
+        "    out = torch.empty_like(x)\n"
+        "    gelu_kernel[lambda meta: (triton.cdiv(x.numel(), meta['BLOCK_SIZE']),)](x, out, x.numel())\n"
+        "    return out\n"
+    )
+    outcome, log = _performance(gelu_task, tmp_path, source, monkeypatch)
+    assert outcome.failure is FailureKind.NONE and outcome.cases and all(c.speedup for c in outcome.cases), log[-3000:]
+    assert "candidate autotunes: its first calls wait for the device alone" in log, log[-3000:]
+    assert "baseline's first calls made" in log and "candidate's first calls made" not in log

@@ -304,7 +304,10 @@ def performance_step(
         return started
     log.info("candidate loaded %d time(s)", loads)
     if phases.active:
-        _first_calls(candidate, task, ctx, cases, loads, candidate=True)
+        if candidate.autotunes:  # its autotuner times configs in its first calls: fair only alone
+            log.info("candidate autotunes: its first calls wait for the device alone")
+        else:
+            _first_calls(candidate, task, ctx, cases, loads, candidate=True)
         candidate.pause()  # nothing of it runs while the evaluator waits for the device alone
     phases.want(ALONE)
     results: list[CaseResult] = []

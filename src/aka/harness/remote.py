@@ -116,6 +116,7 @@ class RemoteSide:
         self.loaded = False  # the side's code has run in it
         self.free_before_load: int | None = None  # the GPU's free bytes before its code first ran
         self.isolated = False  # known once it answers its setup
+        self.autotunes = False  # its code holds a Triton autotuner (known once it answers its load)
 
     def _start(self, forked: bool) -> None:
         self.link, theirs = Link.pair(spin_s=0.005 if self.device == "cuda" else 0.0)

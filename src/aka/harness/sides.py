@@ -148,4 +148,5 @@ def load_side(
             [CaseResult(c, correct=False, message=message) for c in cases],
             failure_kind=failure.kind,
         )
+    side.autotunes = reply.boolean("autotunes", False)
     return reply.texts("instrumented")

@@ -21,8 +21,9 @@ import importlib.util
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -60,6 +61,29 @@ def _load_task(path: Path, name: str) -> KernelTask:
         if isinstance(value, KernelTask) and value.name == name:
             return value
     raise ImportError(f"{path.name} declares no KernelTask named {name}")
+
+
+def autotunes(modules: Sequence[ModuleType]) -> bool:
+    """Whether these modules hold a Triton autotuner (also under `triton.heuristics`): its first
+    call times each config, which only the device alone keeps fair. The candidate's own word,
+    read by the judge for the candidate's sake only (a wrong answer costs it a worse config or
+    costs the GPU some shared time, nothing more)."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return False
+    for module in modules:
+        for value in list(vars(module).values()):
+            for _ in range(4):  # decorators stacked on the autotuner keep it as `.fn`
+                if isinstance(value, Autotuner):
+                    return True
+                try:
+                    value = getattr(value, "fn", None)
+                except Exception:  # noqa: BLE001 - any object of the candidate's may say anything
+                    break
+                if value is None:
+                    break
+    return False
 
 
 class Worker:
@@ -151,6 +175,7 @@ class Worker:
         if self.side == "candidate":
             modules = [m for m in modules_under(self.directory) if not m.__name__.startswith(BASELINE_MODULE_PREFIX)]
             self.launches.instrument(modules, self.kernels)
+            return {"ok": True, "instrumented": sorted(self.launches.instrumented), "autotunes": autotunes(modules)}
         return {"ok": True, "instrumented": sorted(self.launches.instrumented)}
 
     def map(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:

@@ -208,8 +208,9 @@ def test_phased_turns_are_the_default_on_a_gpu(monkeypatch, value: str, on_gpu: 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("baseline_too", [False, True])
 def test_an_autotuned_candidate_makes_its_first_calls_alone(
-    gelu_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    gelu_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, baseline_too: bool
 ) -> None:
     """A Triton autotuner (here the task's target kernel, under heuristics) times its configs in
     its first call: beside other evaluations' kernels it would pick by their noise, so that
@@ -229,7 +230,13 @@ def test_an_autotuned_candidate_makes_its_first_calls_alone(
         "    gelu_kernel[lambda meta: (triton.cdiv(x.numel(), meta['BLOCK_SIZE']),)](x, out, x.numel())\n"
         "    return out\n"
     )
-    outcome, log = _performance(gelu_task, tmp_path, source, monkeypatch)
+    task = gelu_task
+    if baseline_too:  # a task whose own kernel autotunes: the baseline's first calls wait too
+        task = copy_gelu_task(tmp_path / "tasks")
+        (task.directory / "kernel.py").write_text(source)
+    outcome, log = _performance(task, tmp_path, source, monkeypatch)
     assert outcome.failure is FailureKind.NONE and outcome.cases and all(c.speedup for c in outcome.cases), log[-3000:]
     assert "candidate autotunes: its first calls wait for the device alone" in log, log[-3000:]
-    assert "baseline's first calls made" in log and "candidate's first calls made" not in log
+    assert "candidate's first calls made" not in log
+    assert ("baseline autotunes: its first calls wait for the device alone" in log) is baseline_too, log[-3000:]
+    assert ("baseline's first calls made" in log) is not baseline_too

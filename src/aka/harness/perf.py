@@ -292,7 +292,9 @@ def performance_step(
     if isinstance(loaded, StepResult):
         raise HarnessError(f"the task's own baseline sources do not load: {loaded.message}")
     log.info("baseline loaded %d time(s)", loads)
-    if phases.active:
+    if phases.active and baseline.autotunes:  # as a candidate's (below)
+        log.info("baseline autotunes: its first calls wait for the device alone")
+    elif phases.active:
         _first_calls(baseline, task, ctx, cases, loads, candidate=False)
     phases.want(ALONE)
     if candidate is None:

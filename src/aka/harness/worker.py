@@ -172,11 +172,13 @@ class Worker:
         for serial in range(int(request["count"])):
             with separate_load(serial) if serial else contextlib.nullcontext():
                 self.loads.append(task.load_candidate(source))
+        baseline = self.side == "baseline"  # the pristine copy's modules, or the candidate's own
+        modules = [
+            m for m in modules_under(self.directory) if m.__name__.startswith(BASELINE_MODULE_PREFIX) is baseline
+        ]
         if self.side == "candidate":
-            modules = [m for m in modules_under(self.directory) if not m.__name__.startswith(BASELINE_MODULE_PREFIX)]
             self.launches.instrument(modules, self.kernels)
-            return {"ok": True, "instrumented": sorted(self.launches.instrumented), "autotunes": autotunes(modules)}
-        return {"ok": True, "instrumented": sorted(self.launches.instrumented)}
+        return {"ok": True, "instrumented": sorted(self.launches.instrumented), "autotunes": autotunes(modules)}
 
     def map(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         self.unmap({"name": request["name"]}, [])

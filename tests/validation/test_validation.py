@@ -407,3 +407,14 @@ def test_the_a_a_reading_times_the_passing_sources_against_themselves(
         assert (copy.directory / relative).read_bytes() == (sources / relative).read_bytes()
     assert copy.config.model_dump(exclude={"baseline"}) == task.config.model_dump(exclude={"baseline"})
     assert before == {p: p.read_bytes() for p in before}
+
+
+def test_the_a_a_check_says_why_it_has_no_reading() -> None:
+    from aka.device import DeviceInfo
+    from aka.validation.checks import aa_check
+
+    gpu = DeviceInfo("cuda", "H200", "NVIDIA H200", "sm_90", 1)
+    cpu = DeviceInfo("cpu", "cpu", "cpu", None, 0)
+    assert "no GPU" in aa_check(cpu, None).message
+    skeleton = aa_check(gpu, None)
+    assert skeleton.status is Status.WARN and "nothing passing" in skeleton.message

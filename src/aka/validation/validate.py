@@ -338,7 +338,7 @@ def validate_task(task: Task, device: DeviceInfo, options: ValidationOptions, te
             held = evaluate(task, solution or task.directory, scratch / "heldout", device, "held-out", 2, heldout=True)
         if heldout:
             checks.append(heldout_check(probe, held, skeleton))
-        a_a = passing if timed_against_itself else None
+        a_a = passing  # where it failed, the A/A check says so from its outcomes
         if device.kind != "cpu" and not timed_against_itself and passing is not None and passing.failed is None:
             tell("  A/A: the passing sources timed against themselves")
             sources = solution or task.directory

@@ -61,7 +61,7 @@ PHASED_PARTS = (
 )
 PAUSED = re.compile(r"^# aka: (\S+) stood stopped ([0-9.]+) s in \d+ pause")
 ORIGINAL = re.compile(r"^# aka: original (\w+) command held the device ([0-9.]+) s after waiting ([0-9.]+) s")
-# a timed step in phases (AKA_PHASED_TURN=1; aka.evaluation.phased_turn.PHASED_NOTE): alone only while it times
+# a timed step in phases (the default on a GPU; aka.evaluation.phased_turn.PHASED_NOTE): alone only while it times
 PHASED = re.compile(r"^# aka: (\w+) held the device alone ([0-9.]+) s in \d+ phase\(s\), waited ([0-9.]+) s between")
 FIRST_CALLS = re.compile(r"^(baseline|candidate)'s first calls made in ([0-9.]+) s")
 

@@ -250,7 +250,13 @@ def _first_calls(
     """Every load called once on every case while the device is shared: the first calls load or
     compile the kernels, the costly part of a side's set-up, so the warm-up in the turn alone
     finds them ready. A candidate's failure here only ends its first calls: the warm-up in the
-    turn alone meets it again and decides the verdict, as without phases."""
+    turn alone meets it again and decides the verdict, as without phases. A side that holds a
+    Triton autotuner makes them alone instead: its first call times its configs, and beside other
+    evaluations' kernels it would pick by their noise."""
+    name = "candidate" if candidate else "baseline"
+    if side.autotunes:
+        log.info("%s autotunes: its first calls wait for the device alone", name)
+        return
     began = time.perf_counter()
     for case in cases:
         memory = _memory(side, task, ctx, case, f"first-{case.id}")
@@ -262,7 +268,7 @@ def _first_calls(
             break
         finally:
             memory.close()
-    log.info("%s's first calls made in %.3f s", "candidate" if candidate else "baseline", time.perf_counter() - began)
+    log.info("%s's first calls made in %.3f s", name, time.perf_counter() - began)
 
 
 def performance_step(
@@ -292,9 +298,7 @@ def performance_step(
     if isinstance(loaded, StepResult):
         raise HarnessError(f"the task's own baseline sources do not load: {loaded.message}")
     log.info("baseline loaded %d time(s)", loads)
-    if phases.active and baseline.autotunes:  # as a candidate's (below)
-        log.info("baseline autotunes: its first calls wait for the device alone")
-    elif phases.active:
+    if phases.active:
         _first_calls(baseline, task, ctx, cases, loads, candidate=False)
     phases.want(ALONE)
     if candidate is None:
@@ -306,10 +310,7 @@ def performance_step(
         return started
     log.info("candidate loaded %d time(s)", loads)
     if phases.active:
-        if candidate.autotunes:  # its autotuner times configs in its first calls: fair only alone
-            log.info("candidate autotunes: its first calls wait for the device alone")
-        else:
-            _first_calls(candidate, task, ctx, cases, loads, candidate=True)
+        _first_calls(candidate, task, ctx, cases, loads, candidate=True)
         candidate.pause()  # nothing of it runs while the evaluator waits for the device alone
     phases.want(ALONE)
     results: list[CaseResult] = []

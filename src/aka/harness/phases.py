@@ -45,7 +45,7 @@ class Phases:
         fails the step when it first asks for the device alone, so nothing is timed while shared."""
         raw = os.environ.pop(ENV_TURN_FD, None)
         if raw is None:
-            return cls(None, ALONE)
+            return cls.none()
         try:
             return cls(socket.socket(fileno=hide(int(raw))))
         except (OSError, ValueError) as exc:

@@ -114,3 +114,61 @@ def test_pausing_stops_a_process_that_left_the_workers_group(tmp_path: Path, nam
     assert seen["paused"] in ("T", "t"), seen
     assert seen["resumed"] not in ("T", "t", "gone"), seen
     assert seen["closed"] in ("gone", "Z"), seen
+
+
+# At import: a chain of processes in the worker's own group, each forking the next and exiting at
+# once, so that a walk of the tree always finds the one it looks for gone.
+CHAIN = """
+import os, subprocess, sys
+
+from aka.harness import Case, KernelTask, candidate_function
+
+CODE = "import os\\nwhile True:\\n    open('chain.log', 'a').write('x')\\n    if os.fork():\\n        os._exit(0)\\n"
+subprocess.Popen([sys.executable, "-c", CODE], stdin=subprocess.DEVNULL)
+
+TASK = KernelTask(
+    name="escapes",
+    cases=[Case.make(n=1)],
+    make_inputs=lambda case, generator, device: (),
+    reference=lambda: None,
+    load_candidate=candidate_function("kernel", "f"),
+)
+"""
+
+CHAIN_JUDGE = """
+import json, os, sys, time
+from pathlib import Path
+from aka.harness.remote import RemoteSide, adopt_orphans
+
+home = Path(sys.argv[1])
+adopt_orphans()
+side = RemoteSide("candidate", "cpu", home / "home", None, dict(os.environ))
+side.setup(home / "task", "harness.py", "escapes", "cpu", False, [], [], [], 120.0)
+log = side.directory / "chain.log"
+deadline = time.monotonic() + 30
+while (not log.exists() or log.stat().st_size < 100) and time.monotonic() < deadline:
+    time.sleep(0.05)
+side.pause()
+time.sleep(0.2)
+before = log.stat().st_size
+time.sleep(0.5)
+grew_paused = log.stat().st_size - before
+side.resume()
+time.sleep(0.3)
+grew_resumed = log.stat().st_size - before - grew_paused
+side.close()
+print(json.dumps({"paused": grew_paused, "resumed": grew_resumed}))
+"""
+
+
+def test_pausing_stops_a_fork_chain_in_the_workers_group(tmp_path: Path) -> None:
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "harness.py").write_text(CHAIN)
+    (tmp_path / "home").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", CHAIN_JUDGE, str(tmp_path)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    grew = json.loads(done.stdout.strip().splitlines()[-1])
+    assert grew["paused"] == 0 and grew["resumed"] > 0, grew  # stopped while paused, and only then

@@ -8,8 +8,9 @@ later import or load). Where it does not, the worker shares the judge's namespac
 is undumpable (no other process of its user can read its memory or descriptors); the results
 list which held (`worker-namespace`).
 
-Pausing a worker stops every process below it, not its process group: candidate code that makes
-a session of its own (`setsid`) leaves the group but not the tree, and in the worker's PID
+Pausing a worker stops every process below it and its process group: candidate code that makes
+a session of its own (`setsid`) leaves the group but not the tree, a chain of processes that
+fork and exit at once outruns a walk of the tree but not a signal to the group; in the worker's PID
 namespace an orphan is adopted by the worker itself. Where the worker shares the judge's
 namespaces, the judge adopts orphans (`PR_SET_CHILD_SUBREAPER`), and pausing the candidate also
 stops every child of the judge that is none of its workers (a stray a worker left behind).
@@ -256,10 +257,13 @@ class RemoteSide:
             if self.role == "candidate" and not self.isolated:  # in its namespaces its tree holds its orphans
                 roots.update(dict.fromkeys(strays()))
             self._stopped = stop_trees(roots)
+            # and the group at once: a fork chain in it outruns a walk of the tree, not the kernel
+            self._signal(signal.SIGSTOP)
             self.paused = True
 
     def resume(self) -> None:
         if self.paused:
+            self._signal(signal.SIGCONT)
             continue_processes(self._stopped)
             self._stopped = []
             self.paused = False

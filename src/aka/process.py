@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -57,8 +58,19 @@ class CommandOutcome:
             head = f"`{self.command}` was killed by signal {-self.exit_code}"
         else:
             head = f"`{self.command}` exited with status {self.exit_code}"
-        lines = [line.strip() for line in self.output_tail.splitlines() if line.strip()]
-        return f"{head}: {lines[-1]}" if lines else head
+        line = last_meaningful_line(self.output_tail)
+        return f"{head}: {line}" if line else head
+
+
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b")
+
+
+def last_meaningful_line(output: str) -> str:
+    """The last line of a traceback's exception (`torch.AcceleratorError: CUDA error: ...`), not
+    the hints torch prints after it (`Compile with TORCH_USE_CUDA_DSA ...`); else the last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    exceptions = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    return exceptions[-1] if exceptions else (lines[-1] if lines else "")
 
 
 STOP_CHECK_SECONDS = 1.0

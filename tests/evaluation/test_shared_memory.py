@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from aka.harness import turns
+from aka.harness import cuda_driver, turns
 from aka.harness.link import ProtocolError, Reply
 from aka.harness.shared import Arena, OpenedArena, Slot
 from aka.harness.task import HarnessError
@@ -140,6 +140,8 @@ _SHORTFALLS = {
     "caching allocator": lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB"),
     # a launch or cudaMalloc outside the caching allocator (seen on the H200 with hoards_the_gpu_memory)
     "CUDA runtime": lambda: torch.AcceleratorError("CUDA error: out of memory"),
+    # the judge's shared buffers, made with the driver (seen on the H200 beside a hoarding exploit)
+    "CUDA driver": lambda: cuda_driver._check("cuMemCreate", 2),
 }
 
 

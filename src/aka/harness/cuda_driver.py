@@ -32,6 +32,14 @@ class CudaDriverError(RuntimeError):
     """A driver call failed (the message names it and its error code)."""
 
 
+class CudaOutOfMemoryError(CudaDriverError):
+    """A driver allocation failed for want of device memory (whoever filled it: the judge decides
+    whom to blame, as for torch's own out-of-memory errors)."""
+
+
+_OUT_OF_MEMORY = 2  # CUDA_ERROR_OUT_OF_MEMORY
+
+
 @functools.cache
 def _libcuda() -> ctypes.CDLL:
     return ctypes.CDLL("libcuda.so.1")
@@ -49,6 +57,8 @@ def _function(name: str, *argtypes: Any) -> Callable[..., int]:
 
 
 def _check(name: str, code: int) -> None:
+    if code == _OUT_OF_MEMORY:
+        raise CudaOutOfMemoryError(f"{name} failed: out of memory (CUDA error {code})")
     if code != 0:
         raise CudaDriverError(f"{name} failed with CUDA error {code}")
 

@@ -25,6 +25,7 @@ import torch
 from aka.evaluation.wire import ENV_STEP, StepExit
 from aka.harness.channel import ReportChannel
 from aka.harness.checks import correctness_step, reference_for
+from aka.harness.cuda_driver import CudaOutOfMemoryError
 from aka.harness.link import WorkerFailure
 from aka.harness.perf import performance_step
 from aka.harness.phases import Phases
@@ -86,7 +87,7 @@ def run_step(
         if not _charged_to_candidate(failure, workers):
             raise HarnessError(f"a worker of the task's own code failed: {failure}") from failure
         return StepResult(ctx.step, "failed", str(failure), failure_kind=failure.kind)
-    except (MemoryShortfall, torch.OutOfMemoryError, torch.AcceleratorError) as exc:
+    except (MemoryShortfall, torch.OutOfMemoryError, torch.AcceleratorError, CudaOutOfMemoryError) as exc:
         if isinstance(exc, torch.AcceleratorError) and "out of memory" not in str(exc):
             raise  # a CUDA error of another kind: the harness's fault, with its traceback
         candidate = workers.candidate

@@ -16,14 +16,14 @@ def test_exit_code_and_output_tail(tmp_path: Path) -> None:
 
 def test_a_crash_is_described_by_its_exception_not_the_hints_printed_after_it() -> None:
     torch_error = (
-        "Traceback (most recent call last):\n  File \"harness.py\", line 3, in <module>\n"
+        'Traceback (most recent call last):\n  File "harness.py", line 3, in <module>\n'
         "torch.AcceleratorError: CUDA error: out of memory\n"
         "CUDA kernel errors might be asynchronously reported at some other API call.\n"
         "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n\n"
     )
     assert last_meaningful_line(torch_error) == "torch.AcceleratorError: CUDA error: out of memory"
-    worker_after = "aka.harness.cuda_driver.CudaOutOfMemoryError: cuMemCreate failed\n--- the worker printed:\nhi\n--- end\n"
-    assert last_meaningful_line(worker_after) == "aka.harness.cuda_driver.CudaOutOfMemoryError: cuMemCreate failed"
+    error = "aka.harness.cuda_driver.CudaOutOfMemoryError: cuMemCreate failed"
+    assert last_meaningful_line(f"{error}\n--- the worker printed:\nhi\n--- end\n") == error
     assert last_meaningful_line("NameError('x is not defined')\n") == "NameError('x is not defined')"
     assert last_meaningful_line("kernel.cu(3): error: identifier y is undefined\n") == (
         "kernel.cu(3): error: identifier y is undefined"

@@ -334,6 +334,8 @@ def test_sigterm_stops_the_validator_and_leaves_no_scratch_or_process(tmp_path: 
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     assert not list(scratch.glob("aka-validate-*")), "the scratch folder outlived SIGTERM"
     assert processes_under(tmp_path) == [] and processes_under(REPO / "tasks") == []
+    # the tasks in flight had their steps killed: a report would keep that as verdicts, and --resume keep it
+    assert not list((tmp_path / "out").rglob("validation_report.yaml"))
 
 
 def test_resume_keeps_the_reports_an_earlier_validation_left_on_this_device(tasks_root: Path, tmp_path: Path) -> None:

@@ -73,6 +73,7 @@ def evaluate(
     outcomes = evaluate_candidate(
         task, candidate, scratch, device, heldout=heldout, through=through, time_limit=RunningTime(budget)
     )
+    _unless_stopping()  # its steps may have been killed under it: that is no verdict on the candidate
     evidence = [
         Evidence(
             command=f"{o.step.value}: {c.command}",

@@ -41,6 +41,7 @@ from aka.run.repository import materialize
 from aka.validation.checks import (
     Evaluation,
     Probe,
+    ValidationStopped,
     aa_check,
     baseline_check,
     describe,
@@ -428,6 +429,8 @@ def validate_tasks(
         if earlier is not None:
             say("  kept: validated earlier on this device (--resume)")
         report = earlier or validate_task(task, device, options, say)
+        if earlier is None and stopping.is_set():  # killed steps read as verdicts: --resume must redo it
+            raise ValidationStopped(f"{task.name}: not finished, no report written")
         with written:  # the summary lists the finished tasks in the selectors' order
             path = write_report(output / task.name, report)
             done[index] = _row(report, path.relative_to(output))

@@ -47,7 +47,14 @@ from aka.config.tasks import Task, select_tasks  # noqa: E402
 from aka.device import detect_devices  # noqa: E402
 
 SOLUTIONS = REPO / "solutions" / "examples"
-SETTINGS = ("AKA_WARM_STEPS", "AKA_DEVICE_YIELD_AFTER_S", "AKA_TIMING_BUDGET_S", "AKA_PLACEMENTS", "AKA_PHASED_TURN")
+SETTINGS = (
+    "AKA_WARM_STEPS",
+    "AKA_DEVICE_YIELD_AFTER_S",
+    "AKA_TIMING_BUDGET_S",
+    "AKA_PLACEMENTS",
+    "AKA_PHASED_TURN",
+    "AKA_PHASED_SET_UP",
+)
 DEFAULT_TASKS = [
     "triton2triton/basic/gelu",
     "torch2triton/basic/softmax",

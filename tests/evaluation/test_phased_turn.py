@@ -25,6 +25,7 @@ from aka.evaluation.phased_turn import ENV_PHASED_TURN, PhasedTurn, phased_turn,
 from aka.evaluation.step_spec import Step
 from aka.evaluation.steps import evaluate_candidate
 from aka.evaluation.warm_parent import ENV_WARM_STEPS
+from aka.evaluation.wire import ENV_PHASED_SET_UP
 from aka.harness.phases import ALONE, SHARED, Phases
 from aka.harness.task import HarnessError
 from aka.results.task_result import FailureKind
@@ -163,19 +164,35 @@ def _performance(task, tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.slow
-# the step forked from the warm parent (its descriptors passed over a socket), or exec'd
-@pytest.mark.parametrize("warm", ["1", "0"])
+# the step forked from the warm parent (its descriptors passed over a socket), or exec'd; each
+# case set up in the turn alone, or while the device is shared (AKA_PHASED_SET_UP=1)
+@pytest.mark.parametrize(("warm", "set_up_shared"), [("1", False), ("0", False), ("1", True)])
 def test_a_performance_step_in_phases_times_an_honest_candidate(
-    gelu_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: str
+    gelu_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: str, set_up_shared: bool
 ) -> None:
     monkeypatch.setenv(ENV_WARM_STEPS, warm)
+    monkeypatch.setenv(ENV_PHASED_SET_UP, "1" if set_up_shared else "0")
     source = HONEST + "\n\ndef gelu(x):\n    return honest(x)\n"
     outcome, log = _performance(gelu_task, tmp_path, source, monkeypatch)
     assert outcome.failure is FailureKind.NONE and outcome.cases and all(c.speedup for c in outcome.cases), log[-3000:]
-    # shared for the baseline's first calls, alone to calibrate, shared for the candidate's, alone to time
-    assert log.count("the device came alone") == 2 and log.count("the device came shared") == 1, log[-3000:]
     assert "baseline's first calls made" in log and "candidate's first calls made" in log
-    assert "performance held the device alone" in log and "in 4 phase(s)" in log
+    assert "performance held the device alone" in log
+    if not set_up_shared:
+        # shared for the baseline's first calls, alone to calibrate, shared for the candidate's, alone to time
+        assert log.count("the device came alone") == 2 and log.count("the device came shared") == 1, log[-3000:]
+        assert "in 4 phase(s)" in log
+        return
+    # then each case: set up shared, timed alone, its memory freed shared again
+    cases = len(outcome.cases)
+    assert log.count("the device came alone") == 1 + cases, log[-3000:]
+    assert log.count("the device came shared") == 1 + cases, log[-3000:]
+    assert f"in {3 + 2 * cases} phase(s)" in log, log[-3000:]
+    lines = log.splitlines()
+    for case in outcome.cases:  # set up before its turn alone, its pairs inside it
+        set_up = next(i for i, line in enumerate(lines) if f"{case.id}: set up in" in line)
+        timed = next(i for i, line in enumerate(lines) if f"{case.id}: " in line and " pairs)" in line)
+        came = [i for i, line in enumerate(lines) if "the device came alone" in line]
+        assert any(set_up < i < timed for i in came), log[-3000:]
 
 
 @pytest.mark.slow
@@ -234,9 +251,11 @@ def test_an_autotuned_candidate_makes_its_first_calls_alone(
     if baseline_too:  # a task whose own kernel autotunes: the baseline's first calls wait too
         task = copy_gelu_task(tmp_path / "tasks")
         (task.directory / "kernel.py").write_text(source)
+    monkeypatch.setenv(ENV_PHASED_SET_UP, "1")  # its cases' warm-up calls wait for the device alone too
     outcome, log = _performance(task, tmp_path, source, monkeypatch)
     assert outcome.failure is FailureKind.NONE and outcome.cases and all(c.speedup for c in outcome.cases), log[-3000:]
     assert "candidate autotunes: its first calls wait for the device alone" in log, log[-3000:]
+    assert log.count("the device came alone") == 2, log[-3000:]  # calibration, then every case in one turn
     assert "candidate's first calls made" not in log
     assert ("baseline autotunes: its first calls wait for the device alone" in log) is baseline_too, log[-3000:]
     assert ("baseline's first calls made" in log) is not baseline_too

@@ -38,6 +38,16 @@ DEFAULT_PLACEMENTS = 4  # docs/benchmarks/2026-12-03_placements_h200.md
 ENV_TIMING_BUDGET = "AKA_TIMING_BUDGET_S"  # seconds of pairs a performance step takes at most
 
 
+ENV_PHASED_SET_UP = "AKA_PHASED_SET_UP"  # 1: each case set up while the device is shared (aka.harness.perf)
+
+
+def phased_set_up() -> bool:
+    """`AKA_PHASED_SET_UP=1`: in a phased turn each case's set-up and clean-up are made while the
+    device is shared, and the device is taken alone once per case. Off until it is measured side
+    by side on a GPU (throughput and the A/A band): each case then costs a drain and a wait."""
+    return os.environ.get(ENV_PHASED_SET_UP, "").strip() == "1"
+
+
 def timing_budget_s() -> float | None:
     """`AKA_TIMING_BUDGET_S` where set: the seconds of pairs a performance step takes at most
     (`PairedConfig.step_budget_s`, 2.4 by default). Less gives a GPU more evaluations an hour and

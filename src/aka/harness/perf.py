@@ -16,7 +16,9 @@ baseline record.
 
 The step holds the device alone only while it calibrates and times (`aka.harness.phases`): each
 side's first calls on every case, which load or compile its kernels, are made while the device
-is shared, the baseline's before the calibration and the candidate's after it.
+is shared, the baseline's before the calibration and the candidate's after it; with
+`$AKA_PHASED_SET_UP=1` also each case's set-up before its pairs and clean-up after them (the
+device alone once per case).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from aka.evaluation.wire import ENV_TIMING_BUDGET, timing_budget_s, wanted_placements
+from aka.evaluation.device_lock import DRAIN_S
+from aka.evaluation.wire import ENV_TIMING_BUDGET, phased_set_up, timing_budget_s, wanted_placements
 from aka.harness.cases import Case
 from aka.harness.checks import reference_for
 from aka.harness.compare import Output
@@ -178,21 +181,36 @@ def _time_case(
     case: Case,
     calibration: Calibration,
     config: PairedConfig,
+    phases: Phases,
 ) -> CaseResult:
+    """The case's pairs, timed with the device alone. With `phases`, `$AKA_PHASED_SET_UP=1` and a
+    candidate that does not autotune (its warm-up would be one more first call), the case is set
+    up while the device is shared (its inputs, references and arenas, the candidate's checked
+    warm-up calls) and its memory freed once the device is shared again: beside eight validations
+    that set-up was CPU work that took 2.1 of gelu's 6.7 s alone (docs/benchmarks/
+    2026-12-04_session39_h200.md)."""
+    in_phases = phases.active and not candidate.autotunes and phased_set_up()
+    phases.want(SHARED if in_phases else ALONE)
     began = time.perf_counter()  # its set-up is logged: besides pairs and calibration, what the turn spends
     base_memory = _memory(baseline, task, ctx, case, f"paired-{case.id}", sides=2)
     cand_memory = _memory(candidate, task, ctx, case, f"paired-{case.id}", placements=base_memory.placements)
     source = CasePairs(task, ctx, case, base_memory, cand_memory, config.loads, secrets.randbits(62))
     try:
         warm_up(cand_memory, task, ctx, case, config.loads, candidate=True)
-        candidate.pause()
+        candidate.pause()  # nothing of it runs while the evaluator waits for the device alone
         log.info("%s: set up in %.3f s", case.id, time.perf_counter() - began)
+        phases.want(ALONE)
         paired = time_paired(source, calibration, config, ctx.device.type == "cuda")
     except (ProblemError, UnexplainedTimeError, InterferenceError, ClaimError, LateLaunchError, WorkerFailure) as exc:
         kind, message = _timing_problem(exc)
         return CaseResult(case, correct=False, message=f"[{kind}] {message}", kind=kind)
     finally:
         source.release()
+        if in_phases and phases.mode == ALONE:
+            # what the stopped candidate queued finishes before another evaluation's turn alone
+            # (as the evaluator drains a shared phase); freeing the memory resumes its worker
+            time.sleep(DRAIN_S)
+            phases.want(SHARED)
         base_memory.close()
         cand_memory.close()
     floor = None
@@ -311,11 +329,9 @@ def performance_step(
     log.info("candidate loaded %d time(s)", loads)
     if phases.active:
         _first_calls(candidate, task, ctx, cases, loads, candidate=True)
-        candidate.pause()  # nothing of it runs while the evaluator waits for the device alone
-    phases.want(ALONE)
     results: list[CaseResult] = []
     for case in cases:
-        results.append(_time_case(task, ctx, baseline, candidate, case, calibrations[case.id], config))
+        results.append(_time_case(task, ctx, baseline, candidate, case, calibrations[case.id], config, phases))
         log.info(
             "%s: %s (%s pairs)", case.id, results[-1].message or f"{results[-1].speedup:.4f}x", results[-1].samples
         )

@@ -420,3 +420,45 @@ def test_the_a_a_check_says_why_it_has_no_reading() -> None:
     assert "no GPU" in aa_check(cpu, None).message
     skeleton = aa_check(gpu, None)
     assert skeleton.status is Status.WARN and "nothing passing" in skeleton.message
+
+
+_INFRA, _NONE = "infra_error", "none"
+
+
+@pytest.mark.parametrize(
+    ("script", "attempts", "final"),
+    [
+        ([_INFRA, _NONE], 2, _NONE),
+        ([_INFRA, "incorrect"], 2, "incorrect"),
+        ([_INFRA] * 4, 3, _INFRA),
+        (["compile_error", _NONE], 1, "compile_error"),
+    ],
+)
+def test_an_evaluation_ending_in_infra_error_is_made_again_and_each_attempt_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, script: list[str], attempts: int, final: str
+) -> None:
+    """An infra_error (the GPU's memory taken by a neighbour, session 39) is no verdict: made again,
+    at most INFRA_ATTEMPTS in all; any other outcome, a failure included, is kept at once."""
+    from aka.device import DeviceInfo
+    from aka.evaluation.step_spec import Step
+    from aka.evaluation.steps import StepOutcome
+    from aka.process import CommandOutcome
+    from aka.results.task_result import FailureKind
+    from aka.validation import checks
+
+    made = iter(script)
+    calls: list[int] = []
+
+    def evaluate_candidate(*_: object, **__: object) -> list[StepOutcome]:
+        calls.append(1)
+        kind = FailureKind(next(made))
+        ran = CommandOutcome("python3 harness.py compile", 0 if kind is FailureKind.NONE else 2, False, 1.0, "")
+        return [StepOutcome(Step.COMPILE, kind, kind.value, commands=[ran])]
+
+    task = load_task(REPO / "tasks", REPO / "tasks" / "triton2triton/basic/gelu")
+    monkeypatch.setattr(checks, "INFRA_RETRY_WAIT_S", 0.0)
+    monkeypatch.setattr(checks, "evaluate_candidate", evaluate_candidate)
+    cpu = DeviceInfo("cpu", "cpu", "cpu", None, 0)
+    evaluation = checks.evaluate(task, task.directory, tmp_path, cpu, "mutant zeros", through=2)
+    assert len(calls) == attempts and evaluation.outcomes[0].failure is FailureKind(final)
+    assert [e.command.startswith("attempt ") for e in evaluation.evidence] == [True] * (attempts - 1) + [False]

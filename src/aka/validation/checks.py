@@ -61,22 +61,40 @@ class Evaluation:
         return next((o for o in self.outcomes if not o.passed), None)
 
 
+INFRA_ATTEMPTS = 3  # an evaluation that ends in infra_error is made again, at most this many times in all
+INFRA_RETRY_WAIT_S = 5.0
+
+
 def evaluate(
     task: Task, candidate: Path, scratch: Path, device: DeviceInfo, label: str, through: int, heldout: bool = False
 ) -> Evaluation:
     """The real evaluator on `candidate`'s editable files, with a time limit of the steps' own timeouts
-    (its waits for the device not counted)."""
-    _unless_stopping()
+    (its waits for the device not counted). An `infra_error` is no verdict on the candidate, and
+    the usual one is passing (the GPU's memory taken by whatever else runs on it: session 39):
+    the evaluation is made again, up to `INFRA_ATTEMPTS` in all, each attempt in the evidence."""
     steps = (Step.COMPILE, Step.CORRECTNESS, Step.PERFORMANCE)[:through]
     budget = sum(step_timeout(task, s) for s in steps) + 60.0
     start = time.monotonic()
-    outcomes = evaluate_candidate(
-        task, candidate, scratch, device, heldout=heldout, through=through, time_limit=RunningTime(budget)
-    )
-    _unless_stopping()  # its steps may have been killed under it: that is no verdict on the candidate
+    evidence: list[Evidence] = []
+    for attempt in range(1, INFRA_ATTEMPTS + 1):
+        _unless_stopping()
+        outcomes = evaluate_candidate(
+            task, candidate, scratch, device, heldout=heldout, through=through, time_limit=RunningTime(budget)
+        )
+        _unless_stopping()  # its steps may have been killed under it: that is no verdict on the candidate
+        infra = next((o for o in outcomes if o.failure is FailureKind.INFRA_ERROR), None)
+        retried = infra is not None and attempt < INFRA_ATTEMPTS
+        evidence += _evidence(outcomes, f"attempt {attempt} of {INFRA_ATTEMPTS} (infra_error, made again): " * retried)
+        if not retried:
+            break
+        time.sleep(INFRA_RETRY_WAIT_S)
+    return Evaluation(label, outcomes, time.monotonic() - start, budget, evidence)
+
+
+def _evidence(outcomes: list[StepOutcome], prefix: str) -> list[Evidence]:
     evidence = [
         Evidence(
-            command=f"{o.step.value}: {c.command}",
+            command=f"{prefix}{o.step.value}: {c.command}",
             exit_code=c.exit_code,
             duration_s=round(c.seconds, 2),
             output_excerpt=excerpt(c.output_tail or "", 600),
@@ -88,11 +106,11 @@ def evaluate(
         first = outcomes[0]
         evidence = [
             Evidence(
-                command=f"{first.step.value}: (before any command)",
+                command=f"{prefix}{first.step.value}: (before any command)",
                 output_excerpt=f"{first.failure.value}: {first.message or ''}",
             )
         ]
-    return Evaluation(label, outcomes, time.monotonic() - start, budget, evidence)
+    return evidence
 
 
 def describe(outcome: StepOutcome | None) -> str:

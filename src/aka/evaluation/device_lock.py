@@ -41,13 +41,13 @@ from pathlib import Path
 
 from aka.device import DeviceInfo
 from aka.errors import ConfigError
+from aka.evaluation.wire import DRAIN_S
 from aka.process import continue_processes, stop_trees
 
 ENV_LOCK_DIR = "AKA_DEVICE_LOCK_DIR"
 ENV_YIELD_AFTER = "AKA_DEVICE_YIELD_AFTER_S"  # overrides YIELD_AFTER_S (seconds, > 0)
 YIELD_AFTER_S = 5.0  # how long a timed step waits for a shared holder before it steps aside
 WATCH_S = 0.25  # how often a shared holder looks for a waiting timed step
-DRAIN_S = 0.05  # after stopping its steps, before letting the lock go: kernels they queued finish
 RETRY_S = 0.01  # how often a turn that stepped aside tries for the lock again
 
 

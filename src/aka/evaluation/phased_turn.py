@@ -24,8 +24,8 @@ import time
 from collections.abc import Iterator
 
 from aka.device import DeviceInfo
-from aka.evaluation.device_lock import DRAIN_S, DeviceLock, SharedTurn, Turn, yield_after_s
-from aka.evaluation.wire import TURN_ALONE, TURN_GO, TURN_SHARED
+from aka.evaluation.device_lock import DeviceLock, SharedTurn, Turn, yield_after_s
+from aka.evaluation.wire import DRAIN_S, TURN_ALONE, TURN_GO, TURN_SHARED
 
 ENV_PHASED_TURN = "AKA_PHASED_TURN"  # 0: timed steps hold the device alone for their whole turn
 # The evaluator's note after a phased turn (benchmarks/device_holds.py reads it).

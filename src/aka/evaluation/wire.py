@@ -38,6 +38,7 @@ DEFAULT_PLACEMENTS = 4  # docs/benchmarks/2026-12-03_placements_h200.md
 ENV_TIMING_BUDGET = "AKA_TIMING_BUDGET_S"  # seconds of pairs a performance step takes at most
 
 
+DRAIN_S = 0.05  # before a turn is let go: what the step's stopped processes queued on the GPU finishes
 ENV_PHASED_SET_UP = "AKA_PHASED_SET_UP"  # 1: each case set up while the device is shared (aka.harness.perf)
 
 

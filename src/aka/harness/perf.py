@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from aka.evaluation.device_lock import DRAIN_S
-from aka.evaluation.wire import ENV_TIMING_BUDGET, phased_set_up, timing_budget_s, wanted_placements
+from aka.evaluation.wire import DRAIN_S, ENV_TIMING_BUDGET, phased_set_up, timing_budget_s, wanted_placements
 from aka.harness.cases import Case
 from aka.harness.checks import reference_for
 from aka.harness.compare import Output

@@ -189,7 +189,11 @@ def _time_case(
     that set-up was CPU work that took 2.1 of gelu's 6.7 s alone (docs/benchmarks/
     2026-12-04_session39_h200.md)."""
     in_phases = phases.active and not candidate.autotunes and phased_set_up()
-    phases.want(SHARED if in_phases else ALONE)
+    if in_phases:
+        phases.want(SHARED)
+    elif phases.mode != ALONE:
+        candidate.pause()  # nothing of it runs while the evaluator waits for the device alone
+        phases.want(ALONE)
     began = time.perf_counter()  # its set-up is logged: besides pairs and calibration, what the turn spends
     base_memory = _memory(baseline, task, ctx, case, f"paired-{case.id}", sides=2)
     cand_memory = _memory(candidate, task, ctx, case, f"paired-{case.id}", placements=base_memory.placements)

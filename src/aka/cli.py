@@ -309,10 +309,18 @@ def validate_command(
             "--parallel", min=1, help="Tasks validated at a time (timed steps still take the GPU one at a time)."
         ),
     ] = 1,
+    mutants_at_once: Annotated[
+        int,
+        typer.Option(
+            "--mutants-at-once",
+            min=0,
+            help="A task's mutants evaluated at a time (0: with --parallel 1, two per four cores, up to 4; else 1).",
+        ),
+    ] = 0,
 ) -> None:
     """Prove tasks sound: deterministic checks and mutants of the baseline that must fail (docs/validation.md)."""
     from aka.validation.mutants import MUTANT_NAMES
-    from aka.validation.validate import ValidationOptions, output_default, validate_tasks
+    from aka.validation.validate import ValidationOptions, mutants_at_once_default, output_default, validate_tasks
 
     root = (tasks_root or default_tasks_root()).resolve()
     unknown = sorted(set(only or []) - set(MUTANT_NAMES))
@@ -322,6 +330,7 @@ def validate_command(
     options = ValidationOptions(
         mutants=(only or MUTANT_NAMES) if mutants else (),
         solutions=(solutions or (guessed if guessed.is_dir() else None)),
+        mutants_at_once=mutants_at_once or mutants_at_once_default(parallel),
     )
     folder = (output or output_default()).resolve()
     try:

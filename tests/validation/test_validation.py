@@ -157,7 +157,9 @@ def test_suite_task_passes_with_every_mutant_killed(tmp_path: Path) -> None:
         ["triton2triton/basic/gelu"],
         out,
         detect_device(),
-        ValidationOptions(mutants=("beyond_tolerance", "stale"), solutions=REPO / "solutions" / "examples"),
+        ValidationOptions(
+            mutants=("beyond_tolerance", "stale"), solutions=REPO / "solutions" / "examples", mutants_at_once=2
+        ),
         lambda _: None,
     )
     report = read_report(out / "triton2triton/basic/gelu/validation_report.yaml")
@@ -193,7 +195,15 @@ def test_mutants_through_the_harness_wrap_what_load_candidate_returns(tasks_root
     task = load_task(tasks_root, task_dir)
     probe = run_probe(task, tmp_path / "probe", detect_device(), heldout=False)
     check, score = run_mutants(
-        task, task_dir, probe, tmp_path, detect_device(), ("zeros", "stale"), lambda _: None, through_harness=True
+        task,
+        task_dir,
+        probe,
+        tmp_path,
+        detect_device(),
+        ("zeros", "stale"),
+        lambda _: None,
+        through_harness=True,
+        at_once=2,  # side by side, each from a task copy of its own
     )
     assert check.status is Status.PASS, check.message
     assert [m.verdict for m in score.mutants] == [MutantVerdict.KILLED] * 2, score.mutants
@@ -304,15 +314,21 @@ def test_mutation_score_and_recorded_exceptions(tmp_path: Path) -> None:
         load_exceptions(tmp_path)
 
 
-@pytest.mark.parametrize("parallel", [1, 2])
-def test_sigterm_stops_the_validator_and_leaves_no_scratch_or_process(tmp_path: Path, parallel: int) -> None:
-    """Also with tasks validated side by side: the tasks in flight stop, nothing more starts."""
+@pytest.mark.parametrize("parallel", [1, 2, "mutants"])
+def test_sigterm_stops_the_validator_and_leaves_no_scratch_or_process(tmp_path: Path, parallel: int | str) -> None:
+    """Also with tasks validated side by side, or a task's mutants: what is in flight stops,
+    nothing more starts."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(REPO / "src")}
-    command = [sys.executable, "-m", "aka.cli", "validate", "triton2triton/basic/gelu", "--no-mutants"]
-    if parallel > 1:
-        command += ["triton2triton/llm/softmax", "--parallel", str(parallel)]
+    command = [sys.executable, "-m", "aka.cli", "validate", "triton2triton/basic/gelu"]
+    if parallel == "mutants":  # each step started cold (seconds a mutant), so SIGTERM finds them in flight
+        command += [arg for name in MUTANT_NAMES[:6] for arg in ("--mutant", name)] + ["--mutants-at-once", "2"]
+        env["AKA_WARM_STEPS"] = "0"
+    else:
+        command += ["--no-mutants"]
+    if parallel == 2:
+        command += ["triton2triton/llm/softmax", "--parallel", "2"]
     proc = subprocess.Popen(
         [*command, "--output", str(tmp_path / "out")],
         cwd=REPO,
@@ -325,11 +341,17 @@ def test_sigterm_stops_the_validator_and_leaves_no_scratch_or_process(tmp_path: 
     while time.monotonic() < deadline and not list(scratch.glob("aka-validate-*/*")):
         time.sleep(0.2)
     assert list(scratch.glob("aka-validate-*")), "the validator never started a task"
-    if parallel > 1:
+    if parallel == 2:
         while time.monotonic() < deadline and len(list(scratch.glob("aka-validate-*"))) < parallel:
             time.sleep(0.2)
         assert len(list(scratch.glob("aka-validate-*"))) == parallel, "the tasks did not run side by side"
-    time.sleep(2)
+    if parallel == "mutants":
+        while time.monotonic() < deadline and len(list(scratch.glob("aka-validate-*/mutant_*"))) < 2:
+            time.sleep(0.1)
+        assert len(list(scratch.glob("aka-validate-*/mutant_*"))) >= 2, "the mutants did not run side by side"
+        assert proc.poll() is None, "the validation ended before SIGTERM"
+    else:
+        time.sleep(2)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     assert not list(scratch.glob("aka-validate-*")), "the scratch folder outlived SIGTERM"
@@ -462,3 +484,42 @@ def test_an_evaluation_ending_in_infra_error_is_made_again_and_each_attempt_kept
     evaluation = checks.evaluate(task, task.directory, tmp_path, cpu, "mutant zeros", through=2)
     assert len(calls) == attempts and evaluation.outcomes[0].failure is FailureKind(final)
     assert [e.command.startswith("attempt ") for e in evaluation.evidence] == [True] * (attempts - 1) + [False]
+
+
+def test_side_by_side_keeps_the_order_and_stops_everything_on_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from aka.validation import validate
+    from aka.validation.checks import stopping
+
+    running, most, lock = [0], [0], threading.Lock()
+
+    def work(item: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2 if item % 2 else 0.05)
+        with lock:
+            running[0] -= 1
+        return item * 10
+
+    stopping.clear()
+    assert validate.side_by_side(work, list(range(6)), 3, "t") == [0, 10, 20, 30, 40, 50]
+    assert most[0] == 3 and not stopping.is_set()
+
+    started: list[int] = []
+    killed: list[int] = []
+    monkeypatch.setattr(validate, "kill_descendants", lambda pid: killed.append(pid))
+
+    def failing(item: int) -> int:
+        started.append(item)
+        if item == 0:
+            raise RuntimeError("a bug in one")
+        time.sleep(0.5)
+        return item
+
+    with pytest.raises(RuntimeError, match="a bug in one"):
+        validate.side_by_side(failing, list(range(8)), 2, "t")
+    assert stopping.is_set() and killed == [os.getpid()] * len(killed) and killed
+    assert len(started) < 8  # the queued ones never started
+    stopping.clear()

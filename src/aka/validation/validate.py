@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 from pydantic import RootModel, ValidationError
@@ -80,6 +81,8 @@ from aka.validation.report import (
 )
 
 log = logging.getLogger(__name__)
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
 HELDOUT_FILE = "heldout.py"
 Listener = Callable[[str], None]
 
@@ -114,6 +117,36 @@ class ValidationOptions:
     mutants: Sequence[str] = MUTANT_NAMES  # empty: no mutation testing
     solutions: Path | None = None
     exceptions: MutantExceptions = field(default_factory=lambda: MutantExceptions({}))
+    mutants_at_once: int = 1  # a task's mutants evaluated that many at a time
+
+
+def mutants_at_once_default(parallel: int) -> int:
+    """One task at a time: its mutants two per four cores, at most four (each evaluation is a judge
+    and a worker, mostly CPU work); tasks side by side already fill the cores, one mutant each."""
+    return max(1, min(4, (os.cpu_count() or 1) // 4 * 2)) if parallel <= 1 else 1
+
+
+def side_by_side(work: Callable[[_Item], _Result], items: Sequence[_Item], at_once: int, name: str) -> list[_Result]:
+    """`work` on every item, `at_once` at a time, the results in the items' order. An exception in
+    any (a bug, or SIGTERM's SystemExit in the waiting thread) stops the rest: nothing more starts
+    (`stopping`), the steps in flight are killed (whose verdicts then count for nothing), and it is
+    raised once every one has ended."""
+    if at_once <= 1:
+        return [work(item) for item in items]
+    pool = ThreadPoolExecutor(max_workers=at_once, thread_name_prefix=name)
+    futures = [pool.submit(work, item) for item in items]
+    try:
+        return [future.result() for future in futures]
+    except BaseException:
+        stopping.set()
+        for future in futures:
+            future.cancel()
+        while not all(f.done() for f in futures):
+            kill_descendants(os.getpid())
+            time.sleep(0.2)
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def _shapes(probe: Probe) -> list[tuple[list[TensorShape], list[TensorShape]]]:
@@ -153,11 +186,12 @@ def run_mutants(
     tell: Listener,
     exceptions: MutantExceptions | None = None,
     through_harness: bool = False,
+    at_once: int = 1,
 ) -> tuple[Check, MutationScore]:
     """Each mutant through compile and correctness. Python sources are mutated in their entry
     functions; sources with none to wrap (CUDA C++), or any task with `through_harness`, through a
-    copy of the task whose harness wraps what `load_candidate` returns (`write_mutant_task`)."""
-    results: list[MutantResult] = []
+    copy of the task whose harness wraps what `load_candidate` returns (`write_mutant_task`).
+    `at_once`: mutants evaluated side by side, each from a folder of its own."""
     family = family_named(task.family)
     language = family.language if family is not None else ""
     python_sources = [rel for rel in task.config.source_file_path if rel.endswith(".py")]
@@ -169,7 +203,8 @@ def run_mutants(
         blocked = "the probe could not run the reference, so no output shapes or tolerances are known"
     tolerances = {k: (float(v[0]), float(v[1])) for k, v in (probe.data or {}).get("tolerances", {}).items()}
     correctness = next(iter(step_commands(task, Step.CORRECTNESS)), "")
-    for name in names:
+
+    def judge(name: str) -> MutantResult:
         start = time.monotonic()
         reason = blocked or _not_applicable(name, probe)
         if reason is None and name in LAYOUT_ONLY and language == "python":
@@ -179,8 +214,7 @@ def run_mutants(
             )
         if reason is not None:
             verdict = MutantVerdict.NOT_RUN if blocked else MutantVerdict.NOT_APPLICABLE
-            results.append(MutantResult(name=name, description=DESCRIPTIONS[name], verdict=verdict, message=reason))
-            continue
+            return MutantResult(name=name, description=DESCRIPTIONS[name], verdict=verdict, message=reason)
         mutant_dir = scratch / f"mutant_{name}"
         if through_harness:
             copy = write_mutant_task(task.directory, mutant_dir / "task", correctness, name, tolerances)
@@ -190,35 +224,31 @@ def run_mutants(
             entries = write_mutant(base_dir, task.config.source_file_path, mutant_dir / "sources", name, tolerances)
             judged, sources = task, mutant_dir / "sources"
         if not entries:
-            results.append(
-                MutantResult(
-                    name=name,
-                    description=DESCRIPTIONS[name],
-                    verdict=MutantVerdict.NOT_RUN,
-                    message="the harness declares no KernelTask to wrap"
-                    if through_harness
-                    else "no public entry function in the editable Python sources",
-                )
+            return MutantResult(
+                name=name,
+                description=DESCRIPTIONS[name],
+                verdict=MutantVerdict.NOT_RUN,
+                message="the harness declares no KernelTask to wrap"
+                if through_harness
+                else "no public entry function in the editable Python sources",
             )
-            continue
         evaluation = evaluate(judged, sources, mutant_dir, device, f"mutant {name}", through=2)
         verdict, failed = _verdict(evaluation.outcomes)
         message = f"wrapped {', '.join(entries)}; " + (describe(failed) if failed else "passed correctness")
         excuse = exceptions.reason(task.name, name) if exceptions else None
         if verdict is MutantVerdict.SURVIVED and excuse:
             verdict, message = MutantVerdict.EXCEPTED, f"{message}; recorded exception: {excuse}"
-        results.append(
-            MutantResult(
-                name=name,
-                description=DESCRIPTIONS[name],
-                verdict=verdict,
-                failure_kind=failed.failure.value if failed else None,
-                message=message[:600],
-                duration_s=round(time.monotonic() - start, 2),
-            )
-        )
         tell(f"  mutant {name}: {verdict.value}")
-    return _mutation_check(results)
+        return MutantResult(
+            name=name,
+            description=DESCRIPTIONS[name],
+            verdict=verdict,
+            failure_kind=failed.failure.value if failed else None,
+            message=message[:600],
+            duration_s=round(time.monotonic() - start, 2),
+        )
+
+    return _mutation_check(side_by_side(judge, list(names), at_once, "aka-mutants"))
 
 
 def _mutation_check(results: list[MutantResult]) -> tuple[Check, MutationScore]:
@@ -354,7 +384,15 @@ def validate_task(task: Task, device: DeviceInfo, options: ValidationOptions, te
                 )
             else:
                 check, mutation = run_mutants(
-                    task, base, probe, scratch, device, options.mutants, tell, options.exceptions
+                    task,
+                    base,
+                    probe,
+                    scratch,
+                    device,
+                    options.mutants,
+                    tell,
+                    options.exceptions,
+                    at_once=options.mutants_at_once,
                 )
                 checks.append(check)
     return TaskValidation(
@@ -446,26 +484,8 @@ def validate_tasks(
             write_summary(output, summary)
         say(f"  {report.overall_status.value} ({report.duration_s:.0f} s)")
 
-    if parallel <= 1:
-        for index, task in enumerate(tasks):
-            one(index, task)
-        return summary
     stopping.clear()
-    pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="aka-validate")
-    futures = [pool.submit(one, index, task) for index, task in enumerate(tasks)]
-    try:
-        for future in futures:
-            future.result()
-    except BaseException:  # SIGTERM or a task's error: the others start nothing more, their steps die
-        stopping.set()
-        for future in futures:
-            future.cancel()
-        while not all(f.done() for f in futures):
-            kill_descendants(os.getpid())
-            time.sleep(0.2)
-        raise
-    finally:
-        pool.shutdown(wait=True)
+    side_by_side(lambda indexed: one(*indexed), list(enumerate(tasks)), parallel, "aka-validate")
     return summary
 
 

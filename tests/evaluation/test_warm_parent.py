@@ -57,7 +57,7 @@ def _run(tmp_path: Path, sandbox: StepSandbox) -> tuple[int | None, dict[str, st
     outside.mkdir()
     (work / "probe.py").write_text(PROBE)
     env = {**os.environ, "AKA_TEST_VALUE": "seen"}
-    parent = WarmParent.for_env(env, on_gpu=False)
+    parent = WarmParent.for_env(env)
     assert parent is not None
     read, write = os.pipe()
     log_path = tmp_path / "log"
@@ -104,7 +104,7 @@ import os, sys, time
 from pathlib import Path
 from aka.evaluation.warm_parent import StepSandbox, WarmParent
 work = Path(sys.argv[1])
-parent = WarmParent.for_env(dict(os.environ), on_gpu=False)
+parent = WarmParent.for_env(dict(os.environ))
 log = os.open(work / "log", os.O_WRONLY | os.O_CREAT)
 parent.start(["sleeper.py"], work, dict(os.environ), log, [], StepSandbox(), None)
 print(parent.server.pid, flush=True)
@@ -146,24 +146,22 @@ def test_killing_aka_kills_its_warm_parent_and_every_step_it_forked(tmp_path: Pa
 
 
 def test_which_steps_are_forked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """aka.harness scripts on the CPU by default; never another command; on a GPU only when asked."""
+    """aka.harness scripts by default; never another command; none with AKA_WARM_STEPS=0."""
     (tmp_path / "harness.py").write_text("run_task(TASK)\n")
     assert script_argv("python3 harness.py compile") == ["harness.py", "compile"]
     assert script_argv("bash run.sh") is None
     limits = step_limits(60, on_gpu=False)
     args = (tmp_path, dict(os.environ), [0], [tmp_path], limits)
     monkeypatch.delenv(ENV_WARM_STEPS, raising=False)
-    assert _warm_fork("python3 harness.py compile", *args, on_gpu=False) is not None
-    assert _warm_fork("python3 harness.py compile", *args, on_gpu=True) is None
-    monkeypatch.setenv(ENV_WARM_STEPS, "1")
-    assert _warm_fork("python3 harness.py compile", *args, on_gpu=True) is not None
+    assert _warm_fork("python3 harness.py compile", *args) is not None
+    assert _warm_fork("bash run.sh", *args) is None
     monkeypatch.setenv(ENV_WARM_STEPS, "0")
-    assert _warm_fork("python3 harness.py compile", *args, on_gpu=False) is None
+    assert _warm_fork("python3 harness.py compile", *args) is None
 
 
 def test_a_dead_warm_parent_is_replaced_and_a_failed_fork_is_execd(tmp_path: Path) -> None:
     env = dict(os.environ)
-    first = WarmParent.for_env(env, on_gpu=False)
+    first = WarmParent.for_env(env)
     assert first is not None
     first.server.kill()
     first.server.wait()
@@ -171,7 +169,7 @@ def test_a_dead_warm_parent_is_replaced_and_a_failed_fork_is_execd(tmp_path: Pat
     while first.alive and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not first.alive
-    second = WarmParent.for_env(env, on_gpu=False)
+    second = WarmParent.for_env(env)
     assert second is not None and second is not first and second.alive
 
     def gone(log_fd: int) -> ForkedProcess:
@@ -187,7 +185,7 @@ def test_a_sandbox_a_forked_step_cannot_get_means_exec(tmp_path: Path, monkeypat
     """The machine's own sandbox is probed once and passes; a shape that fails here (the fork
     refused) makes `_warm_fork` return None, so such steps are exec'd with the full sandbox."""
     env = dict(os.environ)
-    parent = WarmParent.for_env(env, on_gpu=False)
+    parent = WarmParent.for_env(env)
     assert parent is not None
     machine = step_sandbox(detect_sandbox(), [tmp_path], keep_admin=True)
     assert parent.can_sandbox(machine, env)
@@ -201,7 +199,7 @@ def test_a_sandbox_a_forked_step_cannot_get_means_exec(tmp_path: Path, monkeypat
     assert not parent.can_sandbox(machine, env)
     (tmp_path / "harness.py").write_text("run_task(TASK)\n")
     limits = step_limits(60, on_gpu=False)
-    assert _warm_fork("python3 harness.py compile", tmp_path, env, [0], [tmp_path], limits, on_gpu=False) is None
+    assert _warm_fork("python3 harness.py compile", tmp_path, env, [0], [tmp_path], limits) is None
     parent.sandboxes.clear()  # the next test gets a real probe
 
 
@@ -210,7 +208,7 @@ def test_a_stopped_warm_parent_is_killed_and_its_steps_are_execd(tmp_path: Path)
     stall evaluations: a request it does not answer kills it, the step is exec'd, and the next
     step gets a new warm parent."""
     env = dict(os.environ)
-    parent = WarmParent.for_env(env, on_gpu=False)
+    parent = WarmParent.for_env(env)
     assert parent is not None
     parent.reply_timeout_s = 1.0
     os.kill(parent.server.pid, signal.SIGSTOP)
@@ -219,5 +217,5 @@ def test_a_stopped_warm_parent_is_killed_and_its_steps_are_execd(tmp_path: Path)
     ran = StartedCommand("echo exec-path", tmp_path, env, log, fork=fork).finish(None, 30)
     assert ran.exit_code == 0 and "did not answer" in log.read_text() and "exec-path" in log.read_text()
     assert parent.server.wait(timeout=10) == -signal.SIGKILL and not parent.alive
-    replacement = WarmParent.for_env(env, on_gpu=False)
+    replacement = WarmParent.for_env(env)
     assert replacement is not None and replacement is not parent and replacement.alive

@@ -194,7 +194,7 @@ def start_isolated(
             pass_fds=tuple(passed),
             prefix=tuple(sandbox.wrap([], writable, keep_admin=judge)),
             preexec=limits.apply,
-            fork=_warm_fork(command, eval_dir, env, passed, writable, limits, setup.device.is_gpu) if judge else None,
+            fork=_warm_fork(command, eval_dir, env, passed, writable, limits) if judge else None,
         )
     except BaseException:
         shutil.rmtree(cache, ignore_errors=True)
@@ -229,12 +229,11 @@ def _warm_fork(
     passed: list[int],
     writable: list[Path],
     limits: ResourceLimits,
-    on_gpu: bool,
 ) -> Callable[[int], ForkedProcess] | None:
     """How an aka.harness step starts from the warm parent (`aka.evaluation.warm_parent`), in the
     same sandbox as the exec path would give it; None where it is exec'd."""
     argv = script_argv(command)
-    parent = WarmParent.for_env(env, on_gpu) if argv else None
+    parent = WarmParent.for_env(env) if argv else None
     if parent is None or argv is None:
         return None
     sandbox = step_sandbox(detect_sandbox(), writable, keep_admin=True)

@@ -17,8 +17,8 @@ children and reports each exit status over the socket; `aka.process.StartedComma
 closes, and the parent kills every step it started and exits.
 
 Where the server cannot start, or the sandbox cannot be rebuilt in a child, steps are exec'd as
-before. Off by default on GPUs until the judge's timing has been measured this way there
-(`AKA_WARM_STEPS=1` forces it on, `0` off).
+before. On by default (`AKA_WARM_STEPS=0` turns it off); on a GPU since session 39, after the
+H200 runs of sessions 34-39 used it (docs/benchmarks/2026-12-03_warm_parent_h200.md compares).
 """
 
 from __future__ import annotations
@@ -324,10 +324,10 @@ class WarmParent:
         threading.Thread(target=self._read, name="aka-warm-parent", daemon=True).start()
 
     @classmethod
-    def for_env(cls, env: Mapping[str, str], on_gpu: bool) -> WarmParent | None:
-        """The warm parent for steps with this environment; None where steps are exec'd."""
-        wanted = os.environ.get(ENV_WARM_STEPS)
-        if wanted == "0" or (on_gpu and wanted != "1"):
+    def for_env(cls, env: Mapping[str, str]) -> WarmParent | None:
+        """The warm parent for steps with this environment; None where steps are exec'd
+        (`AKA_WARM_STEPS=0`)."""
+        if os.environ.get(ENV_WARM_STEPS) == "0":
             return None
         key = tuple(env.get(name, "") for name in IMPORT_TIME_ENV)
         with cls._lock:

@@ -1,7 +1,7 @@
 """Evaluations per GPU-hour through the reward server, on a realistic mix of candidates.
 
     PYTHONPATH=src python3 benchmarks/reward_throughput.py [--tasks T ...] [--max-concurrent 4]
-        [--eval-timeout 60] [--exploits] [--out FILE] [--json FILE]
+        [--eval-timeout 60] [--exploits] [--out FILE] [--json FILE] [--cache-dir DIR]
 
 Starts `aka serve` for real (its own process, on every visible GPU), warms each task's frozen
 baseline with one unchanged candidate, then submits the mix at once and polls every job:
@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import random
+import secrets
 import socket
 import statistics
 import subprocess
@@ -126,12 +127,15 @@ def _source(task: Task) -> dict[str, str]:
     return {rel: (task.directory / rel).read_text() for rel in task.config.source_file_path}
 
 
+RUN_NONCE = secrets.token_hex(6)  # in every candidate: no cache hit on a cache another run left (--cache-dir)
+
+
 def _marked(files: dict[str, str], nonce: str, tail: str = "") -> dict[str, str]:
     """The files with a comment (or `tail`) appended to the first Python source: no cache hit."""
     out = dict(files)
     first = next((rel for rel in out if rel.endswith(".py")), next(iter(out)))
     comment = "// " if first.endswith((".cu", ".cuh", ".cpp")) else "# "
-    out[first] = out[first] + f"\n{comment}{nonce}\n" + tail
+    out[first] = out[first] + f"\n{comment}{nonce} {RUN_NONCE}\n" + tail
     return out
 
 
@@ -175,12 +179,19 @@ def main() -> int:
     parser.add_argument("--exploits", action="store_true", help="also the GELU exploit catalog through the server")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        help="the server's cache, kept (default: a fresh one): runs of a sweep then freeze each baseline once",
+    )
     args = parser.parse_args()
     devices = detect_devices()
     gpus = len(devices) if devices[0].is_gpu else 0
     tasks = select_tasks(REPO / "tasks", args.tasks)
     port = _free_port()
-    cache = Path(tempfile.mkdtemp(prefix="aka-throughput-"))
+    cache = args.cache_dir.resolve() if args.cache_dir else Path(tempfile.mkdtemp(prefix="aka-throughput-"))
+    cache.mkdir(parents=True, exist_ok=True)
+    logs = Path(tempfile.mkdtemp(prefix="aka-throughput-logs-"))  # this run's evaluations only
     env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     server = subprocess.Popen(
         [
@@ -203,11 +214,11 @@ def main() -> int:
             "--eval-timeout",
             str(args.eval_timeout),
             "--log-dir",
-            str(cache / "logs"),
+            str(logs),
         ],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=open(cache / "server.log", "w"),
+        stderr=open(logs / "server.log", "w"),
     )
     client = Client(port)
     report: dict[str, Any] = {
@@ -263,7 +274,7 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=60)
-    report["holds"] = _holds(cache / "logs")
+    report["holds"] = _holds(logs)
     text = render(report, gpus)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))

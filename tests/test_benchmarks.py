@@ -227,6 +227,8 @@ def test_reward_throughput_mix_leaves_hanging_candidates_out_when_asked() -> Non
     assert kinds.count("hanging") == 1 and kinds.count("unchanged") == 4
     without = [kind for kind, _, _ in module.mix(tasks, 7, hanging=False)]
     assert "hanging" not in without and sorted(without) == sorted(k for k in kinds if k != "hanging")
+    # every candidate carries this run's nonce: none is a cache hit on a cache a sweep's other runs left
+    assert all(module.RUN_NONCE in "".join(files.values()) for _, _, files in module.mix(tasks, 7))
 
 
 def _step_log(step: str, forked: int, turn: int, end: int) -> str:

@@ -20,14 +20,15 @@ from aka.harness.spawn import namespaces_work
 
 REPO = Path(__file__).resolve().parents[2]
 
+
 # At import, like any candidate code: a shell in the background that starts `sleep` in a session of
 # its own and exits, leaving it an orphan outside the worker's process group.
-HARNESS = """
-import subprocess
-
+def _harness(at_import: str) -> str:
+    """A task's harness.py that runs `at_import` when the worker imports it, as candidate code would."""
+    return (
+        at_import
+        + """
 from aka.harness import Case, KernelTask, candidate_function
-
-subprocess.run(["sh", "-c", "setsid sleep MARK </dev/null >/dev/null 2>&1 &"], check=True)
 
 TASK = KernelTask(
     name="escapes",
@@ -37,6 +38,14 @@ TASK = KernelTask(
     load_candidate=candidate_function("kernel", "f"),
 )
 """
+    )
+
+
+HARNESS = _harness("""
+import subprocess
+
+subprocess.run(["sh", "-c", "setsid sleep MARK </dev/null >/dev/null 2>&1 &"], check=True)
+""")
 
 JUDGE = """
 import json, os, sys, time
@@ -118,22 +127,12 @@ def test_pausing_stops_a_process_that_left_the_workers_group(tmp_path: Path, nam
 
 # At import: a chain of processes in the worker's own group, each forking the next and exiting at
 # once, so that a walk of the tree always finds the one it looks for gone.
-CHAIN = """
+CHAIN = _harness("""
 import os, subprocess, sys
-
-from aka.harness import Case, KernelTask, candidate_function
 
 CODE = "import os\\nwhile True:\\n    open('chain.log', 'a').write('x')\\n    if os.fork():\\n        os._exit(0)\\n"
 subprocess.Popen([sys.executable, "-c", CODE], stdin=subprocess.DEVNULL)
-
-TASK = KernelTask(
-    name="escapes",
-    cases=[Case.make(n=1)],
-    make_inputs=lambda case, generator, device: (),
-    reference=lambda: None,
-    load_candidate=candidate_function("kernel", "f"),
-)
-"""
+""")
 
 CHAIN_JUDGE = """
 import json, os, sys, time

@@ -169,15 +169,15 @@ def _load_task(task_dir: Path) -> KernelTask:
 
 
 def generate_in_child(
-    task_dir: Path, profile: str, device: DeviceInfo | None = None, timeout_s: float = GENERATE_TIMEOUT_S
+    task_dir: Path, profile: str, device: DeviceInfo = CPU_DEVICE, timeout_s: float = GENERATE_TIMEOUT_S
 ) -> Generated:
     """`generate` on the task folder's harness.py in a child process (on `device`, the CPU by
     default; a GPU held shared, never beside a timed step); a failure is recorded, not raised."""
-    on = "cuda" if device is not None and device.is_gpu else "cpu"
+    on = "cuda" if device.is_gpu else "cpu"
     env = {**os.environ, "AKA_DEVICE": on, "TRITON_INTERPRET": "1" if on == "cpu" else ""}
     argv = [sys.executable, "-m", "aka.heldout.generate", str(task_dir), profile, on]
     try:
-        done = run_sharing_device(device or CPU_DEVICE, argv, task_dir, env, timeout_s)
+        done = run_sharing_device(device, argv, task_dir, env, timeout_s)
     except subprocess.TimeoutExpired:
         return Generated(error=f"generation took over {timeout_s:g} s")
     lines = done.stdout.strip().splitlines()

@@ -23,6 +23,7 @@ script.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -139,25 +140,27 @@ def _marked(files: dict[str, str], nonce: str, tail: str = "") -> dict[str, str]
     return out
 
 
-def mix(tasks: list[Task], seed: int, hanging: bool = True) -> list[Entry]:
-    """(kind, task, files) for the whole mix, shuffled with `seed`; without hanging candidates when
-    comparing settings, whose GPU-hour would otherwise mostly measure the hang's timeout."""
+def mix(tasks: list[Task], seed: int, hanging: bool = True, copies: int = 1) -> list[Entry]:
+    """(kind, task, files) for the whole mix, `copies` times over (each copy's candidates distinct,
+    none a cache hit), shuffled with `seed`; without hanging candidates when comparing settings,
+    whose GPU-hour would otherwise mostly measure the hang's timeout."""
     entries: list[Entry] = []
-    for index, task in enumerate(tasks):
+    for copy, (index, task) in itertools.product(range(copies), enumerate(tasks)):
         own = _source(task)
         python = any(rel.endswith(".py") for rel in own)
-        entries += [("unchanged", task.name, _marked(own, f"unchanged {index} {n}")) for n in range(2)]
+        tag = f"{index} copy {copy}"
+        entries += [("unchanged", task.name, _marked(own, f"unchanged {tag} {n}")) for n in range(2)]
         solution = SOLUTIONS / task.name
         if solution.is_dir():
             files = {
                 rel: (solution / rel).read_text() for rel in task.config.source_file_path if (solution / rel).is_file()
             }
-            entries += [("faster", task.name, _marked(files, f"faster {index} {n}")) for n in range(2)]
+            entries += [("faster", task.name, _marked(files, f"faster {tag} {n}")) for n in range(2)]
         if python:
-            entries.append(("wrong", task.name, _marked(own, f"wrong {index}", WRONG)))
-            entries.append(("not compiling", task.name, _marked(own, f"broken {index}", BROKEN)))
+            entries.append(("wrong", task.name, _marked(own, f"wrong {tag}", WRONG)))
+            entries.append(("not compiling", task.name, _marked(own, f"broken {tag}", BROKEN)))
             if hanging and index % 4 == 0:
-                entries.append(("hanging", task.name, _marked(own, f"hanging {index}", HANGING)))
+                entries.append(("hanging", task.name, _marked(own, f"hanging {tag}", HANGING)))
     random.Random(seed).shuffle(entries)
     return entries
 
@@ -175,6 +178,9 @@ def main() -> int:
     parser.add_argument("--eval-timeout", type=float, default=60.0, help="a hung candidate's cap once it runs")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--singles", type=int, default=5, help="candidates then submitted one at a time")
+    parser.add_argument(
+        "--copies", type=int, default=1, help="the mix this many times over: a trainer's batch, ramp and tail amortized"
+    )
     parser.add_argument("--no-hanging", action="store_true", help="leave the hanging candidates out of the mix")
     parser.add_argument("--exploits", action="store_true", help="also the GELU exploit catalog through the server")
     parser.add_argument("--out", type=Path)
@@ -243,7 +249,7 @@ def main() -> int:
         report["warmup_s"] = round(time.monotonic() - started, 1)
         report["warmup"] = [_brief(row) for row in warm]
         _save(report, args.json, "warm-up")
-        entries = mix(tasks, args.seed, hanging=not args.no_hanging)
+        entries = mix(tasks, args.seed, hanging=not args.no_hanging, copies=args.copies)
         started = time.monotonic()
         rows = _run(client, entries, args)
         wall = time.monotonic() - started
@@ -433,6 +439,14 @@ def render(report: dict[str, Any], gpus: int) -> str:
         ]
         lines += [f"| {r['kind']} | {', '.join(r['accepted'])} | {r['failure_kind'] or r['state']} |" for r in exploits]
     holds = report.get("holds") or {}
+    alone = ((holds.get("summary") or {}).get("steps") or {}).get("performance, alone", {}).get("held_s")
+    if alone and alone.get("n"):
+        busy = alone["mean"] * alone["n"]
+        span = report["warmup_s"] + wall + sum(r["latency_s"] for r in singles)
+        lines.append(
+            f"The GPU was held alone {busy:.0f} s of the {span:.0f} s the warm-up, the mix and the singles took "
+            f"({busy / span:.0%}): the rest it waited for shared steps, or had no timed step to run."
+        )
     if holds.get("text"):
         lines += ["", "## Where the GPU's time went (benchmarks/device_holds.py, every evaluation above)", ""]
         lines += [holds["text"].rstrip()]

@@ -229,6 +229,10 @@ def test_reward_throughput_mix_leaves_hanging_candidates_out_when_asked() -> Non
     assert "hanging" not in without and sorted(without) == sorted(k for k in kinds if k != "hanging")
     # every candidate carries this run's nonce: none is a cache hit on a cache a sweep's other runs left
     assert all(module.RUN_NONCE in "".join(files.values()) for _, _, files in module.mix(tasks, 7))
+    # copies of the mix are a trainer's larger batch: each candidate distinct, so none is a cache hit
+    tripled = module.mix(tasks, 7, copies=3)
+    assert len(tripled) == 3 * len(kinds)
+    assert len({(task, tuple(sorted(files.items()))) for _, task, files in tripled}) == len(tripled)
 
 
 def _step_log(step: str, forked: int, turn: int, end: int) -> str:

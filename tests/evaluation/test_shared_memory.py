@@ -116,22 +116,54 @@ def test_a_case_that_does_not_fit_is_the_harness_limit_not_the_candidates_fault(
 
 def test_memory_the_candidate_took_after_loading_is_its_shortfall() -> None:
     gib = 2**30
-    assert turns.candidate_took(None, None, 0) is None  # no candidate code ran: the GPU's limit
-    assert turns.candidate_took(None, 100 * gib, 99 * gib + gib // 2) is None  # within its allowance
-    blame = turns.candidate_took(None, 100 * gib, gib // 10)
+    assert turns.candidate_took(None, None, 0, None) is None  # no candidate code ran: the GPU's limit
+    assert turns.candidate_took(None, 100 * gib, 99 * gib + gib // 2, gib // 2) is None  # within its allowance
+    blame = turns.candidate_took(None, 100 * gib, gib // 10, 100 * gib)
     assert blame is not None and "took 99.9 GiB" in blame
-    assert turns.candidate_took(95 * gib, 100 * gib, gib) is None  # the buffers never fit: not its doing
-    assert turns.candidate_took(10 * gib, 100 * gib, gib) is not None
+    assert turns.candidate_took(95 * gib, 100 * gib, gib, 99 * gib) is None  # the buffers never fit: not its doing
+    assert turns.candidate_took(10 * gib, 100 * gib, gib, 99 * gib) is not None
+    # the device's free memory fell by 99 GiB, but ending the worker gave back 0.3: a neighbour took it
+    assert turns.candidate_took(None, 100 * gib, gib, 3 * gib // 10) is None
+    # what ending it freed counts only up to the fall since it loaded (a neighbour freed memory then)
+    blame = turns.candidate_took(None, 100 * gib, 98 * gib, 50 * gib)
+    assert blame is not None and "took 2.0 GiB" in blame
+
+
+def test_what_ending_a_worker_frees_is_read_until_it_settles() -> None:
+    gib = 2**30
+
+    class Worker:
+        killed = False
+
+        def kill(self) -> None:
+            self.killed = True
+
+    worker = Worker()
+    # the driver gives the memory back over a few polls after the process ends
+    readings = iter([gib, 40 * gib, 99 * gib, 99 * gib])
+
+    def read() -> int:
+        assert worker.killed, "read before the worker ended"
+        return next(readings, 99 * gib)
+
+    assert turns.memory_freed_by_ending(worker, read, gib) == 98 * gib  # type: ignore[arg-type]
+    assert next(readings, None) is None
+    assert turns.memory_freed_by_ending(Worker(), lambda: gib // 2, gib) == 0  # type: ignore[arg-type]
 
 
 class _Side:
-    def __init__(self, free_before_load: int | None) -> None:
+    def __init__(self, free_before_load: int | None, holds: int) -> None:
         self.free_before_load = free_before_load
+        self.holds = holds  # the GPU memory its worker holds, given back when it is killed
+        self.killed = False
+
+    def kill(self) -> None:
+        self.killed = True
 
 
 class _Workers:
-    def __init__(self, free_before_load: int | None) -> None:
-        self.candidate = _Side(free_before_load)
+    def __init__(self, free_before_load: int | None, holds: int = 99 * 2**30) -> None:
+        self.candidate = _Side(free_before_load, holds)
         self.baseline = None
 
 
@@ -147,10 +179,13 @@ _SHORTFALLS = {
 
 @pytest.mark.parametrize("shortfall", sorted(_SHORTFALLS))
 @pytest.mark.parametrize("free_before_load", [100 * 2**30, None])
+@pytest.mark.parametrize("holds", [99 * 2**30, 2**28], ids=["its own", "a neighbour's"])
 def test_a_step_short_of_gpu_memory_is_charged_to_the_candidate_only_when_it_took_it(
-    monkeypatch: pytest.MonkeyPatch, free_before_load: int | None, shortfall: str
+    monkeypatch: pytest.MonkeyPatch, free_before_load: int | None, shortfall: str, holds: int
 ) -> None:
-    """The judge's step with a candidate that left 1 GiB of a GPU that had 100 free before it loaded."""
+    """The judge's step with 1 GiB left of a GPU that had 100 free before the candidate loaded: the
+    candidate's fault only where ending its worker gives the memory back (on the H200 a neighbour's
+    hoard was taken for three candidates' while only the fall in free memory was read)."""
     from aka.harness import runner
     from aka.harness.task import KernelTask, StepContext
 
@@ -159,19 +194,20 @@ def test_a_step_short_of_gpu_memory_is_charged_to_the_candidate_only_when_it_too
 
     monkeypatch.setattr(runner, "set_up", lambda *_: None)
     monkeypatch.setattr(runner, "correctness_step", short)
-    monkeypatch.setattr(runner, "free_gpu_bytes", lambda device: 2**30)
+    workers = _Workers(free_before_load, holds)
+    side = workers.candidate
+    monkeypatch.setattr(runner, "free_gpu_bytes", lambda device: 2**30 + (side.holds if side.killed else 0))
     ctx = StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"})
     task = KernelTask(
         name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None, load_candidate=lambda directory: None
     )
-    workers = _Workers(free_before_load)
-    if free_before_load is None:
+    if free_before_load is None or holds < 2**30:  # no candidate code ran, or a neighbour took the memory
         with pytest.raises(HarnessError, match="out of (GPU |host )?memory"):
             runner.run_step(task, ctx, workers, Path("harness.py"))  # type: ignore[arg-type]
         return
     result = runner.run_step(task, ctx, workers, Path("harness.py"))  # type: ignore[arg-type]
     assert (result.status, result.failure_kind) == ("failed", "performance_error")
-    assert "took 99.0 GiB" in (result.message or "")
+    assert "took 99.0 GiB" in (result.message or "") and side.killed
 
 
 def test_a_cuda_error_other_than_memory_stays_the_harnesss_fault(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,7 +33,7 @@ from aka.harness.remote import NAMESPACE_FEATURE, RemoteSide, make_undumpable
 from aka.harness.report import StepResult
 from aka.harness.sides import StepWorkers, load_side, set_up
 from aka.harness.task import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext
-from aka.harness.turns import CaseMemory, MemoryShortfall, candidate_took, free_gpu_bytes
+from aka.harness.turns import CaseMemory, MemoryShortfall, candidate_took, free_gpu_bytes, memory_freed_by_ending
 from aka.harness.verify import UNTIMEABLE
 
 JUDGE_FEATURE = "separate-judge"
@@ -91,11 +91,12 @@ def run_step(
         if isinstance(exc, torch.AcceleratorError) and "out of memory" not in str(exc):
             raise  # a CUDA error of another kind: the harness's fault, with its traceback
         candidate = workers.candidate
-        blame = candidate_took(
-            exc.need if isinstance(exc, MemoryShortfall) else None,
-            candidate.free_before_load if candidate is not None else None,
-            free_gpu_bytes(ctx.device),
-        )
+        free_before = candidate.free_before_load if candidate is not None else None
+        free_now = free_gpu_bytes(ctx.device)
+        freed = None
+        if candidate is not None and free_before is not None:  # the step fails either way: end its worker
+            freed = memory_freed_by_ending(candidate, lambda: free_gpu_bytes(ctx.device), free_now)
+        blame = candidate_took(exc.need if isinstance(exc, MemoryShortfall) else None, free_before, free_now, freed)
         if blame is None:
             where = "host" if isinstance(exc, MemoryShortfall) and ctx.device.type != "cuda" else "GPU"
             raise HarnessError(f"the judge ran out of {where} memory: {exc}") from exc

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -164,20 +164,46 @@ def host_input_sets(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tens
     )
 
 
-def candidate_took(need: int | None, free_before_candidate: int | None, free_now: int) -> str | None:
-    """Whose shortfall it is. The GPU is the evaluation's alone (one worker per GPU), so memory that
-    went missing after the candidate's code loaded is the candidate worker's: where it took more
-    than its allowance since (and the buffers, when their need is known, fit before), the step
-    fails as the candidate's (`performance_error`), not as an `infra_error` that a trainer drops."""
-    if free_before_candidate is None:
+def candidate_took(
+    need: int | None, free_before_candidate: int | None, free_now: int, freed_by_its_end: int | None
+) -> str | None:
+    """Whose shortfall it is. Memory that went missing after the candidate's code loaded and that
+    came back when its worker ended (`memory_freed_by_ending`) was the candidate's: where it held
+    more than its allowance (and the buffers, when their need is known, fit before), the step fails
+    as the candidate's (`performance_error`), not as an `infra_error` that a trainer drops. The fall
+    alone is not enough: the device's free memory is every evaluation's on that GPU."""
+    if free_before_candidate is None or freed_by_its_end is None:
         return None
-    taken = free_before_candidate - free_now
+    taken = min(free_before_candidate - free_now, freed_by_its_end)
     if taken <= CANDIDATE_MEMORY_ALLOWANCE or (need is not None and need > MEMORY_HEADROOM * free_before_candidate):
         return None
     return (
-        f"the candidate's worker took {taken / 2**30:.1f} GiB of GPU memory after its code loaded, and the "
-        "judge's buffers for the step no longer fit"
+        f"the candidate's worker took {taken / 2**30:.1f} GiB of GPU memory after its code loaded (ending it "
+        "freed that much), and the judge's buffers for the step no longer fit"
     )
+
+
+SETTLE_S = 3.0  # how long the driver gets to free an ended worker's memory
+SETTLE_POLL_S = 0.1
+
+
+def memory_freed_by_ending(side: RemoteSide, read_free: Callable[[], int], free_now: int) -> int:
+    """The GPU memory a worker held, read as what ending it (its whole tree) gives back. The fall in
+    the device's free memory since its code loaded is no measure of that: on the H200 three
+    evaluations beside one that hoarded 132 GiB were each blamed for it (docs/benchmarks/
+    2026-12-04_session40_h200.md). Read until two polls agree (the driver frees a context as its
+    process is torn down); a neighbour that frees memory within these moments still counts."""
+    side.kill()
+    deadline = time.monotonic() + SETTLE_S
+    last = most = read_free()
+    while time.monotonic() < deadline:
+        time.sleep(SETTLE_POLL_S)
+        now = read_free()
+        most = max(most, now)
+        if now == last:
+            break
+        last = now
+    return max(0, most - free_now)
 
 
 class CaseMemory:

@@ -251,3 +251,43 @@ def test_a_call_is_late_by_the_clock_or_by_the_gpu_having_started_before_its_enq
     assert not turns.came_late(Reply({"ok": False}), hold_from=10.0, hold_ms=0.4)  # a failed call is not timed
     with pytest.raises(ProtocolError):  # a worker that answers anything but a boolean broke the protocol
         turns.came_late(reply(10.0001, gpu_went_first="yes"), hold_from=10.0, hold_ms=0.4)
+
+
+@pytest.mark.parametrize(
+    ("free_now", "holds", "neighbours"),
+    [(2**26, 2**28, True), (2**26, 99 * 2**30, False), (50 * 2**30, 2**28, False)],
+    ids=["a neighbour filled the GPU", "it filled the GPU itself", "the GPU has room: its own request"],
+)
+def test_a_candidate_short_of_gpu_memory_is_excused_only_when_others_filled_the_gpu(
+    monkeypatch: pytest.MonkeyPatch, free_now: int, holds: int, neighbours: bool
+) -> None:
+    """The candidate's own load or call ran out of GPU memory (its message says so, which it could
+    forge): the harness's fault only where the GPU is full, ending its worker gives back little and
+    others took the rest since it loaded (on the H200 beside a hoarding evaluation, a candidate's
+    import failed and was judged `incorrect`)."""
+    import dataclasses
+
+    from aka.harness import runner
+    from aka.harness.report import CaseResult, StepResult
+    from aka.harness.task import Case, KernelTask, StepContext
+
+    case = Case("n1", {})
+    failed = StepResult(
+        "correctness", "failed", "1 of 1 cases wrong", [CaseResult(case, False, message="CUDA error: out of memory")]
+    )
+    monkeypatch.setattr(runner, "set_up", lambda *_: None)
+    monkeypatch.setattr(runner, "correctness_step", lambda *_: failed)
+    workers = _Workers(100 * 2**30, holds)
+    side = workers.candidate
+    monkeypatch.setattr(runner, "free_gpu_bytes", lambda device: free_now + (side.holds if side.killed else 0))
+    ctx = StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"})
+    ctx = dataclasses.replace(ctx, device=torch.device("cuda"))
+    task = KernelTask(
+        name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None, load_candidate=lambda directory: None
+    )
+    if neighbours:
+        with pytest.raises(HarnessError, match=r"other processes took 99\.7 GiB and its worker held 0\.2 GiB"):
+            runner.run_step(task, ctx, workers, Path("harness.py"))  # type: ignore[arg-type]
+        return
+    assert runner.run_step(task, ctx, workers, Path("harness.py")) is failed  # type: ignore[arg-type]
+    assert side.killed == (free_now < 2**30)  # a GPU with room: nothing to measure, its worker left alone

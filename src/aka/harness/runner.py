@@ -33,7 +33,14 @@ from aka.harness.remote import NAMESPACE_FEATURE, RemoteSide, make_undumpable
 from aka.harness.report import StepResult
 from aka.harness.sides import StepWorkers, load_side, set_up
 from aka.harness.task import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext
-from aka.harness.turns import CaseMemory, MemoryShortfall, candidate_took, free_gpu_bytes, memory_freed_by_ending
+from aka.harness.turns import (
+    CaseMemory,
+    MemoryShortfall,
+    candidate_took,
+    free_gpu_bytes,
+    memory_freed_by_ending,
+    others_took,
+)
 from aka.harness.verify import UNTIMEABLE
 
 JUDGE_FEATURE = "separate-judge"
@@ -78,11 +85,14 @@ def run_step(
             reference = ctx.target == "reference" or ctx.baseline == "reference"  # torch2*, instruction2*
             set_up(workers.baseline, task, ctx, task_file, "reference" if reference else "baseline")
         if ctx.step == "compile":
-            return compile_step(task, ctx, workers.candidate)
-        if ctx.step == "correctness":
-            return correctness_step(task, ctx, workers.candidate)
-        assert workers.baseline is not None, "the performance step has a baseline worker"
-        return performance_step(task, ctx, workers.baseline, workers.candidate, phases)
+            result = compile_step(task, ctx, workers.candidate)
+        elif ctx.step == "correctness":
+            result = correctness_step(task, ctx, workers.candidate)
+        else:
+            assert workers.baseline is not None, "the performance step has a baseline worker"
+            result = performance_step(task, ctx, workers.baseline, workers.candidate, phases)
+        _blame_full_gpu(result, ctx, workers.candidate)
+        return result
     except WorkerFailure as failure:
         if not _charged_to_candidate(failure, workers):
             raise HarnessError(f"a worker of the task's own code failed: {failure}") from failure
@@ -108,6 +118,21 @@ def run_step(
             f"the judge ran out of host memory under the step's limit ({exc or 'MemoryError'}): "
             "a limit of this machine and harness, not of the candidate"
         ) from exc
+
+
+def _blame_full_gpu(result: StepResult, ctx: StepContext, candidate: RemoteSide | None) -> None:
+    """A candidate that failed for want of GPU memory that others took fails the step as the
+    harness's (`turns.others_took`), an `infra_error` judged again, not the candidate's score."""
+    if result.status != "failed" or ctx.device.type != "cuda" or candidate is None:
+        return
+    messages = [result.message or "", *(case.message or "" for case in result.cases)]
+    if not any("out of memory" in message.lower() for message in messages):
+        return
+    reason = others_took(
+        candidate.free_before_load, free_gpu_bytes(ctx.device), lambda: free_gpu_bytes(ctx.device), candidate
+    )
+    if reason is not None:
+        raise HarnessError(reason)
 
 
 def host_allocation_failed(exc: RuntimeError) -> bool:

@@ -41,6 +41,12 @@ from aka.process import CommandOutcome
 from aka.progress import step_started
 from aka.results.task_result import FailureKind
 
+# An evaluation that ends in infra_error is no verdict on the candidate, and on a shared GPU the
+# usual cause passes (another evaluation's memory: docs/benchmarks/2026-12-04_session40_h200.md):
+# the validator and the reward evaluator make it again, at most this many times in all.
+INFRA_ATTEMPTS = 3
+INFRA_RETRY_WAIT_S = 5.0
+
 _STEP_FAILURE = {
     Step.COMPILE: FailureKind.COMPILE_ERROR,
     Step.CORRECTNESS: FailureKind.INCORRECT,

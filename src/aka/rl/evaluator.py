@@ -38,7 +38,7 @@ from aka.device import DeviceInfo, detect_device
 from aka.evaluation.baseline import BaselineRecord, baseline_builds, load_frozen_baseline, measure_baseline
 from aka.evaluation.step_process import RunningTime
 from aka.evaluation.step_spec import check_step_settings
-from aka.evaluation.steps import evaluate_candidate
+from aka.evaluation.steps import INFRA_ATTEMPTS, INFRA_RETRY_WAIT_S, evaluate_candidate
 from aka.results.scoring import finite_score, resolve_scorer
 from aka.results.task_result import AgentOutcome, FailureKind, TaskResult, TaskStatus
 from aka.rl.cache import ResultCache, cache_key, candidate_sha256
@@ -337,7 +337,7 @@ class KernelEvaluator:
                 if hit is not None:
                     return hit
                 limit = RunningTime(time_limit_s or float("inf"), not_after)  # from now: the slot's wait not counted
-                result, cut = self._judged(loaded.task, baseline, files, device, limit)
+                result, cut = self._judged_again_after_infra_errors(loaded.task, baseline, files, device, limit)
                 waited: float | None = round(limit.waited_s, 3)
         except Exception as exc:
             logger.error("infrastructure error on %s:\n%s", candidate.task_id, traceback.format_exc())
@@ -347,6 +347,28 @@ class KernelEvaluator:
                 None,
             )
         return self._result(loaded, sources, key, result, cache=not cut, device_wait_seconds=waited)
+
+    def _judged_again_after_infra_errors(
+        self, task: Task, baseline: BaselineRecord, files: dict[str, str], device: DeviceInfo, limit: RunningTime
+    ) -> tuple[TaskResult, bool]:
+        """`_judged`, made again (up to `INFRA_ATTEMPTS` in all, within the time limit) while it ends
+        in `infra_error`: a trainer drops such a reward, and beside an evaluation that fills the
+        GPU's memory an honest candidate's step ends so (the harness's fault, not a verdict)."""
+        for attempt in range(1, INFRA_ATTEMPTS + 1):
+            result, cut = self._judged(task, baseline, files, device, limit)
+            if result.failure_kind is not FailureKind.INFRA_ERROR or cut or attempt == INFRA_ATTEMPTS:
+                break
+            if limit.left() <= INFRA_RETRY_WAIT_S:
+                break
+            logger.warning(
+                "infra_error on %s (attempt %d of %d), judged again: %s",
+                task.name,
+                attempt,
+                INFRA_ATTEMPTS,
+                result.failure_message,
+            )
+            time.sleep(INFRA_RETRY_WAIT_S)
+        return result, cut
 
     def _judged(
         self,

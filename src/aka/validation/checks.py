@@ -24,7 +24,7 @@ from aka.evaluation.eval_dir import build_eval_dir
 from aka.evaluation.kernel_check import missing_kernels
 from aka.evaluation.step_process import RunningTime
 from aka.evaluation.step_spec import Step, case_profile, step_timeout
-from aka.evaluation.steps import StepOutcome, evaluate_candidate
+from aka.evaluation.steps import INFRA_ATTEMPTS, INFRA_RETRY_WAIT_S, StepOutcome, evaluate_candidate
 from aka.results.task_result import FailureKind
 from aka.validation.report import Check, Evidence, Status, excerpt
 from aka.validation.static_scan import scan_task
@@ -59,10 +59,6 @@ class Evaluation:
     @property
     def failed(self) -> StepOutcome | None:
         return next((o for o in self.outcomes if not o.passed), None)
-
-
-INFRA_ATTEMPTS = 3  # an evaluation that ends in infra_error is made again, at most this many times in all
-INFRA_RETRY_WAIT_S = 5.0
 
 
 def evaluate(

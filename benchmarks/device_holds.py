@@ -30,6 +30,11 @@ side up, alone while it calibrates and times) is noted by the evaluator with how
 the device alone and how long it waited between phases: the waits are left out of its hold, the
 time alone is its own row (`performance, alone`) and a part of its turn.
 
+The evaluator also notes each turn alone on the wall clock (when it was asked for, how long it
+waited, how long it held the device): from every log together, the GPU's time from the first
+request to the last turn's end splits into held alone, waited for by a timed step while nobody
+held it alone (shared steps finishing or stepping aside), and neither (no timed step ready).
+
 The logs hold the commands' own output too, so a candidate can print lines that look like the
 judge's or the evaluator's: these numbers describe benchmark mixes of known candidates, and no
 verdict or reward is ever read from them.
@@ -63,6 +68,7 @@ PAUSED = re.compile(r"^# aka: (\S+) stood stopped ([0-9.]+) s in \d+ pause")
 ORIGINAL = re.compile(r"^# aka: original (\w+) command held the device ([0-9.]+) s after waiting ([0-9.]+) s")
 # a timed step in phases (the default on a GPU; aka.evaluation.phased_turn.PHASED_NOTE): alone only while it times
 PHASED = re.compile(r"^# aka: (\w+) held the device alone ([0-9.]+) s in \d+ phase\(s\), waited ([0-9.]+) s between")
+TIMELINE = re.compile(r"^# aka: \w+ turns alone \(asked\+waited\+held, Unix s\): (.*)$")
 FIRST_CALLS = re.compile(r"^(baseline|candidate)'s first calls made in ([0-9.]+) s")
 
 
@@ -98,6 +104,7 @@ class Trial:
     steps: dict[str, StepTimes] = field(default_factory=dict)
     paused_ms: int = 0  # its shared turns' pauses, each once (steps side by side share one)
     original: dict[str, list[float]] = field(default_factory=dict)  # step: [held s, waited s], its commands summed
+    turns_alone: list[tuple[float, float, float]] = field(default_factory=list)  # (asked, waited, held), Unix s
 
 
 def read_log(path: Path) -> Trial:
@@ -109,6 +116,12 @@ def read_log(path: Path) -> Trial:
             sums = trial.original.setdefault(noted.group(1), [0.0, 0.0])
             sums[0] += float(noted.group(2))
             sums[1] += float(noted.group(3))
+            continue
+        timeline = TIMELINE.match(raw)
+        if timeline:
+            for turn in timeline.group(1).split():
+                asked, waited, held = (float(x) for x in turn.split("+"))
+                trial.turns_alone.append((asked, waited, held))
             continue
         phased = PHASED.match(raw)
         if phased:
@@ -204,6 +217,50 @@ def gpu_seconds(trial: Trial) -> float | None:
     return (total - trial.paused_ms) / 1000  # each pause lies once inside the merged spans
 
 
+def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Seconds two merged interval lists have in common."""
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        total += max(0.0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def timeline(trials: list[Trial]) -> dict[str, float] | None:
+    """The GPU's time from the first turn alone asked for to the last one's end: held alone, waited
+    for by a timed step while nobody held it alone, and neither. Turns alone never overlap (the
+    lock is exclusive); waits overlap each other and other evaluations' turns."""
+    turns = [turn for trial in trials for turn in trial.turns_alone]
+    if not turns:
+        return None
+    alone = _merged([(asked + waited, asked + waited + held) for asked, waited, held in turns])
+    waiting = _merged([(asked, asked + waited) for asked, waited, _ in turns])
+    span = max(end for _, end in alone + waiting) - min(start for start, _ in alone + waiting)
+    held = sum(end - start for start, end in alone)
+    waited = sum(end - start for start, end in waiting) - _overlap(waiting, alone)
+    return {
+        "turns": len(turns),
+        "span_s": round(span, 3),
+        "alone_s": round(held, 3),
+        "waited_not_alone_s": round(waited, 3),
+        "neither_s": round(max(0.0, span - held - waited), 3),
+        "wait_median_s": round(statistics.median(w for _, w, _ in turns), 3),
+    }
+
+
 def summarize(trials: list[Trial]) -> dict[str, object]:
     """Per step: held and waited seconds (median, mean, p90, count); per trial: the GPU time it
     cost (compile and correctness count once where they ran side by side: their longer hold)."""
@@ -236,7 +293,13 @@ def summarize(trials: list[Trial]) -> dict[str, object]:
         for part in TURN_PARTS + FINER_PARTS + PHASED_PARTS
         if (values := stats([parts[part] for parts in turns if part in parts]))
     }
-    return {"trials": len(trials), "steps": steps, "gpu_s_per_trial": stats(per_trial), "timed_turn_s": timed_turn}
+    return {
+        "trials": len(trials),
+        "steps": steps,
+        "gpu_s_per_trial": stats(per_trial),
+        "timed_turn_s": timed_turn,
+        "timeline": timeline(trials),
+    }
 
 
 def _show(values: dict[str, float] | None, count: bool) -> str:
@@ -270,6 +333,17 @@ def render(summary: dict[str, object]) -> str:
         lines.append(
             f"The device held alone, mean {alone['mean']} s a timed step: at most about "
             f"{3600 / alone['mean']:.0f} evaluations per GPU-hour however much of the rest overlaps."
+        )
+    line = summary.get("timeline")
+    if isinstance(line, dict):
+        span = line["span_s"] or 1.0
+        lines.append(
+            f"The GPU from the first turn alone asked for to the last one's end ({line['span_s']:.1f} s, "
+            f"{line['turns']:.0f} turns alone, each waited for {line['wait_median_s']} s, median): held alone "
+            f"{line['alone_s']:.1f} s ({line['alone_s'] / span:.0%}); a timed step waited while nobody held it "
+            f"alone {line['waited_not_alone_s']:.1f} s ({line['waited_not_alone_s'] / span:.0%}: shared steps "
+            f"finishing or stepping aside); neither {line['neither_s']:.1f} s ({line['neither_s'] / span:.0%}: "
+            "no timed step ready)."
         )
     turn = summary.get("timed_turn_s")
     if isinstance(turn, dict) and turn:

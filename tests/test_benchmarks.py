@@ -417,3 +417,29 @@ def test_device_holds_reads_a_phased_turn(tmp_path: Path) -> None:
     assert "at most about 2323 evaluations per GPU-hour however much of the rest overlaps" in module.render(summary)
     source = (REPO / "src" / "aka" / "harness" / "perf.py").read_text()
     assert '"%s\'s first calls made in %.3f s"' in source
+
+
+def test_device_holds_splits_the_gpus_time_by_the_turns_alone_of_every_log(tmp_path: Path) -> None:
+    """Two evaluations' turns alone on the wall clock (TIMELINE_NOTE), seconds from the first
+    request: a waits 0-1 and holds 1-3; b waits 2-5 (1 s of it while a held the device) and holds
+    5-8, then again at once 9.5-10. Nothing happened 8-9.5: no timed step was ready."""
+    from aka.evaluation.phased_turn import TIMELINE_NOTE
+
+    module = _device_holds()
+    t0 = 1_800_000_000.0
+    for name, turns in {"a": [(t0, 1.0, 2.0)], "b": [(t0 + 2.0, 3.0, 3.0), (t0 + 9.5, 0.0, 0.5)]}.items():
+        log = tmp_path / name / "evaluation.log"
+        log.parent.mkdir()
+        timeline = " ".join(f"{a:.3f}+{w:.3f}+{h:.3f}" for a, w, h in turns)
+        note = TIMELINE_NOTE.format("performance", timeline)
+        log.write_text(f"$ python3 harness.py performance\n# aka: {note}\n")
+    trials = [module.read_log(p) for p in sorted(tmp_path.rglob("evaluation.log"))]
+    line = module.summarize(trials)["timeline"]
+    assert line == {
+        "turns": 3,
+        "span_s": 10.0,
+        "alone_s": 5.5,  # 1-3, 5-8, 9.5-10
+        "waited_not_alone_s": 3.0,  # 0-1 and 3-5
+        "neither_s": 1.5,  # 8-9.5
+        "wait_median_s": 1.0,
+    }

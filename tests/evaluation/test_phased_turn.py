@@ -82,6 +82,11 @@ def test_the_judge_shares_the_device_while_it_sets_up_and_has_it_alone_while_it_
         assert not _overlap(spans[holder], spans["alone"]) and not _overlap(spans[holder], spans["alone2"])
     assert spans["s2"][0] >= spans["alone"][1] - 0.05 and spans["x1"][1] <= spans["alone2"][0] + 0.05
     assert turn.phase_waits_s >= 0.05
+    # each turn alone on the wall clock (TIMELINE_NOTE): when it was asked for, the wait, the hold
+    (asked, waited, held), (asked2, waited2, held2) = turn.turns_alone
+    assert held >= 0.8 and 0.1 <= held2 < 0.5 and waited2 >= 0.05
+    assert asked + waited + held <= asked2 + 0.01 and asked2 + waited2 + held2 <= time.time()
+    assert turn.timeline() == " ".join(f"{a:.3f}+{w:.3f}+{h:.3f}" for a, w, h in turn.turns_alone)
 
 
 def test_the_device_is_free_once_the_turn_ends_and_a_turn_ended_while_waiting_stops_waiting(locks: Path) -> None:

@@ -28,8 +28,11 @@ from aka.evaluation.device_lock import DeviceLock, SharedTurn, Turn, yield_after
 from aka.evaluation.wire import DRAIN_S, TURN_ALONE, TURN_GO, TURN_SHARED
 
 ENV_PHASED_TURN = "AKA_PHASED_TURN"  # 0: timed steps hold the device alone for their whole turn
-# The evaluator's note after a phased turn (benchmarks/device_holds.py reads it).
+# The evaluator's notes after a phased turn (benchmarks/device_holds.py reads them).
 PHASED_NOTE = "{} held the device alone {:.3f} s in {} phase(s), waited {:.3f} s between them"
+# Each turn alone as `asked+waited+held` (Unix seconds, then seconds): where in time a GPU's timed
+# steps waited for shared steps and held it, across every evaluation on that GPU.
+TIMELINE_NOTE = "{} turns alone (asked+waited+held, Unix s): {}"
 
 
 def phased_turns(on_gpu: bool) -> bool:
@@ -71,6 +74,8 @@ class PhasedTurn(Turn):
         self.alone_s = 0.0
         self.phase_waits_s = 0.0
         self.phases = 1
+        self.turns_alone: list[tuple[float, float, float]] = []  # (asked, waited, held): TIMELINE_NOTE
+        self._asked_at = 0.0  # wall clock (comparable across processes) of the pending request
         started = time.monotonic()
         self._inner = self._take(exclusive=False)
         super().__init__(time.monotonic() - started)
@@ -146,10 +151,9 @@ class PhasedTurn(Turn):
             now = time.monotonic()
             if old is not None:
                 self._stopped_before += old.paused_s()
-            if self._alone_since is not None:
-                self.alone_s += now - self._alone_since
-                self._alone_since = None
+            self._end_alone(now)
             self._waiting_since = now
+            self._asked_at = time.time()
         if old is not None:
             if isinstance(old, SharedTurn):
                 time.sleep(DRAIN_S)  # what the judge's stopped candidate had queued finishes first
@@ -165,6 +169,7 @@ class PhasedTurn(Turn):
             self.phases += 1
             if exclusive:
                 self._alone_since = now
+                self.turns_alone.append((self._asked_at, time.time() - self._asked_at, 0.0))
             if self._pid is not None:
                 self._stack.enter_context(taken.pausable(self._pid))
         return True
@@ -178,11 +183,24 @@ class PhasedTurn(Turn):
         with self._guard:
             self._stack.close()
             inner, self._inner = self._inner, None
-            if self._alone_since is not None:
-                self.alone_s += time.monotonic() - self._alone_since
-                self._alone_since = None
+            self._end_alone(time.monotonic())
         if inner is not None:
             inner.close()
+
+    def _end_alone(self, now: float) -> None:
+        """Count a turn alone that ends now (called with the guard held)."""
+        if self._alone_since is None:
+            return
+        held = now - self._alone_since
+        self.alone_s += held
+        self._alone_since = None
+        asked, waited, _ = self.turns_alone[-1]
+        self.turns_alone[-1] = (asked, waited, held)
+
+    def timeline(self) -> str:
+        """`turns_alone` as TIMELINE_NOTE writes them."""
+        with self._guard:
+            return " ".join(f"{asked:.3f}+{waited:.3f}+{held:.3f}" for asked, waited, held in self.turns_alone)
 
 
 @contextlib.contextmanager

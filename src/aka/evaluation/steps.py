@@ -20,7 +20,7 @@ from aka.evaluation.bytecode import warm_bytecode
 from aka.evaluation.device_lock import Turn, device_turn
 from aka.evaluation.eval_dir import build_eval_dir
 from aka.evaluation.kernel_check import missing_kernels
-from aka.evaluation.phased_turn import PHASED_NOTE, PhasedTurn, phased_turn
+from aka.evaluation.phased_turn import PHASED_NOTE, TIMELINE_NOTE, PhasedTurn, phased_turn
 from aka.evaluation.sandbox import detect_sandbox
 from aka.evaluation.step_process import (
     BuildCaches,
@@ -274,6 +274,8 @@ def stepped_aside(setup: StepSetup, turn: Turn, steps: str) -> None:
     if isinstance(turn, PhasedTurn):
         setup.waited_for_device(turn.paused_s())
         append_log_note(setup, PHASED_NOTE.format(steps, turn.alone_s, turn.phases, turn.paused_s()))
+        if turn.turns_alone:
+            append_log_note(setup, TIMELINE_NOTE.format(steps, turn.timeline()))
     elif turn.pauses:
         setup.waited_for_device(turn.paused_s())
         stood = f"{steps} stood stopped {turn.paused_s():.3f} s in {turn.pauses} pause(s)"

@@ -437,3 +437,35 @@ def test_cli_import_with_a_tolerance_and_without_the_probe(problems: Path, tmp_p
         ["import", "kernelbench", str(problems), "--family", "torch2triton", "--out", str(out), "--tolerance", "lots"],
     )
     assert bad.exit_code != 0 and "--tolerance lots: not a number" in bad.output
+
+
+def test_a_probe_killed_for_memory_is_the_machines_limit_not_a_task_defect(tmp_path: Path) -> None:
+    """On a 24 GiB CPU machine the probe of KernelBench level 1's 19_ReLU (inputs of 4096 x 393216
+    float32: 6 GiB, and its reference as much again, three seeds) was killed by the kernel's
+    out-of-memory killer and read `FAIL` ("exit -9: no output"), as if the task were broken.
+    Killed by signal 9 it is a WARN that says so; a problem that fails any other way stays FAIL."""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "huge.py").write_text(
+        textwrap.dedent("""
+        import os, signal
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.relu(x)
+
+        def get_inputs():
+            os.kill(os.getpid(), signal.SIGKILL)  # what the out-of-memory killer does
+
+        def get_init_inputs():
+            return []
+        """)
+    )
+    result = import_kernelbench(folder, "torch2triton", tmp_path / "tasks")
+    assert result.report is not None
+    task = yaml.safe_load(result.report.read_text())["tasks"]["huge"]
+    assert task["status"] == "WARN"
+    (check,) = task["checks"]
+    assert check["name"] == "reference runs" and "killed by signal 9, most likely out of memory" in check["message"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -157,6 +158,14 @@ def probe_in_child(task_dir: Path, seeds: int = SEED_COUNT, timeout_s: float = P
         data = json.loads(lines[-1]) if lines else None
     except ValueError:
         data = None
+    if done.returncode == -signal.SIGKILL:  # the kernel's out-of-memory killer, as a rule: a limit of this machine
+        gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+        message = (
+            f"the probe was killed by signal 9, most likely out of memory: the problem's inputs and reference "
+            f"did not fit in this machine's {gib:.0f} GiB; not probed here (a limit of the machine, not a task "
+            "defect): run `python3 -m aka.authoring.reference_probe TASK_DIR` on a larger one"
+        )
+        return ProbeResult("WARN", [ProbeCheck("reference runs", "WARN", message)], time.monotonic() - started)
     if done.returncode != 0 or not isinstance(data, dict):
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return ProbeResult(

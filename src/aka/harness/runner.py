@@ -128,9 +128,7 @@ def _blame_full_gpu(result: StepResult, ctx: StepContext, candidate: RemoteSide 
     messages = [result.message or "", *(case.message or "" for case in result.cases)]
     if not any("out of memory" in message.lower() for message in messages):
         return
-    reason = others_took(
-        candidate.free_before_load, free_gpu_bytes(ctx.device), lambda: free_gpu_bytes(ctx.device), candidate
-    )
+    reason = others_took(candidate.free_before_load, lambda: free_gpu_bytes(ctx.device), candidate)
     if reason is not None:
         raise HarnessError(reason)
 

@@ -183,16 +183,17 @@ def candidate_took(
     )
 
 
-def others_took(
-    free_before_candidate: int | None, free_now: int, read_free: Callable[[], int], side: RemoteSide
-) -> str | None:
+def others_took(free_before_candidate: int | None, read_free: Callable[[], int], side: RemoteSide) -> str | None:
     """Why a candidate whose own call or load ran out of GPU memory is not at fault, or None.
     Only where the GPU is full now (less than the allowance free: a message saying "out of
     memory" is the candidate's to write, the free memory is not), ending its worker gives back no
     more than the allowance, and other processes took more than that since its code loaded: an
     evaluation beside a hoarding one (on the H200 a candidate's import failed so and was judged
     `incorrect`). Otherwise the candidate's request was its own excess."""
-    if free_before_candidate is None or free_now >= CANDIDATE_MEMORY_ALLOWANCE:
+    if free_before_candidate is None:
+        return None
+    free_now = read_free()
+    if free_now >= CANDIDATE_MEMORY_ALLOWANCE:
         return None
     freed = memory_freed_by_ending(side, read_free, free_now)
     others = free_before_candidate - free_now - freed

@@ -127,6 +127,10 @@ def test_memory_the_candidate_took_after_loading_is_its_shortfall() -> None:
     # what ending it freed counts only up to the fall since it loaded (a neighbour freed memory then)
     blame = turns.candidate_took(None, 100 * gib, 98 * gib, 50 * gib)
     assert blame is not None and "took 2.0 GiB" in blame
+    # a neighbour took 96 GiB while the worker's end gave back 2.6 (its context, a neighbour's exit):
+    # two takers, the shared GPU's shortfall (on the H200 beside a 130 GiB hoard, session 41)
+    assert turns.candidate_took(None, 100 * gib, gib // 2, 26 * gib // 10) is None
+    assert turns.candidate_took(None, 100 * gib, gib // 2, 99 * gib) is not None  # it alone took it
 
 
 def test_what_ending_a_worker_frees_is_read_until_it_settles() -> None:

@@ -171,11 +171,19 @@ def candidate_took(
     came back when its worker ended (`memory_freed_by_ending`) was the candidate's: where it held
     more than its allowance (and the buffers, when their need is known, fit before), the step fails
     as the candidate's (`performance_error`), not as an `infra_error` that a trainer drops. The fall
-    alone is not enough: the device's free memory is every evaluation's on that GPU."""
+    alone is not enough: the device's free memory is every evaluation's on that GPU. Nor is what
+    ending it gave back where others also took more than the allowance since then: that amount
+    holds the worker's footprint from before its code loaded and what neighbours freed in the
+    same moments, and on the H200 two candidates beside a 130 GiB hoard were charged so
+    (docs/benchmarks/2026-12-04_session41_h200.md); a shortfall with two takers is the shared
+    GPU's, an `infra_error` judged again."""
     if free_before_candidate is None or freed_by_its_end is None:
         return None
-    taken = min(free_before_candidate - free_now, freed_by_its_end)
+    fall = free_before_candidate - free_now
+    taken = min(fall, freed_by_its_end)
     if taken <= CANDIDATE_MEMORY_ALLOWANCE or (need is not None and need > MEMORY_HEADROOM * free_before_candidate):
+        return None
+    if fall - freed_by_its_end > CANDIDATE_MEMORY_ALLOWANCE:
         return None
     return (
         f"the candidate's worker took {taken / 2**30:.1f} GiB of GPU memory after its code loaded (ending it "

@@ -375,13 +375,25 @@ def import_kernelbench_cmd(
     probe: Annotated[
         bool, typer.Option("--probe/--no-probe", help="Check each reference: finite, not passed by zeros.")
     ] = True,
+    probe_device: Annotated[
+        str, typer.Option("--probe-device", help="cpu, or cuda where level 1's inputs outgrow the host.")
+    ] = "cpu",
+    probe_jobs: Annotated[int, typer.Option("--probe-jobs", min=1, help="References probed at once.")] = 1,
 ) -> None:
     """Turn KernelBench problems into task folders (docs/kernelbench-import.md)."""
     from aka.authoring.kernelbench import import_kernelbench, parse_tolerances
 
     try:
         result = import_kernelbench(
-            directory, family, out or default_tasks_root(), level, suite, parse_tolerances(tolerance or []), probe
+            directory,
+            family,
+            out or default_tasks_root(),
+            level,
+            suite,
+            parse_tolerances(tolerance or []),
+            probe,
+            probe_device=probe_device,
+            probe_jobs=probe_jobs,
         )
     except AkaError as exc:
         raise fail(exc) from None

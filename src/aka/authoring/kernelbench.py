@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 import shutil
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,11 +146,16 @@ def import_kernelbench(
     tolerances: Mapping[str, float] = KERNELBENCH_TOLERANCES,
     probe: bool = True,
     probe_timeout_s: float = PROBE_TIMEOUT_S,
+    probe_device: str = "cpu",
+    probe_jobs: int = 1,
 ) -> ImportResult:
     """Write a task per valid problem file of `source` (or `source/level{N}`); report the rest. With
-    `probe`, each task's reference is checked and the verdicts written to the suite's import report."""
+    `probe`, each task's reference is checked (`probe_jobs` at once, on `probe_device`: level 1's
+    largest inputs outgrow a small host) and the import report rewritten as each verdict comes."""
     if family not in FAMILIES:
         raise ImportProblemError(f"family must be one of {', '.join(FAMILIES)}, not '{family}'")
+    if probe_device != "cpu" and not probe_device.startswith("cuda"):
+        raise ImportProblemError(f"probe device must be cpu or cuda[:N], not '{probe_device}'")
     folder = source / f"level{level}" if level is not None and (source / f"level{level}").is_dir() else source
     if not folder.is_dir():
         raise ImportProblemError(f"{folder} is not a folder of KernelBench problem files")
@@ -168,9 +174,14 @@ def import_kernelbench(
         task_dir = out / family / suite_name / name
         write_task(problem, task_dir, f"{family}/{suite_name}/{name}", family, tolerances)
         result.created.append(task_dir)
-        if probe:
-            result.probes[name] = probe_in_child(task_dir, timeout_s=probe_timeout_s)
     if probe and result.created:
         result.report = out / family / suite_name / IMPORT_REPORT
-        write_import_report(result.report, source, family, tolerances, result)
+        with ThreadPoolExecutor(max(probe_jobs, 1)) as pool:  # each probe is a child process
+            verdicts = {
+                pool.submit(probe_in_child, task_dir, timeout_s=probe_timeout_s, device=probe_device): task_dir.name
+                for task_dir in result.created
+            }
+            for done in as_completed(verdicts):
+                result.probes[verdicts[done]] = done.result()
+                write_import_report(result.report, source, family, tolerances, result)
     return result

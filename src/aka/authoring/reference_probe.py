@@ -2,9 +2,10 @@
 matched by one constant output whatever the inputs: a task whose reference fails these accepts wrong
 kernels (KernelBench issue #165: level-1 problems a zeros kernel passes).
 
-    python3 -m aka.authoring.reference_probe TASK_DIR [--seeds N]   (prints one JSON object)
+    python3 -m aka.authoring.reference_probe TASK_DIR [--seeds N] [--device cuda]   (one JSON object)
 
-Runs in its own process (the task's code is executed), on the CPU, from the task folder. `aka import
+Runs in its own process (the task's code is executed), on the CPU (`--device cuda` on a GPU, where a
+problem's inputs outgrow the host's memory), from the task folder. `aka import
 kernelbench` records its verdict per problem in the import report; `aka validate` can call
 `probe_task` as one of its checks (the same `ProbeCheck` entries).
 """
@@ -61,19 +62,22 @@ def _outputs(value: Output) -> list[torch.Tensor]:
 
 
 def _like(expected: Output, fill: str) -> Output:
-    """A stand-in output: zeros, or each tensor's first element everywhere (a constant kernel)."""
+    """A stand-in output: zeros, NaN (floating outputs), or each tensor's first element everywhere
+    (a constant kernel)."""
 
     def one(t: torch.Tensor) -> torch.Tensor:
-        return torch.zeros_like(t) if fill == "zeros" or t.numel() == 0 else torch.full_like(t, t.reshape(-1)[0].item())
+        if fill == "nan" and t.is_floating_point():
+            return torch.full_like(t, float("nan"))
+        return torch.zeros_like(t) if fill != "first" or t.numel() == 0 else torch.full_like(t, t.reshape(-1)[0].item())
 
     return one(expected) if isinstance(expected, torch.Tensor) else tuple(one(t) for t in expected)
 
 
-def probe_task(task: KernelTask, seeds: int = SEED_COUNT) -> ProbeResult:
+def probe_task(task: KernelTask, seeds: int = SEED_COUNT, device: torch.device | None = None) -> ProbeResult:
     """The reference on each case's seeds (the correctness step's first two, then more): finite, not
-    passed by zeros, not passed by a constant per element, not the same output for every seed."""
+    passed by zeros or NaN, not passed by a constant per element, not the same output for every seed."""
     started = time.monotonic()
-    device = torch.device("cpu")
+    device = device or torch.device("cpu")
     checks: list[ProbeCheck] = []
     for case in task.cases_for("ci") or task.cases:
         case_seeds = [case.seed, case.seed + SECOND_SEED_OFFSET, *(case.seed + 104729 * k for k in range(2, seeds))]
@@ -103,6 +107,10 @@ def _case_checks(task: KernelTask, case_id: str, expected: Sequence[Output]) -> 
         )
     else:
         checks.append(ProbeCheck("zeros kernel rejected", "PASS", case_id))
+    if all(compare_outputs(_like(e, "nan"), e, tolerances).correct for e in expected):
+        checks.append(ProbeCheck("NaN kernel rejected", "FAIL", f"{case_id}: an all-NaN output matches the reference"))
+    else:
+        checks.append(ProbeCheck("NaN kernel rejected", "PASS", case_id))
     if all(compare_outputs(_like(e, "first"), e, tolerances).correct for e in expected):
         checks.append(
             ProbeCheck(
@@ -133,13 +141,18 @@ def _load_task(task_dir: Path) -> KernelTask:
     return task
 
 
-def probe_in_child(task_dir: Path, seeds: int = SEED_COUNT, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeResult:
+def probe_in_child(
+    task_dir: Path, seeds: int = SEED_COUNT, timeout_s: float = PROBE_TIMEOUT_S, device: str = "cpu"
+) -> ProbeResult:
     """`probe_task` on the task folder's harness.py in a child process (the task's code runs there)."""
     started = time.monotonic()
-    env = {**os.environ, "AKA_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
+    env = {**os.environ, "AKA_DEVICE": device}
+    if device == "cpu":
+        env |= {"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
+    command = [sys.executable, "-m", "aka.authoring.reference_probe", str(task_dir), "--seeds", str(seeds)]
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "aka.authoring.reference_probe", str(task_dir), "--seeds", str(seeds)],
+            [*command, "--device", device],
             cwd=task_dir,
             env=env,
             capture_output=True,
@@ -163,7 +176,7 @@ def probe_in_child(task_dir: Path, seeds: int = SEED_COUNT, timeout_s: float = P
         message = (
             f"the probe was killed by signal 9, most likely out of memory: the problem's inputs and reference "
             f"did not fit in this machine's {gib:.0f} GiB; not probed here (a limit of the machine, not a task "
-            "defect): run `python3 -m aka.authoring.reference_probe TASK_DIR` on a larger one"
+            "defect): run `python3 -m aka.authoring.reference_probe TASK_DIR` on a larger one, or with `--device cuda`"
         )
         return ProbeResult("WARN", [ProbeCheck("reference runs", "WARN", message)], time.monotonic() - started)
     if done.returncode != 0 or not isinstance(data, dict):
@@ -181,11 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m aka.authoring.reference_probe")
     parser.add_argument("task_dir", type=Path)
     parser.add_argument("--seeds", type=int, default=SEED_COUNT)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda where the inputs outgrow the host")
     args = parser.parse_args(argv)
     task_dir = args.task_dir.resolve()
     sys.path.insert(0, str(task_dir))
     torch.manual_seed(0)
-    result = probe_task(_load_task(task_dir), max(args.seeds, 1))
+    result = probe_task(_load_task(task_dir), max(args.seeds, 1), torch.device(args.device))
     sys.stdout.write(json.dumps(result.to_dict()) + "\n")
     return 0
 

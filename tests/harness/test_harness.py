@@ -121,6 +121,22 @@ def test_compare_within_and_beyond_tolerance() -> None:
     assert "\n" not in bad.message
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int32, torch.bool])
+@pytest.mark.parametrize("scale", [0.0, 1e-9, 1e-6, 1e-4, 1e-2, 1.0])
+def test_zeros_would_pass_agrees_with_the_comparison(dtype: torch.dtype, scale: float) -> None:
+    """Read from the extremes alone, the answer is the comparison's own for an all-zeros output."""
+    from aka.harness.compare import Overrides, Tolerance, zeros_would_pass
+
+    values = (torch.linspace(-1, 1, 257, dtype=torch.float64) * scale).to(dtype)
+    kernelbench: Overrides = {torch.float32: Tolerance(1e-4, 1e-4)}
+    for overrides in (None, kernelbench):
+        expected = (values, torch.zeros(3))
+        judged = compare_outputs(tuple(torch.zeros_like(t) for t in expected), expected, overrides).correct
+        assert zeros_would_pass(expected, overrides) is judged
+    assert not zeros_would_pass(torch.full((4,), float("nan")))  # NaN is never matched by zeros
+    assert not zeros_would_pass(torch.empty(0)) and not zeros_would_pass([])  # nothing to tell
+
+
 @pytest.mark.parametrize(
     "dtype, bits",
     [

@@ -83,6 +83,11 @@ def test_generation_rejects_what_the_reference_refuses_and_records_why(tmp_path:
     assert all("the reference fails on it" in str(r) for r in reasons.values())
     nan = _task(tmp_path, "e2e/toy/nan", None, reference="lambda x: x / (x.numel() % 2 - 1 + x.numel() % 2)")
     assert all("not finite" in str(c["reason"]) for c in generate_in_child(nan, "ci").rejected)
+    # past a size every value sits within tolerance of 0: a case a zeros kernel passes is no check
+    fading = _task(tmp_path, "e2e/toy/fading", None, reference="lambda x: x * (1.0 if x.numel() < 1500 else 1e-7)")
+    generated = generate_in_child(fading, "ci")
+    faded = {str(c["rule"]): str(c["reason"]) for c in generated.rejected}
+    assert "all-zeros output matches" in faded.get("scaled_up:n", "") and "scaled_down:n" not in faded
 
 
 def test_heldout_command_on_a_finished_run(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import ast
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 

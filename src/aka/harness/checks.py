@@ -5,7 +5,9 @@ seed (uniform values of the same spread), and a seed drawn now, at evaluation ti
 can have seen. The judge draws the inputs and computes the expected output; the candidate's
 worker gets the inputs in the judge's memory, and the judge compares what it copied back
 (`aka.harness.verify`). A reference that is NaN or Inf on the task's own inputs is a defect of
-the task (`HarnessError`), unless the task declares it (`nonfinite_reference`).
+the task (`HarnessError`), unless the task declares it (`nonfinite_reference`); so is a case whose
+reference an all-zeros output matches on every check (`zeros_would_pass`): there a "correct"
+verdict says nothing, and a zeros kernel would earn a reward.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import secrets
 import torch
 
 from aka.harness.cases import Case, Distribution, input_distribution
-from aka.harness.compare import Output
+from aka.harness.compare import Output, zeros_would_pass
 from aka.harness.link import WorkerFailure
 from aka.harness.remote import RemoteSide
 from aka.harness.report import CaseResult, StepResult
@@ -50,12 +52,22 @@ def reference_for(
     return inputs, expected
 
 
+def zeros_defect(case: Case) -> HarnessError:
+    return HarnessError(
+        f"the task's reference cannot tell a wrong kernel from a right one: an all-zeros output matches it "
+        f"within tolerance on every check of case {case.id} (every value within atol + rtol * |value| of 0; "
+        "KernelBench issue #165); a defect of the task (its inputs' scale or its tolerances), not of the candidate"
+    )
+
+
 def _check_case(task: KernelTask, ctx: StepContext, side: RemoteSide, case: Case, eval_seed: int) -> CaseResult:
     worst_error = 0.0
     memory: CaseMemory | None = None
+    zeros_pass = True
     try:
         for seed, distribution in check_plan(case, eval_seed):
             inputs, expected = reference_for(task, ctx, case, seed, distribution)
+            zeros_pass = zeros_pass and zeros_would_pass(expected, task.tolerances)
             memory = memory or CaseMemory(side, ctx.device, inputs, expected, f"check-{case.id}")
             turn = memory.call(inputs, load=0, poison=True)
             where = "the evaluation-time seed" if seed == eval_seed ^ case.seed else f"seed {seed}, {distribution}"
@@ -74,6 +86,8 @@ def _check_case(task: KernelTask, ctx: StepContext, side: RemoteSide, case: Case
     finally:
         if memory is not None:
             memory.close()
+    if zeros_pass:
+        raise zeros_defect(case)
     return CaseResult(case, correct=True, max_abs_error=worst_error)
 
 
@@ -108,8 +122,9 @@ def correctness_step(task: KernelTask, ctx: StepContext, side: RemoteSide | None
     eval_seed = secrets.randbelow(2**31)
     if ctx.target != "candidate" or side is None:  # the reference itself: finite on every check
         for case in cases:
-            for seed, distribution in check_plan(case, eval_seed):
-                reference_for(task, ctx, case, seed, distribution)
+            plan = check_plan(case, eval_seed)  # every check runs (each must be finite), one alive at a time
+            if all([zeros_would_pass(reference_for(task, ctx, case, *check)[1], task.tolerances) for check in plan]):
+                raise zeros_defect(case)
         return StepResult("correctness", "ok", None, [CaseResult(c, correct=True) for c in cases], eval_seed=eval_seed)
     loaded = load_side(side, "correctness", cases, 1)
     if isinstance(loaded, StepResult):

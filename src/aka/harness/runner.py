@@ -122,11 +122,11 @@ def run_step(
 
 def _blame_full_gpu(result: StepResult, ctx: StepContext, candidate: RemoteSide | None) -> None:
     """A candidate that failed for want of GPU memory that others took fails the step as the
-    harness's (`turns.others_took`), an `infra_error` judged again, not the candidate's score."""
+    harness's (`turns.others_took`), an `infra_error` judged again, not the candidate's score.
+    Whatever the failure says: on a full GPU torch's allocator can fail building its out-of-memory
+    message (an NVML assert, seen on the H200 beside a 135 GiB hoard, judged `compile_error`), and
+    a message is the candidate's to write anyway; the readings of the GPU decide."""
     if result.status != "failed" or ctx.device.type != "cuda" or candidate is None:
-        return
-    messages = [result.message or "", *(case.message or "" for case in result.cases)]
-    if not any("out of memory" in message.lower() for message in messages):
         return
     reason = others_took(candidate.free_before_load, lambda: free_gpu_bytes(ctx.device), candidate)
     if reason is not None:

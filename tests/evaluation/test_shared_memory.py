@@ -14,7 +14,7 @@ from aka.harness.task import HarnessError
 
 
 def _opened(arena: Arena) -> OpenedArena:
-    return OpenedArena.open(arena.descriptor(), os.dup(arena.fd))
+    return OpenedArena.open(arena.descriptor(), [os.dup(fd) for fd in arena.fds])
 
 
 def test_a_column_major_input_keeps_its_strides_and_its_memory_is_shared() -> None:
@@ -42,6 +42,72 @@ def test_an_expanded_input_is_lent_contiguous_and_fp8_travels() -> None:
     assert torch.equal(worker.tensors["fp8"].float(), fp8.float())
     worker.close()
     arena.close()
+
+
+def test_a_cpu_arena_past_the_file_limit_is_several_memfds_back_to_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memfd is a file, bounded by the step's RLIMIT_FSIZE: a larger arena is several, mapped as
+    one range on both sides (a tensor may straddle two of them)."""
+    from aka.harness import shared
+
+    monkeypatch.setattr(shared, "_file_limit", lambda: 64 * 1024 + 100)  # whole pages below it
+    values = torch.arange(50_000, dtype=torch.float32)  # with "out": 368 000 bytes, six memfds
+    arena = Arena.allocate(torch.device("cpu"), [Slot.like("x", values), Slot("out", (3, 7000), torch.float64)])
+    assert len(arena.fds) == len(arena.chunks) == 6 and set(arena.chunks[:-1]) == {64 * 1024}
+    arena.tensors["x"].copy_(values)
+    worker = _opened(arena)
+    assert torch.equal(worker.tensors["x"], values)
+    worker.tensors["out"].fill_(2.5)
+    assert bool((arena.tensors["out"] == 2.5).all())
+    worker.close()
+    arena.close()
+    assert arena.fds == []
+    monkeypatch.setattr(shared, "_file_limit", lambda: 4096)
+    with pytest.raises(OSError, match="at most 32"):
+        Arena.allocate(torch.device("cpu"), [Slot.like("x", values)])
+
+
+def test_a_cpu_arena_outgrows_a_real_file_limit(tmp_path: Path) -> None:
+    """Under a real RLIMIT_FSIZE of 1 MiB (the step's is 1 GiB), an arena of 5 MiB is made, shared
+    and read back: one memfd that size failed `ftruncate` with EFBIG, and the judge's own failure
+    was charged to the candidate as a crash."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, resource, torch\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20))\n"
+        "try:\n"
+        "    os.ftruncate(os.memfd_create('one'), 5 * 2**20)\n"
+        "    raise SystemExit('one memfd grew past the limit')\n"
+        "except OSError as exc:\n"
+        "    assert exc.errno == 27, exc  # EFBIG\n"
+        "from aka.harness.shared import Arena, OpenedArena, Slot\n"
+        "x = torch.randn(5 * 2**18)\n"
+        "arena = Arena.allocate(torch.device('cpu'), [Slot.like('x', x)])\n"
+        "arena.tensors['x'].copy_(x)\n"
+        "opened = OpenedArena.open(arena.descriptor(), [os.dup(fd) for fd in arena.fds])\n"
+        "assert len(arena.fds) == 5 and torch.equal(opened.tensors['x'], x)\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_buffers_the_judge_cannot_make_are_its_own_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aka.harness import shared
+
+    def refuse(*_: object) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(shared.os, "memfd_create", refuse)
+
+    class Side:
+        def map(self, *_: object) -> None:
+            raise AssertionError("never lent")
+
+    x = torch.ones(8)
+    with pytest.raises(HarnessError, match="could not make its shared buffers .* not of the candidate"):
+        turns.CaseMemory(Side(), torch.device("cpu"), [x], x)  # type: ignore[arg-type]
 
 
 def _gpu_with(monkeypatch: pytest.MonkeyPatch, free_gib: float) -> torch.device:

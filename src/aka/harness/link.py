@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_MESSAGE = 1 << 20
-MAX_FDS = 8
+MAX_FDS = 32  # a CPU arena's memfds, one per GiB (aka.harness.shared), within a CPU step's 16 GiB
 
 
 class LinkClosed(Exception):

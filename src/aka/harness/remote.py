@@ -230,9 +230,7 @@ class RemoteSide:
         self.unmap(name)
         self.arenas[name] = arena
         try:
-            self.expect_ok(
-                {"op": "map", "name": name, "arena": arena.descriptor()}, timeout, [arena.fd] if arena.fd >= 0 else []
-            )
+            self.expect_ok({"op": "map", "name": name, "arena": arena.descriptor()}, timeout, arena.fds)
         except RemoteError as exc:
             raise WorkerFailure(
                 "crash", f"the {self.role}'s worker could not map the judge's memory: {exc}", self.role

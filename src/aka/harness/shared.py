@@ -1,24 +1,34 @@
 """Memory the judge owns and lends to a worker: inputs it writes, outputs the worker copies into.
 
 An `Arena` is one allocation holding only shared tensors (on a GPU memory of its own from
-`cuMemCreate`, so what the worker maps reaches nothing else of the judge; on the CPU a memfd),
-passed to the worker as a file descriptor and carved into named tensors at aligned offsets. The
+`cuMemCreate`, so what the worker maps reaches nothing else of the judge; on the CPU memfds),
+passed to the worker as file descriptors and carved into named tensors at aligned offsets. The
 judge keeps everything it judges by (expected outputs, the pristine inputs, snapshots of the
 outputs) in its own memory, outside every arena.
+
+A memfd is a file: the step's per-file limit (`RLIMIT_FSIZE`, 1 GiB) bounds each one, so a larger
+CPU arena is several memfds mapped back to back into one reserved range (`_HostMemory`): before,
+`ftruncate` failed past the limit and the judge's own failure was charged to the candidate as a
+crash (KernelBench level 1's 6 GiB inputs on the CPU).
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import mmap
 import os
+import resource
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
 
 from aka.harness import cuda_driver
 from aka.harness.cases import dtype_name, parse_dtype
+from aka.harness.link import MAX_FDS
 
 ALIGN = 512
 
@@ -94,6 +104,61 @@ def _carve(memory: torch.Tensor, layout: Layout, offsets: dict[str, int]) -> dic
     return tensors
 
 
+_PAGE = mmap.PAGESIZE
+_MAP_FIXED = 0x10  # Linux's values (the mmap module exposes neither)
+_MAP_NORESERVE = 0x4000
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+
+def chunk_sizes(nbytes: int, limit: int) -> list[int]:
+    """Memfd sizes for `nbytes`: each at most `limit` (whole pages), the last what is left."""
+    step = max(limit // _PAGE * _PAGE, _PAGE)
+    return [min(step, nbytes - start) for start in range(0, nbytes, step)] or [nbytes]
+
+
+def _file_limit() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return 1 << 62 if soft == resource.RLIM_INFINITY else soft
+
+
+def _check_mmap(address: int | None, what: str) -> int:
+    if address is None or address == ctypes.c_void_p(-1).value:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+    return address
+
+
+def _host_memory(fds: Sequence[int], sizes: Sequence[int]) -> torch.Tensor:
+    """One byte tensor over `fds` mapped back to back (shared); unmapped once nothing uses it."""
+    if len(fds) == 1:
+        return torch.frombuffer(mmap.mmap(fds[0], sizes[0]), dtype=torch.uint8)
+    total = sum(sizes)
+    base = _check_mmap(
+        _libc.mmap(None, total, 0, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0), "reserving"
+    )
+    offset = 0
+    try:
+        for fd, size in zip(fds, sizes, strict=True):
+            flags = mmap.MAP_SHARED | _MAP_FIXED
+            where = _libc.mmap(base + offset, size, mmap.PROT_READ | mmap.PROT_WRITE, flags, fd, 0)
+            if _check_mmap(where, "mapping an arena's part") != base + offset:
+                raise OSError(f"an arena's part was mapped at {where:#x}, not {base + offset:#x}")
+            offset += size
+    except OSError:
+        _libc.munmap(base, total)
+        raise
+
+    class _Span(ctypes.c_uint8 * total):  # type: ignore[misc]
+        pass
+
+    span = _Span.from_address(base)
+    weakref.finalize(span, _libc.munmap, base, total)  # torch's tensor holds `span` while it lives
+    return torch.frombuffer(span, dtype=torch.uint8)
+
+
 def _described(slot: Slot) -> list[object]:
     return [slot.name, list(slot.shape), dtype_name(slot.dtype), None if slot.stride is None else list(slot.stride)]
 
@@ -117,8 +182,9 @@ class Arena:
     layout: Layout
     nbytes: int
     tensors: dict[str, torch.Tensor]
-    fd: int = -1
+    fds: list[int] = field(default_factory=list)
     mapping: cuda_driver.Mapping | None = None
+    chunks: list[int] = field(default_factory=list)  # on the CPU: each memfd's size, in order
 
     @classmethod
     def allocate(cls, device: torch.device, layout: Layout) -> Arena:
@@ -126,15 +192,31 @@ class Arena:
         if device.type == "cuda":
             mapping = cuda_driver.export(nbytes)
             memory = cuda_driver.byte_tensor(mapping.pointer, mapping.nbytes)
-            return cls(device, layout, mapping.nbytes, _carve(memory, layout, offsets), mapping.fd, mapping)
-        fd = os.memfd_create("aka-arena", os.MFD_CLOEXEC)
-        os.ftruncate(fd, nbytes)
-        memory = torch.frombuffer(mmap.mmap(fd, nbytes), dtype=torch.uint8)
-        return cls(device, layout, nbytes, _carve(memory, layout, offsets), fd=fd)
+            return cls(device, layout, mapping.nbytes, _carve(memory, layout, offsets), [mapping.fd], mapping)
+        sizes = chunk_sizes(nbytes, _file_limit())
+        if len(sizes) > MAX_FDS:
+            limit = f"{len(sizes)} files of the step's size limit; at most {MAX_FDS}"
+            raise OSError(errno.EFBIG, f"{nbytes} bytes need {limit}")
+        fds: list[int] = []
+        try:
+            for size in sizes:
+                fds.append(os.memfd_create("aka-arena", os.MFD_CLOEXEC))
+                os.ftruncate(fds[-1], size)
+            memory = _host_memory(fds, sizes)
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return cls(device, layout, nbytes, _carve(memory, layout, offsets), fds, chunks=sizes)
 
     def descriptor(self) -> dict[str, object]:
-        """What the worker opens it from (its file descriptor travels beside it)."""
-        return {"device": self.device.type, "nbytes": self.nbytes, "layout": [_described(slot) for slot in self.layout]}
+        """What the worker opens it from (its file descriptors travel beside it)."""
+        return {
+            "device": self.device.type,
+            "nbytes": self.nbytes,
+            "chunks": self.chunks,
+            "layout": [_described(slot) for slot in self.layout],
+        }
 
     def close(self) -> None:
         """Only once the worker has closed its mapping (or is gone)."""
@@ -142,9 +224,9 @@ class Arena:
         if self.mapping is not None:
             cuda_driver.release(self.mapping)
             self.mapping = None
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
 
 
 @dataclass
@@ -155,23 +237,26 @@ class OpenedArena:
     mapping: cuda_driver.Mapping | None = None
 
     @classmethod
-    def open(cls, descriptor: dict[str, object], fd: int | None) -> OpenedArena:
+    def open(cls, descriptor: dict[str, object], fds: Sequence[int]) -> OpenedArena:
         raw_layout = descriptor["layout"]
         assert isinstance(raw_layout, list)
         layout = [_parsed(raw) for raw in raw_layout]
         offsets, nbytes = _offsets(layout)
-        assert fd is not None, "an arena comes with its file descriptor"
-        if descriptor["device"] == "cuda":
-            exported = descriptor["nbytes"]
-            assert isinstance(exported, int) and exported >= nbytes
-            try:
-                mapping = cuda_driver.import_fd(fd, exported)
-            finally:
+        assert fds, "an arena comes with its file descriptors"
+        try:
+            if descriptor["device"] == "cuda":
+                exported = descriptor["nbytes"]
+                assert isinstance(exported, int) and exported >= nbytes
+                mapping = cuda_driver.import_fd(fds[0], exported)
+                return cls(_carve(cuda_driver.byte_tensor(mapping.pointer, exported), layout, offsets), mapping)
+            raw_chunks = descriptor.get("chunks") or [nbytes]
+            assert isinstance(raw_chunks, list) and len(raw_chunks) == len(fds)
+            sizes = [int(size) for size in raw_chunks]
+            assert sum(sizes) == nbytes, "an arena's parts add up to its layout"
+            return cls(_carve(_host_memory(fds, sizes), layout, offsets))
+        finally:
+            for fd in fds:
                 os.close(fd)
-            return cls(_carve(cuda_driver.byte_tensor(mapping.pointer, exported), layout, offsets), mapping)
-        memory = torch.frombuffer(mmap.mmap(fd, nbytes), dtype=torch.uint8)
-        os.close(fd)
-        return cls(_carve(memory, layout, offsets))
 
     def close(self) -> None:
         self.tensors.clear()

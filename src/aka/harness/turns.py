@@ -264,7 +264,13 @@ class CaseMemory:
         ]
         layout += [Slot(f"out{j}", tuple(t.shape), t.dtype) for j, t in enumerate(expected_outputs)]
         layout.append(Slot(FLAGS, (16,), torch.int32))
-        self.arena = Arena.allocate(device, layout)
+        try:
+            self.arena = Arena.allocate(device, layout)
+        except OSError as exc:  # no memfd, no address space: the judge's limit, never the candidate's crash
+            raise HarnessError(
+                f"the judge could not make its shared buffers for {name} ({sum(s.elements() for s in layout)} "
+                f"elements): {exc}; a limit of this machine and harness, not of the candidate"
+            ) from exc
         self.arena.tensors[FLAGS].zero_()
         self.count = len(inputs)
         self.outputs = [f"out{j}" for j in range(len(expected_outputs))]

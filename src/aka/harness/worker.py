@@ -182,7 +182,7 @@ class Worker:
 
     def map(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         self.unmap({"name": request["name"]}, [])
-        self.arenas[request["name"]] = OpenedArena.open(request["arena"], fds[0] if fds else None)
+        self.arenas[request["name"]] = OpenedArena.open(request["arena"], fds)
         return {"ok": True}
 
     def unmap(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:

@@ -480,3 +480,40 @@ def test_a_probe_killed_for_memory_is_the_machines_limit_not_a_task_defect(tmp_p
     assert task["status"] == "WARN"
     (check,) = task["checks"]
     assert check["name"] == "reference runs" and "killed by signal 9, most likely out of memory" in check["message"]
+
+
+def test_a_probe_past_its_memory_share_fails_its_allocation_as_a_warn(tmp_path: Path) -> None:
+    """On the CPU the probe's child runs under an address-space cap (its share of the available
+    memory): a problem too large fails its allocation at once and reads WARN, instead of growing
+    until the kernel's out-of-memory killer stops it or another process."""
+    from aka.authoring.reference_probe import memory_share, probe_in_child
+
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "Huge.py").write_text(
+        textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.relu(x)
+
+        def get_inputs():
+            return [torch.rand(2**33)]  # 32 GiB of float32
+
+        def get_init_inputs():
+            return []
+        """)
+    )
+    result = import_kernelbench(folder, "torch2triton", tmp_path / "tasks", probe=False)
+    share = memory_share(4)
+    assert share is not None and 0 < share < (memory_share(1) or 0)
+    verdict = probe_in_child(result.created[0], memory_limit=4 * 2**30)
+    assert verdict.status == "WARN", verdict
+    (check,) = verdict.checks
+    assert (
+        check.name == "reference runs"
+        and "out of memory on cpu" in check.message
+        and "not a task defect" in check.message
+    )

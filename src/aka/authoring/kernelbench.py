@@ -25,7 +25,7 @@ from aka.authoring.kernelbench_harness import (
     harness_source,
     instructions,
 )
-from aka.authoring.reference_probe import PROBE_TIMEOUT_S, ProbeResult, probe_in_child
+from aka.authoring.reference_probe import PROBE_TIMEOUT_S, ProbeResult, memory_share, probe_in_child
 from aka.config.families import FAMILIES as REGISTERED
 from aka.errors import AkaError
 from aka.results.task_result import write_yaml_atomic
@@ -176,9 +176,12 @@ def import_kernelbench(
         result.created.append(task_dir)
     if probe and result.created:
         result.report = out / family / suite_name / IMPORT_REPORT
+        share = memory_share(probe_jobs) if probe_device == "cpu" else None
         with ThreadPoolExecutor(max(probe_jobs, 1)) as pool:  # each probe is a child process
             verdicts = {
-                pool.submit(probe_in_child, task_dir, timeout_s=probe_timeout_s, device=probe_device): task_dir.name
+                pool.submit(
+                    probe_in_child, task_dir, timeout_s=probe_timeout_s, device=probe_device, memory_limit=share
+                ): task_dir.name
                 for task_dir in result.created
             }
             for done in as_completed(verdicts):

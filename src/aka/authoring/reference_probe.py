@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ import torch
 
 from aka.harness.compare import Output, compare_outputs
 from aka.harness.describe import load_kernel_task
+from aka.harness.host_memory import available_bytes, host_allocation_failed
 from aka.harness.task import KernelTask, make_case_inputs
 from aka.harness.verify import nonfinite_reference
 
@@ -84,6 +86,9 @@ def probe_task(task: KernelTask, seeds: int = SEED_COUNT, device: torch.device |
         try:
             expected = [task.reference(*make_case_inputs(task, case, seed, device)) for seed in case_seeds[:seeds]]
         except Exception as exc:  # noqa: BLE001 - the task's own code failing is the finding
+            if _out_of_memory(exc):
+                checks.append(_did_not_fit(f"{case.id}: ", device, exc))
+                continue
             checks.append(ProbeCheck("reference runs", "FAIL", f"{case.id}: {type(exc).__name__}: {exc}"[:500]))
             continue
         checks += _case_checks(task, case.id, expected)
@@ -91,6 +96,17 @@ def probe_task(task: KernelTask, seeds: int = SEED_COUNT, device: torch.device |
         checks.append(ProbeCheck("reference runs", "FAIL", "the task has no cases"))
     worst: Status = max((c.status for c in checks), key=_RANK.__getitem__)
     return ProbeResult(worst, checks, time.monotonic() - started)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    return host_allocation_failed(exc) or isinstance(exc, torch.OutOfMemoryError)
+
+
+def _did_not_fit(where: str, device: torch.device, exc: BaseException) -> ProbeCheck:
+    message = f"{where}out of memory on {device.type} ({exc})"[:300] + (
+        ": the problem's inputs and reference did not fit; not probed here (a limit of the machine, not a task defect)"
+    )
+    return ProbeCheck("reference runs", "WARN", message)
 
 
 def _case_checks(task: KernelTask, case_id: str, expected: Sequence[Output]) -> list[ProbeCheck]:
@@ -143,15 +159,31 @@ def _load_task(task_dir: Path) -> KernelTask:
     return task
 
 
+def memory_share(jobs: int = 1) -> int | None:
+    """The host memory one of `jobs` probes at once may take: nine tenths of what is available,
+    shared (None: unknown)."""
+    available = available_bytes()
+    return None if available is None else int(available * 0.9) // max(jobs, 1)
+
+
 def probe_in_child(
-    task_dir: Path, seeds: int = SEED_COUNT, timeout_s: float = PROBE_TIMEOUT_S, device: str = "cpu"
+    task_dir: Path,
+    seeds: int = SEED_COUNT,
+    timeout_s: float = PROBE_TIMEOUT_S,
+    device: str = "cpu",
+    memory_limit: int | None = None,
 ) -> ProbeResult:
-    """`probe_task` on the task folder's harness.py in a child process (the task's code runs there)."""
+    """`probe_task` on the task folder's harness.py in a child process (the task's code runs there).
+    On the CPU the child's address space is capped (`memory_limit`, by default `memory_share()`):
+    a problem too large for the host fails its allocation, a WARN, instead of waking the kernel's
+    out-of-memory killer, which may stop another process than the probe."""
     started = time.monotonic()
     env = {**os.environ, "AKA_DEVICE": device}
+    command = [sys.executable, "-m", "aka.authoring.reference_probe", str(task_dir), "--seeds", str(seeds)]
     if device == "cpu":
         env |= {"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
-    command = [sys.executable, "-m", "aka.authoring.reference_probe", str(task_dir), "--seeds", str(seeds)]
+        limit = memory_share() if memory_limit is None else memory_limit
+        command += ["--memory-limit", str(limit or 0)]
     try:
         done = subprocess.run(
             [*command, "--device", device],
@@ -197,11 +229,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("task_dir", type=Path)
     parser.add_argument("--seeds", type=int, default=SEED_COUNT)
     parser.add_argument("--device", default="cpu", help="cpu, or cuda where the inputs outgrow the host")
+    parser.add_argument("--memory-limit", type=int, default=0, help="address space in bytes (0: none)")
     args = parser.parse_args(argv)
+    if args.memory_limit > 0:  # above what is mapped already (torch's libraries)
+        mapped = int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limit = max(args.memory_limit, mapped + 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     task_dir = args.task_dir.resolve()
     sys.path.insert(0, str(task_dir))
     torch.manual_seed(0)
-    result = probe_task(_load_task(task_dir), max(args.seeds, 1), torch.device(args.device))
+    device = torch.device(args.device)
+    started = time.monotonic()
+    try:
+        task = _load_task(task_dir)  # an imported problem's cases are sized by calling get_inputs()
+    except Exception as exc:
+        if not _out_of_memory(exc):
+            raise
+        result = ProbeResult("WARN", [_did_not_fit("", device, exc)], time.monotonic() - started)
+    else:
+        result = probe_task(task, max(args.seeds, 1), device)
     sys.stdout.write(json.dumps(result.to_dict()) + "\n")
     return 0
 

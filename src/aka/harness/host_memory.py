@@ -54,3 +54,11 @@ def case_need(inputs_bytes: int, outputs_bytes: int, largest_output: int, sides:
     maps its own arena and makes its own outputs: less than this."""
     chunk = min(largest_output, MIN_CHUNK) * WIDE_BYTES_PER_ELEMENT  # the chunk shrinks to fit
     return sides * (sets * inputs_bytes + outputs_bytes) + sides * outputs_bytes + chunk
+
+
+def host_allocation_failed(exc: BaseException) -> bool:
+    """A failed host allocation: torch's CPU allocator reports one as a RuntimeError, not a
+    MemoryError."""
+    return isinstance(exc, MemoryError) or (
+        isinstance(exc, RuntimeError) and ("DefaultCPUAllocator" in str(exc) or "can't allocate memory" in str(exc))
+    )

@@ -26,6 +26,7 @@ from aka.evaluation.wire import ENV_STEP, StepExit
 from aka.harness.channel import ReportChannel
 from aka.harness.checks import correctness_step, reference_for
 from aka.harness.cuda_driver import CudaOutOfMemoryError
+from aka.harness.host_memory import host_allocation_failed
 from aka.harness.link import WorkerFailure
 from aka.harness.perf import performance_step
 from aka.harness.phases import Phases
@@ -131,11 +132,6 @@ def _blame_full_gpu(result: StepResult, ctx: StepContext, candidate: RemoteSide 
     reason = others_took(candidate.free_before_load, lambda: free_gpu_bytes(ctx.device), candidate)
     if reason is not None:
         raise HarnessError(reason)
-
-
-def host_allocation_failed(exc: RuntimeError) -> bool:
-    """torch's CPU allocator reports a failed allocation as a RuntimeError, not a MemoryError."""
-    return "DefaultCPUAllocator" in str(exc) or "can't allocate memory" in str(exc)
 
 
 def _charged_to_candidate(failure: WorkerFailure, workers: StepWorkers) -> bool:

@@ -186,6 +186,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--json", type=Path)
     parser.add_argument(
+        "--deadline",
+        type=float,
+        help="seconds from start: then stop waiting, count what finished and write the report (a device call's "
+        "limit no longer loses a whole phase)",
+    )
+    parser.add_argument("--logs-dir", type=Path, help="keep every evaluation's log here (default: a temporary folder)")
+    parser.add_argument(
         "--cache-dir",
         type=Path,
         help="the server's cache, kept (default: a fresh one): runs of a sweep then freeze each baseline once",
@@ -197,7 +204,10 @@ def main() -> int:
     port = _free_port()
     cache = args.cache_dir.resolve() if args.cache_dir else Path(tempfile.mkdtemp(prefix="aka-throughput-"))
     cache.mkdir(parents=True, exist_ok=True)
-    logs = Path(tempfile.mkdtemp(prefix="aka-throughput-logs-"))  # this run's evaluations only
+    # this run's evaluations only
+    logs = args.logs_dir.resolve() if args.logs_dir else Path(tempfile.mkdtemp(prefix="aka-throughput-logs-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    end = time.monotonic() + args.deadline if args.deadline else None
     env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     server = subprocess.Popen(
         [
@@ -245,24 +255,28 @@ def main() -> int:
     try:
         _wait_up(client, server)
         started = time.monotonic()
-        warm = _run(client, [("warm-up", t.name, _marked(_source(t), "warm")) for t in tasks], args)
+        warm = _run(client, [("warm-up", t.name, _marked(_source(t), "warm")) for t in tasks], args, end)
         report["warmup_s"] = round(time.monotonic() - started, 1)
         report["warmup"] = [_brief(row) for row in warm]
         _save(report, args.json, "warm-up")
         entries = mix(tasks, args.seed, hanging=not args.no_hanging, copies=args.copies)
         started = time.monotonic()
-        rows = _run(client, entries, args)
+        rows = _run(client, entries, args, end)
         wall = time.monotonic() - started
-        report["mix"] = [_brief(row) for row in rows]
+        finished = [row for row in rows if row.get("state") in FINISHED]
+        if len(finished) < len(rows):  # cut: what finished, over the time until the last of them did
+            wall = max((row["latency_s"] for row in finished), default=wall)
+            report["mix_cut"] = {"finished": len(finished), "submitted": len(rows), "deadline_s": args.deadline}
+        report["mix"] = [_brief(row) for row in finished]
         report["mix_wall_s"] = round(wall, 1)
         _save(report, args.json, "mix")
         singles = []
-        for index in range(args.singles):
+        for index in range(args.singles if len(finished) == len(rows) else 0):
             task = tasks[index % len(tasks)]
-            singles += _run(client, [("single", task.name, _marked(_source(task), f"single {index}"))], args)
-        report["singles"] = [_brief(row) for row in singles]
+            singles += _run(client, [("single", task.name, _marked(_source(task), f"single {index}"))], args, end)
+        report["singles"] = [_brief(row) for row in singles if row.get("state") in FINISHED]
         _save(report, args.json, "singles")
-        if args.exploits:
+        if args.exploits and len(finished) == len(rows):
             from exploits.catalog import EXPLOITS
 
             exploit_rows = _run(
@@ -273,6 +287,7 @@ def main() -> int:
                     if name != "stalls_forever"
                 ],
                 args,
+                end,
             )
             report["exploits"] = [
                 {**_brief(row), "accepted": sorted(EXPLOITS[row["kind"]].accepted)} for row in exploit_rows
@@ -326,8 +341,14 @@ def _wait_up(client: Client, server: subprocess.Popen[bytes]) -> None:
     raise SystemExit("the server did not come up in 120 s")
 
 
-def _run(client: Client, entries: list[Entry], args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Submit every entry at once, then wait for each; one row per entry with its latency."""
+FINISHED = ("done", "failed", "timeout")  # the server's end states; anything else was cut at --deadline
+
+
+def _run(
+    client: Client, entries: list[Entry], args: argparse.Namespace, end: float | None = None
+) -> list[dict[str, Any]]:
+    """Submit every entry at once, then wait for each (until `end`, `time.monotonic()`, where set);
+    one row per entry with its latency."""
     submitted = time.monotonic()
     status, body = client.call(
         "POST", "/v1/batch", {"candidates": [{"task_id": task, "files": files} for _, task, files in entries]}
@@ -338,7 +359,8 @@ def _run(client: Client, entries: list[Entry], args: argparse.Namespace) -> list
 
     def finish(pair: tuple[Entry, dict[str, Any]]) -> dict[str, Any]:
         (kind, task, _), job = pair
-        done = client.wait(job["id"], args.request_timeout + 60)
+        limit = args.request_timeout + 60
+        done = client.wait(job["id"], limit if end is None else max(0.0, min(limit, end - time.monotonic())))
         return {"kind": kind, "task": task, "latency_s": time.monotonic() - submitted, **done}
 
     with ThreadPoolExecutor(max_workers=min(64, len(jobs))) as pool:
@@ -386,10 +408,20 @@ def render(report: dict[str, Any], gpus: int) -> str:
             verdicts[key] = verdicts.get(key, 0) + 1
         lines.append(f"| {kind} | {len(rows)} | {', '.join(f'{k} {v}' for k, v in sorted(verdicts.items()))} |")
     hanging = [r for r in mix_rows if r["kind"] == "hanging"]
+    cut = report.get("mix_cut")
     lines += [
         "",
         f"**{len(mix_rows)} evaluations in {wall:.0f} s: {per_gpu_hour:.0f} per GPU-hour** "
         f"({report['max_concurrent']} in flight per GPU).",
+        *(
+            [
+                f"Cut at the deadline ({cut['deadline_s']:g} s from the start): {cut['finished']} of "
+                f"{cut['submitted']} finished, counted over the time until the last of them finished "
+                "(ramp-up weighs more than in a whole mix)."
+            ]
+            if cut
+            else []
+        ),
         f"Latency from submission (all submitted at once): p50 {percentile(latencies, 0.5):.1f} s, "
         f"p90 {percentile(latencies, 0.9):.1f} s, p99 {percentile(latencies, 0.99):.1f} s.",
     ]

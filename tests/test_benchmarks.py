@@ -212,6 +212,48 @@ def test_reward_throughput_reads_a_over_a_only_where_the_baseline_is_the_source(
     assert "latency p50 9.8 s" in text
 
 
+def test_reward_throughput_stops_waiting_at_its_deadline_and_says_so() -> None:
+    """A device call's limit cut session 41's run inside its mix and only the warm-up came back:
+    with --deadline the benchmark stops waiting, counts what finished and renders that."""
+    import argparse
+    import importlib.util
+    import time
+
+    spec = importlib.util.spec_from_file_location("reward_throughput", REPO / "benchmarks" / "reward_throughput.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    limits: dict[str, float] = {}
+
+    class Client:
+        def call(self, method: str, path: str, body: object = None) -> tuple[int, object]:
+            return 202, {"jobs": [{"id": "quick"}, {"id": "slow"}]}
+
+        def wait(self, job_id: str, limit: float) -> dict[str, object]:
+            limits[job_id] = limit
+            return {"state": "done", "result": {"failure_kind": "none"}} if job_id == "quick" else {"state": "running"}
+
+    entries = [("unchanged", "t", {}), ("faster", "t", {})]
+    args = argparse.Namespace(request_timeout=3600.0)
+    rows = module._run(Client(), entries, args, time.monotonic() + 5)
+    assert [row["state"] for row in rows] == ["done", "running"] and max(limits.values()) <= 5
+    assert [row["state"] in module.FINISHED for row in rows] == [True, False]
+    report = {
+        "date": "2026-12-04T00:00:00+00:00",
+        "device": "NVIDIA H200",
+        "max_concurrent": 4,
+        "eval_timeout": 60.0,
+        "tasks": ["t"],
+        "warmup_s": 40.0,
+        "mix": [_throughput_row("unchanged", "t", 1.001, "none", 30.0)],
+        "mix_wall_s": 30.0,
+        "mix_cut": {"finished": 1, "submitted": 54, "deadline_s": 500.0},
+    }
+    text = module.render(report, 1)
+    assert "1 evaluations in 30 s: 120 per GPU-hour" in text
+    assert "Cut at the deadline (500 s from the start): 1 of 54 finished" in text
+
+
 def test_reward_throughput_mix_leaves_hanging_candidates_out_when_asked() -> None:
     """Settings are compared without hangs, whose timeout would be most of the mix's wall time."""
     import importlib.util

@@ -394,6 +394,9 @@ def import_kernelbench_cmd(
             probe,
             probe_device=probe_device,
             probe_jobs=probe_jobs,
+            on_probe=lambda name, verdict: err_console.print(
+                f"probed {name}: {verdict.status} ({verdict.seconds:.0f} s)", highlight=False, soft_wrap=True
+            ),
         )
     except AkaError as exc:
         raise fail(exc) from None

@@ -517,3 +517,27 @@ def test_a_probe_past_its_memory_share_fails_its_allocation_as_a_warn(tmp_path: 
         and "out of memory on cpu" in check.message
         and "not a task defect" in check.message
     )
+
+
+def test_cli_import_probes_several_at_once_and_says_each_verdict_as_it_comes(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from aka.cli import app
+
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    for name, expression in (("19_ReLU.py", "torch.relu(x - 0.5)"), ("ZeroOut.py", "x - x")):
+        (folder / name).write_text(
+            "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+            f"        return {expression}\n\ndef get_inputs():\n    return [torch.rand(8, 16)]\n\n"
+            "def get_init_inputs():\n    return []\n"
+        )
+    out = tmp_path / "tasks"
+    args = ["import", "kernelbench", str(folder), "--family", "torch2triton", "--out", str(out), "--probe-jobs", "2"]
+    done = CliRunner().invoke(app, args)
+    text = done.output + (done.stderr if done.stderr_bytes is not None else "")
+    assert done.exit_code == 0, text
+    assert "probed 19_relu: PASS" in text and "probed zero_out: FAIL" in text
+    assert "references: 1 PASS, 0 WARN, 1 FAIL" in text
+    bad = CliRunner().invoke(app, [*args[:-2], "--probe-device", "tpu"])
+    assert bad.exit_code != 0 and "probe device must be cpu or cuda" in bad.output + (bad.stderr or "")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +148,7 @@ def import_kernelbench(
     probe_timeout_s: float = PROBE_TIMEOUT_S,
     probe_device: str = "cpu",
     probe_jobs: int = 1,
+    on_probe: Callable[[str, ProbeResult], None] | None = None,
 ) -> ImportResult:
     """Write a task per valid problem file of `source` (or `source/level{N}`); report the rest. With
     `probe`, each task's reference is checked (`probe_jobs` at once, on `probe_device`: level 1's
@@ -187,4 +188,6 @@ def import_kernelbench(
             for done in as_completed(verdicts):
                 result.probes[verdicts[done]] = done.result()
                 write_import_report(result.report, source, family, tolerances, result)
+                if on_probe is not None:
+                    on_probe(verdicts[done], result.probes[verdicts[done]])
     return result

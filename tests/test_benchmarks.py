@@ -233,7 +233,7 @@ def test_reward_throughput_stops_waiting_at_its_deadline_and_says_so() -> None:
             limits[job_id] = limit
             return {"state": "done", "result": {"failure_kind": "none"}} if job_id == "quick" else {"state": "running"}
 
-    entries = [("unchanged", "t", {}), ("faster", "t", {})]
+    entries: list[tuple[str, str, dict[str, str]]] = [("unchanged", "t", {}), ("faster", "t", {})]
     args = argparse.Namespace(request_timeout=3600.0)
     rows = module._run(Client(), entries, args, time.monotonic() + 5)
     assert [row["state"] for row in rows] == ["done", "running"] and max(limits.values()) <= 5

@@ -121,7 +121,9 @@ def test_compare_within_and_beyond_tolerance() -> None:
     assert "\n" not in bad.message
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int32, torch.bool])
+@pytest.mark.parametrize(
+    "dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float8_e4m3fn, torch.int32, torch.bool]
+)
 @pytest.mark.parametrize("scale", [0.0, 1e-9, 1e-6, 1e-4, 1e-2, 1.0])
 def test_zeros_would_pass_agrees_with_the_comparison(dtype: torch.dtype, scale: float) -> None:
     """Read from the extremes alone, the answer is the comparison's own for an all-zeros output."""

@@ -7,7 +7,7 @@ judge keeps everything it judges by (expected outputs, the pristine inputs, snap
 outputs) in its own memory, outside every arena.
 
 A memfd is a file: the step's per-file limit (`RLIMIT_FSIZE`, 1 GiB) bounds each one, so a larger
-CPU arena is several memfds mapped back to back into one reserved range (`_HostMemory`): before,
+CPU arena is several memfds mapped back to back into one reserved range (`_host_memory`): before,
 `ftruncate` failed past the limit and the judge's own failure was charged to the candidate as a
 crash (KernelBench level 1's 6 GiB inputs on the CPU).
 """
@@ -126,8 +126,8 @@ def _file_limit() -> int:
 
 def _check_mmap(address: int | None, what: str) -> int:
     if address is None or address == ctypes.c_void_p(-1).value:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
     return address
 
 

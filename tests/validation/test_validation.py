@@ -148,6 +148,16 @@ def test_probe_fails_a_nondeterministic_reference(tasks_root: Path, tmp_path: Pa
     assert check.evidence[0].exit_code == 0 and "aka.validation.probe" in check.evidence[0].command
 
 
+def test_probe_fails_a_reference_that_zeros_match(tasks_root: Path, tmp_path: Path) -> None:
+    """Every value within tolerance of 0 on every input set of a case: the judge would stop on it
+    as the task's defect, and the validator says so first."""
+    task_dir = _scale_task(tasks_root, patch=("return x * 2", "return x * 1e-9"))
+    probe = run_probe(load_task(tasks_root, task_dir), tmp_path, detect_device(), heldout=False)
+    check = reference_check(probe)
+    assert check.status is Status.FAIL
+    assert "an all-zeros output matches the reference on every input set" in check.message
+
+
 @pytest.mark.slow
 def test_suite_task_passes_with_every_mutant_killed(tmp_path: Path) -> None:
     """The real GELU task: every check passes (A/A is a WARN on the CPU) and its mutants die."""

@@ -6,8 +6,9 @@ hangs or crashes is reported with the command's exit status instead of taking th
 down. For every case of the profile and every input set the correctness step draws (the case's
 seeds and distributions, `aka.harness.checks.check_plan`), the inputs and the reference are
 computed twice: both must be bit-identical, and the reference finite (unless the task declares
-`nonfinite_reference`). It also reports the output and input shapes (which mutants apply) and
-the tolerance of each floating dtype (how far `beyond_tolerance` moves an output).
+`nonfinite_reference`) and not matched by an all-zeros output on every input set of a case. It
+also reports the output and input shapes (which mutants apply) and the tolerance of each
+floating dtype (how far `beyond_tolerance` moves an output).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 
 from aka.harness.cases import Case, input_distribution
 from aka.harness.checks import check_plan
-from aka.harness.compare import tolerance_for
+from aka.harness.compare import tolerance_for, zeros_would_pass
 from aka.harness.task import KernelTask, expected_output, heldout_cases, make_case_inputs
 from aka.harness.verify import nonfinite_reference
 
@@ -59,6 +60,7 @@ def check_cases(task: KernelTask, cases: list[Case], device: torch.device) -> di
     problems: list[str] = []
     described: list[dict[str, Any]] = []
     for case in cases:
+        zeros_match = True
         for seed, distribution in check_plan(case, EVAL_SEED):
             where = f"case {case.id}, seed {seed}, {distribution}"
             with input_distribution(distribution):
@@ -73,8 +75,11 @@ def check_cases(task: KernelTask, cases: list[Case], device: torch.device) -> di
             bad = None if task.nonfinite_reference else nonfinite_reference(first)
             if bad is not None:
                 problems.append(f"{where}: {bad}")
+            zeros_match = zeros_match and zeros_would_pass(tuple(first), task.tolerances)
             if distribution == "normal" and seed == case.seed:
                 described.append({"case": case.id, "outputs": _describe(first), "inputs": _describe(list(inputs))})
+        if zeros_match:  # the judge stops on such a case as the task's defect (aka.harness.checks)
+            problems.append(f"case {case.id}: an all-zeros output matches the reference on every input set")
     return {"cases": len(cases), "checks": 3 * len(cases), "problems": problems, "shapes": described}
 
 

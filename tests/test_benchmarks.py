@@ -485,3 +485,29 @@ def test_device_holds_splits_the_gpus_time_by_the_turns_alone_of_every_log(tmp_p
         "neither_s": 1.5,  # 8-9.5
         "wait_median_s": 1.0,
     }
+
+
+def test_import_report_table_merges_reports_in_problem_order(tmp_path: Path) -> None:
+    """A level probed over several device calls: one table, a later report's verdict winning."""
+    import importlib.util
+
+    import yaml
+
+    spec = importlib.util.spec_from_file_location("import_report_table", REPO / "scripts" / "import_report_table.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    zeros = {"name": "zeros kernel rejected", "status": "FAIL", "message": "an all-zeros output matches"}
+    first = {"tasks": {"23_softmax": {"status": "WARN", "seconds": 1, "checks": []}, "2_matmul": {"status": "PASS"}}}
+    later = {"tasks": {"23_softmax": {"status": "FAIL", "seconds": 3.5, "checks": [zeros]}}}
+    paths = [tmp_path / "a.yaml", tmp_path / "b.yaml"]
+    for path, data in zip(paths, (first, later), strict=True):
+        path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "table.md"
+    assert module.main([*map(str, paths), "--out", str(out)]) == 1  # a FAIL: not every reference is sound
+    text = out.read_text()
+    assert text.startswith("2 problems: 1 PASS, 0 WARN, 1 FAIL.")
+    assert text.index("| 2_matmul |") < text.index("| 23_softmax | FAIL | 3.5 | zeros kernel rejected: an all-zeros")
+    (tmp_path / "c.yaml").write_text("counts: {}\n")
+    with pytest.raises(SystemExit, match="not an import report"):
+        module.main([str(tmp_path / "c.yaml")])

@@ -350,6 +350,20 @@ def test_tolerance_override(problems: Path, tmp_path: Path) -> None:
     assert "torch.float32: Tolerance(0.0002, 0.0002)" in harness and "(set at import)" in harness
 
 
+def _write_problem(
+    folder: Path, name: str, forward: str, get_inputs: str = "[torch.rand(8, 16)]", prelude: str = ""
+) -> None:
+    """A problem file in KernelBench's format: `Model.forward(x)` returns `forward`, `get_inputs()`
+    runs `prelude` and returns `get_inputs`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    body = "".join(f"    {line}\n" for line in prelude.splitlines())
+    (folder / name).write_text(
+        "import os, signal\nimport torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        f"    def forward(self, x):\n        return {forward}\n\n\ndef get_inputs():\n{body}"
+        f"    return {get_inputs}\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+
+
 BAD_PROBLEMS = {
     "LogShifted.py": "torch.log(x - 2)",  # NaN on [0, 1) inputs
     "ZeroOut.py": "x - x",  # zeros pass
@@ -361,24 +375,8 @@ BAD_PROBLEMS = {
 
 def test_import_report_records_bad_references(tmp_path: Path) -> None:
     folder = tmp_path / "kb"
-    folder.mkdir()
     for name, expression in BAD_PROBLEMS.items():
-        (folder / name).write_text(
-            textwrap.dedent(f"""
-            import torch
-            import torch.nn as nn
-
-            class Model(nn.Module):
-                def forward(self, x):
-                    return {expression}
-
-            def get_inputs():
-                return [torch.rand(8, 16)]
-
-            def get_init_inputs():
-                return []
-            """)
-        )
+        _write_problem(folder, name, expression)
     with pytest.raises(AkaError, match="probe device must be cpu or cuda"):
         import_kernelbench(folder, "torch2triton", tmp_path / "tasks", probe_device="tpu")
     result = import_kernelbench(folder, "torch2triton", tmp_path / "tasks", probe_jobs=2)
@@ -456,24 +454,8 @@ def test_a_probe_killed_for_memory_is_the_machines_limit_not_a_task_defect(tmp_p
     out-of-memory killer and read `FAIL` ("exit -9: no output"), as if the task were broken.
     Killed by signal 9 it is a WARN that says so; a problem that fails any other way stays FAIL."""
     folder = tmp_path / "kb"
-    folder.mkdir()
-    (folder / "huge.py").write_text(
-        textwrap.dedent("""
-        import os, signal
-        import torch
-        import torch.nn as nn
-
-        class Model(nn.Module):
-            def forward(self, x):
-                return torch.relu(x)
-
-        def get_inputs():
-            os.kill(os.getpid(), signal.SIGKILL)  # what the out-of-memory killer does
-
-        def get_init_inputs():
-            return []
-        """)
-    )
+    # what the out-of-memory killer does
+    _write_problem(folder, "huge.py", "torch.relu(x)", "[]", prelude="os.kill(os.getpid(), signal.SIGKILL)")
     result = import_kernelbench(folder, "torch2triton", tmp_path / "tasks")
     assert result.report is not None
     task = yaml.safe_load(result.report.read_text())["tasks"]["huge"]
@@ -489,23 +471,7 @@ def test_a_probe_past_its_memory_share_fails_its_allocation_as_a_warn(tmp_path: 
     from aka.authoring.reference_probe import memory_share, probe_in_child
 
     folder = tmp_path / "kb"
-    folder.mkdir()
-    (folder / "Huge.py").write_text(
-        textwrap.dedent("""
-        import torch
-        import torch.nn as nn
-
-        class Model(nn.Module):
-            def forward(self, x):
-                return torch.relu(x)
-
-        def get_inputs():
-            return [torch.rand(2**33)]  # 32 GiB of float32
-
-        def get_init_inputs():
-            return []
-        """)
-    )
+    _write_problem(folder, "Huge.py", "torch.relu(x)", "[torch.rand(2**33)]")  # 32 GiB of float32
     result = import_kernelbench(folder, "torch2triton", tmp_path / "tasks", probe=False)
     share = memory_share(4)
     assert share is not None and 0 < share < (memory_share(1) or 0)
@@ -525,13 +491,8 @@ def test_cli_import_probes_several_at_once_and_says_each_verdict_as_it_comes(tmp
     from aka.cli import app
 
     folder = tmp_path / "kb"
-    folder.mkdir()
     for name, expression in (("19_ReLU.py", "torch.relu(x - 0.5)"), ("ZeroOut.py", "x - x")):
-        (folder / name).write_text(
-            "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
-            f"        return {expression}\n\ndef get_inputs():\n    return [torch.rand(8, 16)]\n\n"
-            "def get_init_inputs():\n    return []\n"
-        )
+        _write_problem(folder, name, expression)
     out = tmp_path / "tasks"
     args = ["import", "kernelbench", str(folder), "--family", "torch2triton", "--out", str(out), "--probe-jobs", "2"]
     done = CliRunner().invoke(app, args)

@@ -87,7 +87,7 @@ slurm-parallel-submit: install
 		--gpus-per-node $(if $(GPU_IDS),$(words $(subst $(comma), ,$(GPU_IDS))),$(GPUS_PER_NODE)) $(SLURM_ARGS)
 
 lint: install-test
-	$(VENV)/bin/ruff check src tests scripts benchmarks main.py tasks solutions/examples solutions/wrong
+	$(VENV)/bin/ruff check src tests scripts benchmarks main.py tasks solutions/examples solutions/wrong solutions/kernelbench
 	$(VENV)/bin/ruff format --check src tests scripts benchmarks main.py
 	$(VENV)/bin/mypy
 	MYPYPATH=src:tests:benchmarks $(VENV)/bin/mypy --explicit-package-bases --allow-untyped-defs --allow-incomplete-defs \

@@ -511,3 +511,43 @@ def test_import_report_table_merges_reports_in_problem_order(tmp_path: Path) -> 
     (tmp_path / "c.yaml").write_text("counts: {}\n")
     with pytest.raises(SystemExit, match="not an import report"):
         module.main([str(tmp_path / "c.yaml")])
+
+
+def test_kernelbench_solutions_pass_and_their_zeros_and_nan_variants_do_not(tmp_path: Path) -> None:
+    """The template-style solutions in solutions/kernelbench on problem files in KernelBench's
+    format at small sizes (the real sizes are for a GPU): each solution correct, its zeros and NaN
+    variants rejected; where every value is under the tolerance (a softmax over 200 000 values) the
+    judge stops on the task as defective, for the solution and the zeros variant alike."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kb_solutions", REPO / "scripts" / "kernelbench_solutions_check.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    problems = tmp_path / "kb" / "level1"
+    problems.mkdir(parents=True)
+    for name, (forward, shape) in {
+        "19_ReLU.py": ("torch.relu(x)", "(4, 3000)"),
+        "23_Softmax.py": ("torch.softmax(x, dim=1)", "(2, 200000)"),
+    }.items():
+        (problems / name).write_text(
+            "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+            f"        return {forward}\n\n\ndef get_inputs():\n    return [torch.rand{shape}]\n\n\n"
+            "def get_init_inputs():\n    return []\n"
+        )
+    solutions = tmp_path / "solutions" / "level1"
+    for name in ("19_relu", "23_softmax"):
+        (solutions / name).mkdir(parents=True)
+        (solutions / name / "kernel.py").write_text(
+            (REPO / "solutions" / "kernelbench" / "level1" / name / "kernel.py").read_text()
+        )
+    out = tmp_path / "table.md"
+    args = ["--solutions", str(tmp_path / "solutions"), "--through", "correctness", "--out", str(out)]
+    code = module.main([str(tmp_path / "kb"), *args])
+    text = out.read_text()
+    assert code == 0, text
+    relu = next(line for line in text.splitlines() if line.startswith("| level1/19_relu"))
+    assert relu.count("OK: incorrect") == 2 and "OK: none" in relu
+    softmax = next(line for line in text.splitlines() if line.startswith("| level1/23_softmax"))
+    assert softmax.count("OK: infra_error (") == 2 and "OK: incorrect" in softmax
+    assert "2 of 2 problems as required." in text

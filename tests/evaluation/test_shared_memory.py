@@ -93,6 +93,20 @@ def test_a_cpu_arena_outgrows_a_real_file_limit(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def test_a_worker_cannot_resize_the_judges_cpu_arena() -> None:
+    """The memfds are sealed at their size: shrunk by the candidate's worker, the judge's next read
+    of its own mapping would be a SIGBUS (its crash, charged to nobody it should be)."""
+    x = torch.ones(4096)
+    arena = Arena.allocate(torch.device("cpu"), [Slot.like("x", x)])
+    for fd in arena.fds:
+        for size in (0, 1 << 30):
+            with pytest.raises(PermissionError):
+                os.ftruncate(fd, size)
+    arena.tensors["x"].copy_(x)
+    assert float(arena.tensors["x"].sum()) == 4096.0
+    arena.close()
+
+
 def test_buffers_the_judge_cannot_make_are_its_own_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     from aka.harness import shared
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import mmap
 import os
 import resource
@@ -200,8 +201,10 @@ class Arena:
         fds: list[int] = []
         try:
             for size in sizes:
-                fds.append(os.memfd_create("aka-arena", os.MFD_CLOEXEC))
+                fds.append(os.memfd_create("aka-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING))
                 os.ftruncate(fds[-1], size)
+                # sealed at its size: a worker that shrank it would make the judge's reads a SIGBUS
+                fcntl.fcntl(fds[-1], fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
             memory = _host_memory(fds, sizes)
         except OSError:
             for fd in fds:

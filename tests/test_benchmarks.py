@@ -551,3 +551,7 @@ def test_kernelbench_solutions_pass_and_their_zeros_and_nan_variants_do_not(tmp_
     softmax = next(line for line in text.splitlines() if line.startswith("| level1/23_softmax"))
     assert softmax.count("OK: infra_error (") == 2 and "OK: incorrect" in softmax
     assert "2 of 2 problems as required." in text
+    (solutions / "99_not_there").mkdir()
+    (solutions / "99_not_there" / "kernel.py").write_text("")
+    with pytest.raises(SystemExit, match="no problem file for 99_not_there"):
+        module.main([str(tmp_path / "kb"), *args])

@@ -330,11 +330,12 @@ def test_sigterm_stops_the_validator_and_leaves_no_scratch_or_process(tmp_path: 
     nothing more starts."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(REPO / "src")}
+    # each step started cold (seconds a step), so SIGTERM finds the work in flight: with warm steps a
+    # task without mutants could end within the 2 s below (a fresh clone's run wrote gelu's report)
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(REPO / "src"), "AKA_WARM_STEPS": "0"}
     command = [sys.executable, "-m", "aka.cli", "validate", "triton2triton/basic/gelu"]
-    if parallel == "mutants":  # each step started cold (seconds a mutant), so SIGTERM finds them in flight
+    if parallel == "mutants":
         command += [arg for name in MUTANT_NAMES[:6] for arg in ("--mutant", name)] + ["--mutants-at-once", "2"]
-        env["AKA_WARM_STEPS"] = "0"
     else:
         command += ["--no-mutants"]
     if parallel == 2:

@@ -25,7 +25,7 @@ from aka.evaluation.phased_turn import ENV_PHASED_TURN, PhasedTurn, phased_turn,
 from aka.evaluation.step_spec import Step
 from aka.evaluation.steps import evaluate_candidate
 from aka.evaluation.warm_parent import ENV_WARM_STEPS
-from aka.evaluation.wire import ENV_PHASED_SET_UP
+from aka.evaluation.wire import ENV_ONE_TURN, ENV_PHASED_SET_UP
 from aka.harness.phases import ALONE, SHARED, Phases
 from aka.harness.task import HarnessError
 from aka.results.task_result import FailureKind
@@ -198,6 +198,30 @@ def test_a_performance_step_in_phases_times_an_honest_candidate(
         timed = next(i for i, line in enumerate(lines) if f"{case.id}: " in line and " pairs)" in line)
         came = [i for i, line in enumerate(lines) if "the device came alone" in line]
         assert any(set_up < i < timed for i in came), log[-3000:]
+
+
+@pytest.mark.slow
+def test_one_turn_alone_times_first_then_ends_the_candidate_then_calibrates(
+    gelu_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`AKA_ONE_TURN=1`: both sides set up while the device is shared, then one turn alone: the
+    pairs, the candidate's worker ended, the baseline calibrated, the pairs judged."""
+    monkeypatch.setenv(ENV_ONE_TURN, "1")
+    source = HONEST + "\n\ndef gelu(x):\n    return honest(x)\n"
+    outcome, log = _performance(gelu_task, tmp_path, source, monkeypatch)
+    assert outcome.failure is FailureKind.NONE and outcome.cases and all(c.speedup for c in outcome.cases), log[-3000:]
+    assert log.count("the device came alone") == 1 and "the device came shared" not in log, log[-3000:]
+    assert "in 2 phase(s)" in log, log[-3000:]
+    lines = log.splitlines()
+
+    def first(text: str) -> int:
+        return next(i for i, line in enumerate(lines) if text in line)
+
+    last_pairs = max(i for i, line in enumerate(lines) if " pairs)" in line and "set up in" not in line)
+    assert first("candidate's first calls made") < first("the device came alone") < first(" set up in")
+    assert first(" set up in") < first("the candidate's worker ended before the calibration")
+    assert first("the candidate's worker ended before the calibration") < first("baseline calibrated on")
+    assert first("baseline calibrated on") < last_pairs  # the cases' verdicts come after it
 
 
 @pytest.mark.slow

@@ -26,8 +26,10 @@ from aka.harness.paired import (
     _Spans,
     _t975,
     calibrate,
+    judge_pairs,
     order_balanced_speedup,
     sign_test_p,
+    take_pairs,
     time_paired,
     trimmed_mean_with_ci,
 )
@@ -198,6 +200,32 @@ def _run(source: _Source, gpu: bool = True, **config: float) -> PairedResult:
     calibration = calibrate(source, settings, gpu)
     source.pairing = True
     return time_paired(source, calibration, settings, gpu)
+
+
+def _run_calibrated_after(source: _Source, gpu: bool = True, **config: float) -> PairedResult:
+    """The one-turn order (aka.harness.perf, `AKA_ONE_TURN=1`): the pairs first, then the baseline
+    alone (the candidate's worker ended), then the pairs judged against that calibration."""
+    fields: dict[str, object] = {"budget_s": 0.05, "target_rel_halfwidth": 1e-9, "max_pairs": 400, **config}
+    settings = PairedConfig(**fields)  # type: ignore[arg-type]
+    source.pairing = True
+    pairs = take_pairs(source, settings, gpu, settings.hold_ms)
+    source.pairing = False  # the candidate is gone: the baseline runs as it does alone
+    return judge_pairs(pairs, calibrate(source, settings, gpu), settings, gpu)
+
+
+def test_pairs_judged_against_a_calibration_taken_after_them_read_the_same() -> None:
+    """The same speedup as calibrated first, and a baseline slowed beside the candidate is still
+    interference: the calibration that follows the candidate's end is as clean as one before it."""
+    honest = _run_calibrated_after(_Source(_Side(0.2), _Side(0.1, seed=1)))
+    assert honest.speedup == pytest.approx(2.0, rel=0.01) and honest.ci_low <= 2.0 <= honest.ci_high * 1.005
+    slowed = _Source(_Side(0.2), _Side(0.2, seed=1), paired_base=_Side(0.2 * 1.2, seed=2))
+    with pytest.raises(InterferenceError, match="slowed it down"):
+        _run_calibrated_after(slowed)
+    stalled = _Source(_Side(0.2), _Side(0.2, seed=1), paired_base=_Side(0.2, overhead_ms=0.2, seed=2))
+    with pytest.raises(InterferenceError, match="more of the judge's span"):
+        _run_calibrated_after(stalled)
+    with pytest.raises(UnexplainedTimeError):
+        _run_calibrated_after(_Source(_Side(0.2), _Side(0.2, reported=0.5, seed=1)))
 
 
 def test_an_honest_pair_reads_its_speedup_and_checks_every_candidate_call() -> None:

@@ -18,6 +18,7 @@ from aka.evaluation.wire import (
     ENV_CASE_PROFILE,
     ENV_CUDA_ARCH,
     ENV_DEVICE,
+    ENV_ONE_TURN,
     ENV_PHASED_SET_UP,
     ENV_PLACEMENTS,
     ENV_STEP,
@@ -29,7 +30,9 @@ from aka.evaluation.wire import (
 
 SRC_ROOT = Path(__file__).resolve().parents[2]
 # The evaluator's own AKA_ settings a step also reads.
-PASSED_THROUGH = frozenset({"AKA_NO_WORKER_SANDBOX", ENV_PLACEMENTS, ENV_TIMING_BUDGET, ENV_PHASED_SET_UP})
+PASSED_THROUGH = frozenset(
+    {"AKA_NO_WORKER_SANDBOX", ENV_PLACEMENTS, ENV_TIMING_BUDGET, ENV_PHASED_SET_UP, ENV_ONE_TURN}
+)
 
 
 class Step(str, Enum):

@@ -49,6 +49,18 @@ def phased_set_up() -> bool:
     return os.environ.get(ENV_PHASED_SET_UP, "").strip() == "1"
 
 
+ENV_ONE_TURN = "AKA_ONE_TURN"  # 1: the performance step takes the device alone once (aka.harness.perf)
+
+
+def one_turn() -> bool:
+    """`AKA_ONE_TURN=1`: in a phased turn the performance step asks for the device alone once,
+    for the pairs and then the baseline's calibration, after the candidate's worker has ended;
+    otherwise twice (the calibration before the candidate's code loads, then the pairs). Each
+    turn alone is a wait for the shared steps in flight (docs/benchmarks/2026-12-04_session40_h200.md).
+    Off until it is measured side by side on a GPU (throughput, the A/A band, the exploit suite)."""
+    return os.environ.get(ENV_ONE_TURN, "").strip() == "1"
+
+
 def timing_budget_s() -> float | None:
     """`AKA_TIMING_BUDGET_S` where set: the seconds of pairs a performance step takes at most
     (`PairedConfig.step_budget_s`, 2.4 by default). Less gives a GPU more evaluations an hour and

@@ -350,12 +350,29 @@ class _Spans:
         self.cand_hold.append(cand.hold_ms)
 
 
+@dataclass
+class TakenPairs:
+    """A case's counted pairs, not yet judged (`judge_pairs`): the calibration they are held to may
+    come after them (`aka.harness.perf`, one turn alone)."""
+
+    times: PairTimes
+    spans: _Spans
+    late_pairs: int
+
+
 def time_paired(source: PairSource, calibration: Calibration, config: PairedConfig, gpu: bool) -> PairedResult:
     """Time `source.baseline` against `source.candidate` in pairs (every candidate output checked
     by the source), then hold the candidate's times to the judge's spans and the baseline's to its
     calibration."""
+    return judge_pairs(take_pairs(source, config, gpu, calibration.hold_ms), calibration, config, gpu)
+
+
+def take_pairs(source: PairSource, config: PairedConfig, gpu: bool, hold_ms: float) -> TakenPairs:
+    """The pairs, in batches, until the interval is narrow or the case's budget is spent; every
+    candidate output checked by the source. The hold starts at `hold_ms` and doubles while calls
+    come late."""
     times, spans = PairTimes(), _Spans()
-    hold_ms, late_pairs, index, baseline_late = calibration.hold_ms, 0, 0, 0
+    late_pairs, index, baseline_late = 0, 0, 0
     own_late: list[tuple[int, TimedCall, TimedCall]] = []  # pairs left out only for the candidate's lateness
     started = time.perf_counter()
     batch = config.batch if gpu else max(config.cpu_pairs, config.loads, 1)
@@ -407,7 +424,14 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
             times.add(credited_ms(base, gpu), credited_ms(cand, gpu), _baseline_first(pair, config.batch))
             spans.add(base, cand)
         late_pairs -= len(own_late)
-    _log_spans(spans, calibration, late_pairs, statistics.median(times.base))
+    return TakenPairs(times, spans, late_pairs)
+
+
+def judge_pairs(pairs: TakenPairs, calibration: Calibration, config: PairedConfig, gpu: bool) -> PairedResult:
+    """Hold the candidate's times to the judge's spans and the baseline's to its calibration, then
+    estimate the speedup (raises `UnexplainedTimeError`, `InterferenceError`)."""
+    times, spans = pairs.times, pairs.spans
+    _log_spans(spans, calibration, pairs.late_pairs, statistics.median(times.base))
     unexplained = _check_unexplained(spans, times, calibration, config, gpu)
     if gpu:  # on the CPU the candidate's processes are stopped while the baseline runs
         _check_interference(spans, times, calibration, config)
@@ -420,7 +444,7 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
         high,
         len(times.base),
         EVENT_METHOD if gpu else CPU_METHOD,
-        late_pairs,
+        pairs.late_pairs,
         unexplained,
         _span_speedup(spans),
     )

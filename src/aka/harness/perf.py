@@ -18,7 +18,8 @@ The step holds the device alone only while it calibrates and times (`aka.harness
 side's first calls on every case, which load or compile its kernels, are made while the device
 is shared, the baseline's before the calibration and the candidate's after it; with
 `$AKA_PHASED_SET_UP=1` also each case's set-up before its pairs and clean-up after them (the
-device alone once per case).
+device alone once per case). With `$AKA_ONE_TURN=1` it holds the device alone once: the pairs
+first, then the candidate's worker is ended and the baseline calibrated (`_one_turn`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from aka.evaluation.wire import DRAIN_S, ENV_TIMING_BUDGET, phased_set_up, timing_budget_s, wanted_placements
+from aka.evaluation.wire import (
+    DRAIN_S,
+    ENV_TIMING_BUDGET,
+    one_turn,
+    phased_set_up,
+    timing_budget_s,
+    wanted_placements,
+)
 from aka.harness.cases import Case
 from aka.harness.checks import reference_for
 from aka.harness.compare import Output
@@ -43,15 +51,17 @@ from aka.harness.paired import (
     InterferenceError,
     LateLaunchError,
     PairedConfig,
+    TakenPairs,
     UnexplainedTimeError,
     calibrate,
-    time_paired,
+    judge_pairs,
+    take_pairs,
 )
 from aka.harness.phases import ALONE, SHARED, Phases
 from aka.harness.remote import RemoteSide
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.sides import load_side, source_dir
-from aka.harness.speed_of_light import case_floor
+from aka.harness.speed_of_light import Floor, case_floor
 from aka.harness.task import HarnessError, KernelTask, StepContext
 from aka.harness.timing import CPU_METHOD, CUDA_METHOD
 from aka.harness.turns import CaseMemory, Placements, Turn, nbytes
@@ -172,24 +182,33 @@ def _timing_problem(exc: Exception) -> tuple[str, str]:
     return UNTIMEABLE, str(exc)
 
 
-def _time_case(
+@dataclass
+class TimedCase:
+    """A case's pairs, taken and not yet judged, with its speed-of-light floor."""
+
+    case: Case
+    pairs: TakenPairs
+    floor: Floor | None
+
+
+def _take_case(
     task: KernelTask,
     ctx: StepContext,
     baseline: RemoteSide,
     candidate: RemoteSide,
     case: Case,
-    calibration: Calibration,
     config: PairedConfig,
     phases: Phases,
-) -> CaseResult:
-    """The case's pairs, timed with the device alone. With `phases`, `$AKA_PHASED_SET_UP=1` and a
-    candidate that does not autotune (its warm-up would be one more first call), the case is set
-    up while the device is shared (its inputs, references and arenas, the candidate's checked
-    warm-up calls) and its memory freed once the device is shared again: beside eight validations
-    that set-up was CPU work that took 2.1 of gelu's 6.7 s alone (docs/benchmarks/
-    2026-12-04_session39_h200.md)."""
-    in_phases = phases.active and not candidate.autotunes and phased_set_up()
-    if in_phases:
+    hold_ms: float,
+    set_up_shared: bool,
+) -> TimedCase | CaseResult:
+    """The case's pairs, taken with the device alone (a failed `CaseResult` where the candidate
+    failed them). With `set_up_shared` (`$AKA_PHASED_SET_UP=1`, phases, a candidate that does not
+    autotune: its warm-up would be one more first call), the case is set up while the device is
+    shared (its inputs, references and arenas, the candidate's checked warm-up calls) and its
+    memory freed once the device is shared again: beside eight validations that set-up was CPU
+    work that took 2.1 of gelu's 6.7 s alone (docs/benchmarks/2026-12-04_session39_h200.md)."""
+    if set_up_shared:
         phases.want(SHARED)
     elif phases.mode != ALONE:
         candidate.pause()  # nothing of it runs while the evaluator waits for the device alone
@@ -203,13 +222,12 @@ def _time_case(
         candidate.pause()  # nothing of it runs while the evaluator waits for the device alone
         log.info("%s: set up in %.3f s", case.id, time.perf_counter() - began)
         phases.want(ALONE)
-        paired = time_paired(source, calibration, config, ctx.device.type == "cuda")
-    except (ProblemError, UnexplainedTimeError, InterferenceError, ClaimError, LateLaunchError, WorkerFailure) as exc:
-        kind, message = _timing_problem(exc)
-        return CaseResult(case, correct=False, message=f"[{kind}] {message}", kind=kind)
+        pairs = take_pairs(source, config, ctx.device.type == "cuda", hold_ms)
+    except (ProblemError, ClaimError, LateLaunchError, WorkerFailure) as exc:
+        return _failed(case, exc)
     finally:
         source.release()
-        if in_phases and phases.mode == ALONE:
+        if set_up_shared and phases.mode == ALONE:
             # what the stopped candidate queued finishes before another evaluation's turn alone
             # (as the evaluator drains a shared phase); freeing the memory resumes its worker
             time.sleep(DRAIN_S)
@@ -219,6 +237,21 @@ def _time_case(
     floor = None
     if ctx.device.type == "cuda":
         floor = case_floor(task, case, ctx.device, output_bytes=nbytes(cand_memory.snapshots))
+    return TimedCase(case, pairs, floor)
+
+
+def _failed(case: Case, exc: Exception) -> CaseResult:
+    kind, message = _timing_problem(exc)
+    return CaseResult(case, correct=False, message=f"[{kind}] {message}", kind=kind)
+
+
+def _judge_case(timed: TimedCase, calibration: Calibration, config: PairedConfig, gpu: bool) -> CaseResult:
+    """The case's pairs held to the judge's spans and the baseline's calibration, its time to the floor."""
+    case, floor = timed.case, timed.floor
+    try:
+        paired = judge_pairs(timed.pairs, calibration, config, gpu)
+    except (UnexplainedTimeError, InterferenceError) as exc:
+        return _failed(case, exc)
     if floor is not None and floor.rejects(paired.candidate_ms):
         return CaseResult(
             case,
@@ -243,6 +276,91 @@ def _time_case(
         unexplained_ms=paired.unexplained_ms,
         span_speedup=paired.span_speedup,
     )
+
+
+def _timed_cases(
+    task: KernelTask,
+    ctx: StepContext,
+    baseline: RemoteSide,
+    candidate: RemoteSide,
+    cases: Sequence[Case],
+    config: PairedConfig,
+    phases: Phases,
+) -> list[CaseResult]:
+    """Calibrated first, the candidate's code loaded after it: the device alone twice with phases."""
+    phases.want(ALONE)
+    calibrations = _calibrate(baseline, task, ctx, cases, config)
+    phases.want(SHARED)  # no candidate code has run yet: it loads only after the calibration
+    _load_candidate(candidate, task, ctx, cases, config.loads, phases)
+    set_up_shared = phases.active and not candidate.autotunes and phased_set_up()
+    gpu = ctx.device.type == "cuda"
+    results = []
+    for case in cases:
+        calibration = calibrations[case.id]
+        timed = _take_case(task, ctx, baseline, candidate, case, config, phases, calibration.hold_ms, set_up_shared)
+        results.append(timed if isinstance(timed, CaseResult) else _judge_case(timed, calibration, config, gpu))
+        _log_case(results[-1])
+    return results
+
+
+def _one_turn(
+    task: KernelTask,
+    ctx: StepContext,
+    baseline: RemoteSide,
+    candidate: RemoteSide,
+    cases: Sequence[Case],
+    config: PairedConfig,
+    phases: Phases,
+) -> list[CaseResult]:
+    """`$AKA_ONE_TURN=1`: the device alone once. Both sides are set up while it is shared; alone,
+    the pairs of every case, then the candidate's worker is ended (its process tree killed: its
+    GPU context, and whatever it queued there, goes with it), then the baseline is calibrated and
+    the pairs are judged against that. The calibration stays out of the candidate's reach as
+    before (no candidate process exists while it runs); it only moves from before the candidate's
+    code to after its end, and the step no longer waits twice for the device alone."""
+    _load_candidate(candidate, task, ctx, cases, config.loads, phases)
+    gpu = ctx.device.type == "cuda"
+    taken = [_take_case(task, ctx, baseline, candidate, case, config, phases, config.hold_ms, False) for case in cases]
+    timed = [t for t in taken if isinstance(t, TimedCase)]
+    calibrations: dict[str, Calibration] = {}
+    if timed:
+        candidate.kill()
+        time.sleep(DRAIN_S)
+        log.info("the candidate's worker ended before the calibration")
+        calibrations = _calibrate(baseline, task, ctx, [t.case for t in timed], config)
+    results = []
+    for outcome in taken:
+        case_result = (
+            outcome
+            if isinstance(outcome, CaseResult)
+            else _judge_case(outcome, calibrations[outcome.case.id], config, gpu)
+        )
+        results.append(case_result)
+        _log_case(case_result)
+    return results
+
+
+def _load_candidate(
+    candidate: RemoteSide, task: KernelTask, ctx: StepContext, cases: Sequence[Case], loads: int, phases: Phases
+) -> None:
+    started = load_side(candidate, "performance", cases, loads)
+    if isinstance(started, StepResult):
+        raise _NotLoaded(started)
+    log.info("candidate loaded %d time(s)", loads)
+    if phases.active:
+        _first_calls(candidate, task, ctx, cases, loads, candidate=True)
+
+
+class _NotLoaded(Exception):
+    """The candidate's code did not load: the step's result says why."""
+
+    def __init__(self, result: StepResult) -> None:
+        super().__init__(result.message)
+        self.result = result
+
+
+def _log_case(result: CaseResult) -> None:
+    log.info("%s: %s (%s pairs)", result.case.id, result.message or f"{result.speedup:.4f}x", result.samples)
 
 
 def _calibrate(
@@ -321,23 +439,14 @@ def performance_step(
     log.info("baseline loaded %d time(s)", loads)
     if phases.active:
         _first_calls(baseline, task, ctx, cases, loads, candidate=False)
-    phases.want(ALONE)
     if candidate is None:
+        phases.want(ALONE)
         return StepResult("performance", "ok", None, [_time_alone(baseline, task, ctx, case, config) for case in cases])
-    calibrations = _calibrate(baseline, task, ctx, cases, config)
-    phases.want(SHARED)  # no candidate code has run yet: it loads only after the calibration
-    started = load_side(candidate, "performance", cases, loads)
-    if isinstance(started, StepResult):
-        return started
-    log.info("candidate loaded %d time(s)", loads)
-    if phases.active:
-        _first_calls(candidate, task, ctx, cases, loads, candidate=True)
-    results: list[CaseResult] = []
-    for case in cases:
-        results.append(_time_case(task, ctx, baseline, candidate, case, calibrations[case.id], config, phases))
-        log.info(
-            "%s: %s (%s pairs)", case.id, results[-1].message or f"{results[-1].speedup:.4f}x", results[-1].samples
-        )
+    order = _one_turn if phases.active and one_turn() else _timed_cases
+    try:
+        results = order(task, ctx, baseline, candidate, cases, config, phases)
+    except _NotLoaded as not_loaded:
+        return not_loaded.result
     bad = [r for r in results if r.correct is not True]
     if not bad:
         return StepResult("performance", "ok", None, results)

@@ -56,6 +56,7 @@ SETTINGS = (
     "AKA_PLACEMENTS",
     "AKA_PHASED_TURN",
     "AKA_PHASED_SET_UP",
+    "AKA_ONE_TURN",
 )
 DEFAULT_TASKS = [
     "triton2triton/basic/gelu",

@@ -17,14 +17,18 @@ from aka.harness.task import StepContext
 
 
 class _Candidate:
-    def __init__(self, autotunes: bool) -> None:
+    def __init__(self, autotunes: bool, log: list[str]) -> None:
         self.autotunes = autotunes
-        self.paused = False
-        self.log: list[str]
+        self.paused = True  # nothing of it runs until its code loads
+        self.log = log
 
     def pause(self) -> None:
         self.paused = True
         self.log.append("pause")
+
+    def kill(self) -> None:
+        self.paused = True
+        self.log.append("kill")
 
 
 class _Memory:
@@ -53,12 +57,14 @@ class _Phases:
         self.log.append(mode)
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, set_up_shared: bool, autotunes: bool, cases: int) -> list[str]:
+def _run(
+    monkeypatch: pytest.MonkeyPatch, set_up_shared: bool, autotunes: bool, cases: int, one_turn: bool = False
+) -> list[str]:
+    """The timed step's cases (`perf._timed_cases`, or `perf._one_turn`) with every part that
+    touches a worker replaced by a note in the returned log."""
     log: list[str] = []
-    candidate = _Candidate(autotunes)
-    candidate.log = log
-    baseline = _Candidate(False)
-    baseline.log = []
+    candidate = _Candidate(autotunes, log)
+    baseline = _Candidate(False, [])
     phases = _Phases(candidate, log)
     monkeypatch.setenv(ENV_PHASED_SET_UP, "1" if set_up_shared else "0")
     monkeypatch.setattr(perf, "DRAIN_S", 0.0)
@@ -71,33 +77,59 @@ def _run(monkeypatch: pytest.MonkeyPatch, set_up_shared: bool, autotunes: bool, 
     def warm_up(memory: _Memory, *_: Any, candidate: bool) -> None:
         log.append("warm up")
 
-    def time_paired(*_: Any) -> Any:
+    def take_pairs(*_: Any) -> Any:
         assert phases.mode == ALONE, "timed while the device was shared"
         log.append("pairs")
-        return mock.Mock(candidate_ms=1.0)
+        return mock.Mock()
+
+    def calibrate(side: Any, task: Any, ctx: Any, timed: list[Case], config: Any) -> dict[str, Any]:
+        assert phases.mode == ALONE and candidate.paused, "calibrated beside the candidate or shared"
+        log.append("calibrate")
+        return {case.id: mock.Mock(hold_ms=0.4) for case in timed}
+
+    def load_candidate(side: _Candidate, *_: Any) -> None:
+        assert phases.mode == SHARED, "the candidate's code loaded while the device was alone"
+        log.append("load")
+        side.paused = False
 
     monkeypatch.setattr(perf, "_memory", memory)
     monkeypatch.setattr(perf, "warm_up", warm_up)
-    monkeypatch.setattr(perf, "time_paired", time_paired)
-    monkeypatch.setattr(perf, "CaseResult", lambda *a, **k: None)
+    monkeypatch.setattr(perf, "take_pairs", take_pairs)
+    monkeypatch.setattr(perf, "_calibrate", calibrate)
+    monkeypatch.setattr(perf, "_load_candidate", load_candidate)
+    monkeypatch.setattr(perf, "_judge_case", lambda *a: mock.Mock(case=a[0].case, message="judged", samples=1))
     ctx = StepContext.from_env("performance", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "triton2triton"})
-    for index in range(cases):
-        perf._time_case(None, ctx, baseline, candidate, Case(f"c{index}"), None, perf.PairedConfig(), phases)  # type: ignore[arg-type]
+    order = perf._one_turn if one_turn else perf._timed_cases
+    order(None, ctx, baseline, candidate, [Case(f"c{i}") for i in range(cases)], perf.PairedConfig(), phases)  # type: ignore[arg-type]
     return log
 
 
-def test_by_default_every_case_is_set_up_and_timed_in_one_turn_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_by_default_the_baseline_is_calibrated_before_the_candidate_loads_and_its_cases_timed_in_one_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     log = _run(monkeypatch, set_up_shared=False, autotunes=False, cases=2)
-    assert log[:2] == ["pause", ALONE]  # stopped before it waits for the turn
-    assert SHARED not in log and log.count("pairs") == 2
+    assert log[:5] == [ALONE, "calibrate", SHARED, "load", "pause"]  # stopped before it waits for the turn
+    assert log[5] == ALONE and SHARED not in log[5:] and log.count("pairs") == 2
 
 
 def test_with_phased_set_up_each_case_is_set_up_shared_and_timed_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     log = _run(monkeypatch, set_up_shared=True, autotunes=False, cases=2)
     case = ["set up", "set up", "warm up", "pause", ALONE, "pairs", SHARED, "free", "free"]
-    assert log == case + case
+    assert log == [ALONE, "calibrate", SHARED, "load", *case, *case]
 
 
 def test_an_autotuning_candidate_keeps_its_cases_in_one_turn_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     log = _run(monkeypatch, set_up_shared=True, autotunes=True, cases=2)
-    assert log[:3] == ["pause", ALONE, "set up"] and SHARED not in log
+    assert log[3:7] == ["load", "pause", ALONE, "set up"] and SHARED not in log[4:]
+
+
+@pytest.mark.parametrize("set_up_shared", [False, True])
+def test_in_one_turn_the_pairs_come_first_then_the_candidate_ends_then_the_calibration(
+    monkeypatch: pytest.MonkeyPatch, set_up_shared: bool
+) -> None:
+    """`AKA_ONE_TURN=1`: loaded while shared, then the device alone once (`AKA_PHASED_SET_UP`
+    does not split it): every case's pairs, the candidate's worker killed, the calibration."""
+    log = _run(monkeypatch, set_up_shared=set_up_shared, autotunes=False, cases=2, one_turn=True)
+    assert log[:3] == ["load", "pause", ALONE] and SHARED not in log
+    assert log.count(ALONE) == 1 and log.count("pairs") == 2
+    assert log[-2:] == ["kill", "calibrate"] and log.index("kill") > max(i for i, e in enumerate(log) if e == "pairs")

@@ -447,7 +447,7 @@ def test_a_case_that_cannot_be_timed_fairly_is_a_performance_error(tmp_path: Pat
     def late(*args: object, **kwargs: object) -> None:
         raise LateLaunchError("the baseline's host launches outlasted the GPU hold in every timed pair")
 
-    monkeypatch.setattr(perf, "time_paired", late)
+    monkeypatch.setattr(perf, "take_pairs", late)
     result = _step(_task_dir(tmp_path), "performance", monkeypatch, capsys)
     assert result.status is StepStatus.FAILED and result.failure_kind == "performance_error"
     assert result.cases[0].time_ms is None and "[performance_error]" in (result.cases[0].message or "")

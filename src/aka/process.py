@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, NamedTuple, Protocol
 
 KILL_GRACE_SECONDS = 5.0
 TAIL_CHARS = 2000
@@ -77,12 +77,20 @@ STOP_CHECK_SECONDS = 1.0
 
 
 def process_table() -> dict[int, tuple[str, int, int]]:
-    """(state, parent pid, process group) of every process visible in /proc."""
+    """(state, parent pid, process group) of every process visible in /proc. Plain `os` calls: a
+    pause reads it twice per side and pair, and pathlib's glob took 5x as long (2.6 ms for 68
+    processes)."""
     table: dict[int, tuple[str, int, int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            table[int(stat.parent.name)] = (fields[0], int(fields[1]), int(fields[2]))
+            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+            try:
+                fields = os.read(fd, 4096).rsplit(b")", 1)[1].split()
+            finally:
+                os.close(fd)
+            table[int(name)] = (fields[0].decode(), int(fields[1]), int(fields[2]))
         except (OSError, IndexError, ValueError):
             continue
     return table
@@ -110,14 +118,18 @@ def tree(root: int, table: dict[int, tuple[str, int, int]] | None = None) -> lis
 STOPPED = ("T", "t")  # /proc states of a stopped process (by a signal, or under a tracer)
 
 
-def stop_trees(roots: Mapping[int, int | None]) -> list[int]:
+class Stop(NamedTuple):
+    signalled: list[int]  # what `stop_trees` stopped, in order (`continue_processes` undoes it)
+    seen: list[int]  # every process of the trees at the end, also those stopped before (by someone else)
+
+
+def stop_trees(roots: Mapping[int, int | None]) -> Stop:
     """SIGSTOP every process of the trees under `roots` (pid -> its pidfd, or None), parents
     first (a parent never sees a child stopped while it runs); look again for processes forked
     meanwhile. A root already stopped is left out: someone else stopped it, and continuing it is
     not the caller's to do. The trees are read before the first stop, so the processes known
     then are stopped within a few system calls of each other (a child that watches its parent
-    gets no time to act between their stops). Returns what it stopped, in order
-    (`continue_processes` undoes it)."""
+    gets no time to act between their stops)."""
     stopped: list[int] = []
     table = process_table()
     for pid, pidfd in roots.items():
@@ -146,7 +158,8 @@ def stop_trees(roots: Mapping[int, int | None]) -> list[int]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGSTOP)
         stopped += fresh
-    return stopped
+    seen = {p for root in roots if root in table for p in tree(root, table)}
+    return Stop(stopped, sorted(seen | set(stopped)))
 
 
 def continue_processes(stopped: Sequence[int]) -> None:

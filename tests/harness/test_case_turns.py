@@ -12,6 +12,7 @@ import pytest
 from aka.evaluation.wire import ENV_PHASED_SET_UP
 from aka.harness import perf
 from aka.harness.cases import Case
+from aka.harness.link import WorkerFailure
 from aka.harness.phases import ALONE, SHARED
 from aka.harness.task import StepContext
 
@@ -21,13 +22,17 @@ class _Candidate:
         self.autotunes = autotunes
         self.paused = True  # nothing of it runs until its code loads
         self.log = log
+        self.ended = False
+
+    def alive(self) -> bool:
+        return not self.ended
 
     def pause(self) -> None:
         self.paused = True
         self.log.append("pause")
 
     def kill(self) -> None:
-        self.paused = True
+        self.paused, self.ended = True, True
         self.log.append("kill")
 
 
@@ -58,7 +63,13 @@ class _Phases:
 
 
 def _run(
-    monkeypatch: pytest.MonkeyPatch, set_up_shared: bool, autotunes: bool, cases: int, one_turn: bool = False
+    monkeypatch: pytest.MonkeyPatch,
+    set_up_shared: bool,
+    autotunes: bool,
+    cases: int,
+    one_turn: bool = False,
+    results: list[Any] | None = None,
+    first_pairs_end_it: bool = False,
 ) -> list[str]:
     """The timed step's cases (`perf._timed_cases`, or `perf._one_turn`) with every part that
     touches a worker replaced by a note in the returned log."""
@@ -80,6 +91,9 @@ def _run(
     def take_pairs(*_: Any) -> Any:
         assert phases.mode == ALONE, "timed while the device was shared"
         log.append("pairs")
+        if first_pairs_end_it:  # as `RemoteSide.stayed_paused` does: the worker killed, then the failure
+            candidate.kill()
+            raise WorkerFailure("tampering", "the candidate's process 7 ran for 80 us while it was paused")
         return mock.Mock()
 
     def calibrate(side: Any, task: Any, ctx: Any, timed: list[Case], config: Any) -> dict[str, Any]:
@@ -100,7 +114,9 @@ def _run(
     monkeypatch.setattr(perf, "_judge_case", lambda *a: mock.Mock(case=a[0].case, message="judged", samples=1))
     ctx = StepContext.from_env("performance", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "triton2triton"})
     order = perf._one_turn if one_turn else perf._timed_cases
-    order(None, ctx, baseline, candidate, [Case(f"c{i}") for i in range(cases)], perf.PairedConfig(), phases)  # type: ignore[arg-type]
+    judged = order(None, ctx, baseline, candidate, [Case(f"c{i}") for i in range(cases)], perf.PairedConfig(), phases)  # type: ignore[arg-type]
+    if results is not None:
+        results.extend(judged)
     return log
 
 
@@ -133,3 +149,15 @@ def test_in_one_turn_the_pairs_come_first_then_the_candidate_ends_then_the_calib
     assert log[:3] == ["load", "pause", ALONE] and SHARED not in log
     assert log.count(ALONE) == 1 and log.count("pairs") == 2
     assert log[-2:] == ["kill", "calibrate"] and log.index("kill") > max(i for i, e in enumerate(log) if e == "pairs")
+
+
+@pytest.mark.parametrize("one_turn", [False, True])
+def test_a_case_that_ends_the_candidates_worker_is_the_last_one_timed(
+    monkeypatch: pytest.MonkeyPatch, one_turn: bool
+) -> None:
+    """Its failure is the step's verdict (here `tampering`), not a `crash` in setting up the next
+    case on a worker that is gone."""
+    results: list[Any] = []
+    log = _run(monkeypatch, False, False, cases=3, one_turn=one_turn, results=results, first_pairs_end_it=True)
+    assert log.count("pairs") == 1 and log.count("set up") == 2, log  # the first case's two sides only
+    assert [r.kind for r in results] == ["tampering"] and "while it was paused" in results[0].message

@@ -171,3 +171,152 @@ def test_pausing_stops_a_fork_chain_in_the_workers_group(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr[-3000:]
     grew = json.loads(done.stdout.strip().splitlines()[-1])
     assert grew["paused"] == 0 and grew["resumed"] > 0, grew  # stopped while paused, and only then
+
+
+# Candidate code that keeps running while its worker is paused, three ways. Each writes to
+# `dodge.log` every millisecond it runs, and "refused" where the kernel would not let it.
+_DODGE_PRELUDE = """
+import ctypes, os, signal, subprocess, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+log = sys.argv[1]
+def say(text):
+    with open(log, "a") as out:
+        out.write(text)
+def run_on():
+    while True:
+        say("x")
+        time.sleep(0.001)
+"""
+DODGERS = {
+    # two helpers that trace each other and swallow every stop signal the other receives; 200
+    # processes between them in the walk of the tree, so that each resumes the other in turn
+    "tracers": _DODGE_PRELUDE
+    + """
+libc.ptrace.restype = ctypes.c_long
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+os.setsid()
+spacers = [subprocess.Popen(["sleep", "MARK"]) for _ in range(200)]
+parent = os.getpid()
+child = os.fork()
+other = child or parent
+if libc.ptrace(0x4206, other, None, None) != 0:  # PTRACE_SEIZE
+    say(f"refused {os.strerror(ctypes.get_errno())}\\n")
+    run_on()
+threading.Thread(target=run_on, daemon=True).start()
+while True:
+    _, status = os.waitpid(other, 0x40000000)  # __WALL
+    if os.WIFSTOPPED(status):
+        sig = os.WSTOPSIG(status)
+        stop = sig in (signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+        libc.ptrace(7, other, None, ctypes.c_void_p(0 if stop else sig))  # PTRACE_CONT
+""",
+    # two helpers that send each other SIGCONT without pause
+    "relay": _DODGE_PRELUDE
+    + """
+os.setsid()
+spacers = [subprocess.Popen(["sleep", "MARK"]) for _ in range(200)]
+parent = os.getpid()
+other = os.fork() or parent
+def relay():
+    while True:
+        try:
+            os.kill(other, signal.SIGCONT)
+        except OSError as exc:
+            say(f"refused {exc}\\n")
+            return
+threading.Thread(target=relay, daemon=True).start()
+run_on()
+""",
+    # one process whose POSIX timer sends it SIGCONT every millisecond: the kernel sends it, no
+    # system call of the process's at the time of the stop (a handled SIGCONT keeps the timer armed)
+    "timer": _DODGE_PRELUDE
+    + """
+signal.signal(signal.SIGCONT, lambda *_: None)
+class Event(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int),
+                ("pad", ctypes.c_byte * 48)]
+class Interval(ctypes.Structure):
+    _fields_ = [("interval", ctypes.c_long * 2), ("value", ctypes.c_long * 2)]
+timer = ctypes.c_void_p()
+libc.timer_create(1, ctypes.byref(Event(None, signal.SIGCONT, 0)), ctypes.byref(timer))
+every = (ctypes.c_long * 2)(0, 1_000_000)
+libc.timer_settime(timer, 0, ctypes.byref(Interval(every, every)), None)
+run_on()
+""",
+}
+
+DODGE_JUDGE = """
+import json, os, sys, time
+from pathlib import Path
+from aka.harness import syscall_filter
+from aka.harness.link import WorkerFailure
+from aka.harness.remote import RemoteSide, adopt_orphans
+
+home = Path(sys.argv[1])
+adopt_orphans()
+side = RemoteSide("candidate", "cpu", home / "home", None, dict(os.environ))
+side.setup(home / "task", "harness.py", "escapes", "cpu", False, [], [], [], 120.0)
+log = side.directory / "dodge.log"
+deadline = time.monotonic() + 60
+while (not log.exists() or log.stat().st_size < 100) and time.monotonic() < deadline:
+    time.sleep(0.05)
+side.pause()
+before = log.stat().st_size
+time.sleep(0.5)
+seen = {"grew": log.stat().st_size - before, "filtered": syscall_filter.filtered(side.process.pid)}
+try:
+    side.stayed_paused()
+    seen["failure"] = None
+except WorkerFailure as failure:
+    seen["failure"] = [failure.kind, str(failure)]
+seen["log"] = log.read_text()[:200]
+side.close()
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("dodger", sorted(DODGERS))
+@pytest.mark.parametrize("namespaces", [True, False], ids=["worker-namespaces", "judges-namespaces"])
+def test_a_worker_that_runs_on_while_paused_is_stopped_or_caught(tmp_path: Path, dodger: str, namespaces: bool) -> None:
+    """No candidate code runs while its worker is paused unseen: the system call filter refuses the
+    tracers' and the relay's calls (so the pause holds), and the judge catches the timer's process
+    running by its CPU clock (`aka.harness.stillness`): tampering. Without the filter and the clocks
+    all three ran on through the pause, in both kinds of worker (session 43, on this machine)."""
+    if namespaces and not namespaces_work():
+        pytest.skip("no nested namespaces for a worker here")
+    mark = f"{secrets.randbelow(10**6) + 10**6}.25"
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "dodger.py").write_text(DODGERS[dodger].replace("MARK", mark))
+    (tmp_path / "task" / "harness.py").write_text(
+        _harness(
+            "import subprocess, sys\n"
+            "subprocess.Popen([sys.executable, 'dodger.py', 'dodge.log'], stdin=subprocess.DEVNULL)\n"
+        )
+    )
+    (tmp_path / "home").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env.pop("AKA_NO_WORKER_SANDBOX", None)
+    if not namespaces:
+        env["AKA_NO_WORKER_SANDBOX"] = "1"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", DODGE_JUDGE, str(tmp_path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    finally:
+        subprocess.run(["pkill", "-KILL", "-f", f"sleep {mark}"], check=False)
+        subprocess.run(["pkill", "-KILL", "-f", "dodger.py dodge.log"], check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["grew"] == 0 or seen["failure"] is not None, seen  # it never ran on unseen
+    assert seen["filtered"], seen
+    if dodger == "timer":  # no system call at the time of the stop: caught by its clock
+        assert seen["failure"] is not None and seen["failure"][0] == "tampering", seen
+        assert "while it was paused" in seen["failure"][1] or "did not stop" in seen["failure"][1], seen
+    else:  # refused by the filter: the pause held, and nothing is charged
+        assert seen["log"].startswith("refused") or "refused [Errno 1]" in seen["log"], seen
+        assert seen["grew"] == 0 and seen["failure"] is None, seen

@@ -260,7 +260,7 @@ class SharedTurn(Turn):
     def _step_aside(self) -> None:
         with self._guard:
             self._pausing, self._since = True, time.monotonic()
-            stopped = stop_trees(self._roots)
+            stopped = stop_trees(self._roots).signalled
         try:
             time.sleep(DRAIN_S)
             os.close(self._fd)

@@ -28,7 +28,7 @@ import dataclasses
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -105,6 +105,8 @@ class CasePairs:
     def baseline(self, index: int, hold_ms: float) -> Turn:
         turn = self.baseline_memory.timed_call(self.prepared[index][0], index % self.loads, hold_ms)
         self.baseline_memory.side.pause()  # both sides alike: a stopped worker resumes for its turn
+        if self.candidate_memory is not None:  # nothing of the candidate ran while the baseline was timed
+            self.candidate_memory.side.stayed_paused()
         if not turn.reply.ok:
             raise HarnessError(f"the task's own baseline failed a timed call: {turn.reply.text('error')}")
         return turn
@@ -294,8 +296,8 @@ def _timed_cases(
     _load_candidate(candidate, task, ctx, cases, config.loads, phases)
     set_up_shared = phases.active and not candidate.autotunes and phased_set_up()
     gpu = ctx.device.type == "cuda"
-    results = []
-    for case in cases:
+    results: list[CaseResult] = []
+    for case in _while_alive(candidate, cases):
         calibration = calibrations[case.id]
         timed = _take_case(task, ctx, baseline, candidate, case, config, phases, calibration.hold_ms, set_up_shared)
         results.append(timed if isinstance(timed, CaseResult) else _judge_case(timed, calibration, config, gpu))
@@ -320,7 +322,10 @@ def _one_turn(
     code to after its end, and the step no longer waits twice for the device alone."""
     _load_candidate(candidate, task, ctx, cases, config.loads, phases)
     gpu = ctx.device.type == "cuda"
-    taken = [_take_case(task, ctx, baseline, candidate, case, config, phases, config.hold_ms, False) for case in cases]
+    taken = [
+        _take_case(task, ctx, baseline, candidate, case, config, phases, config.hold_ms, False)
+        for case in _while_alive(candidate, cases)
+    ]
     timed = [t for t in taken if isinstance(t, TimedCase)]
     calibrations: dict[str, Calibration] = {}
     if timed:
@@ -338,6 +343,16 @@ def _one_turn(
         results.append(case_result)
         _log_case(case_result)
     return results
+
+
+def _while_alive(candidate: RemoteSide, cases: Sequence[Case]) -> Iterator[Case]:
+    """The cases, until one ends the candidate's worker (its failure killed it: a timeout, a
+    crash, tampering): that case's verdict is the step's, not a `crash` in the next one's set-up."""
+    for case in cases:
+        if not candidate.alive():
+            log.info("the candidate's worker was ended: %d case(s) not timed", len(cases) - cases.index(case))
+            return
+        yield case
 
 
 def _load_candidate(

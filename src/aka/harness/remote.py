@@ -14,6 +14,9 @@ fork and exit at once outruns a walk of the tree but not a signal to the group; 
 namespace an orphan is adopted by the worker itself. Where the worker shares the judge's
 namespaces, the judge adopts orphans (`PR_SET_CHILD_SUBREAPER`), and pausing the candidate also
 stops every child of the judge that is none of its workers (a stray a worker left behind).
+A stop is not proof against what continues it (a tracer, a sibling's or a timer's SIGCONT): the
+candidate's worker runs under `aka.harness.syscall_filter`, and before it is resumed the judge
+checks that none of its processes ran while paused (`aka.harness.stillness`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 from aka.harness.link import Link, LinkClosed, LinkTimeout, ProtocolError, Reply, WorkerFailure
 from aka.harness.shared import Arena
 from aka.harness.spawn import fork_worker, start_plain
+from aka.harness.stillness import Stillness
 from aka.process import continue_processes, process_table, stop_trees, stopped_descendant, tree
 
 NAMESPACE_FEATURE = "worker-namespace"
@@ -114,9 +118,11 @@ class RemoteSide:
         self.arenas: dict[str, Arena] = {}
         self.paused = False
         self._stopped: list[int] = []  # what `pause` stopped, parents first
+        self._stillness: Stillness | None = None  # the candidate's clocks once its pause took hold
         self.loaded = False  # the side's code has run in it
         self.free_before_load: int | None = None  # the GPU's free bytes before its code first ran
         self.isolated = False  # known once it answers its setup
+        self.filtered = False  # under aka.harness.syscall_filter: read from /proc at its setup
         self.autotunes = False  # its code holds a Triton autotuner (known once it answers its load)
 
     def _start(self, forked: bool) -> None:
@@ -141,6 +147,7 @@ class RemoteSide:
     def request(self, request: dict[str, Any], timeout: float, fds: Sequence[int] = ()) -> Reply:
         """Send one request and wait for its answer; a dead, silent or malformed worker raises
         `WorkerFailure` (crash, timeout, tampering)."""
+        self.stayed_paused()
         self.resume()
         deadline = time.monotonic() + timeout
         stopped = 0
@@ -254,16 +261,26 @@ class RemoteSide:
             roots: dict[int, int | None] = {self.process.pid: None}
             if self.role == "candidate" and not self.isolated:  # in its namespaces its tree holds its orphans
                 roots.update(dict.fromkeys(strays()))
-            self._stopped = stop_trees(roots)
+            stop = stop_trees(roots)
+            self._stopped = stop.signalled
             # and the group at once: a fork chain in it outruns a walk of the tree, not the kernel
             self._signal(signal.SIGSTOP)
+            if self.role == "candidate":  # its clocks, to prove it stayed stopped (`stayed_paused`)
+                self._stillness = Stillness.take(stop.seen)
             self.paused = True
+
+    def stayed_paused(self) -> None:
+        """Raise `WorkerFailure` (tampering) where a process of the paused candidate ran since its
+        pause: something continued it while the other side was timed (`aka.harness.stillness`)."""
+        if self.paused and self._stillness is not None and (why := self._stillness.broken()) is not None:
+            self.kill()
+            raise WorkerFailure("tampering", f"the {self.role}'s {why}", self.role)
 
     def resume(self) -> None:
         if self.paused:
             self._signal(signal.SIGCONT)
             continue_processes(self._stopped)
-            self._stopped = []
+            self._stopped, self._stillness = [], None
             self.paused = False
 
     def _signal(self, number: int) -> None:

@@ -30,7 +30,7 @@ from aka.harness.host_memory import host_allocation_failed
 from aka.harness.link import WorkerFailure
 from aka.harness.perf import performance_step
 from aka.harness.phases import Phases
-from aka.harness.remote import NAMESPACE_FEATURE, RemoteSide, make_undumpable
+from aka.harness.remote import RemoteSide, make_undumpable
 from aka.harness.report import StepResult
 from aka.harness.sides import StepWorkers, load_side, set_up
 from aka.harness.task import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext
@@ -149,7 +149,7 @@ def judge_step(task: KernelTask, ctx: StepContext, environ: Mapping[str, str] | 
     workers = StepWorkers.start(ctx, dict(os.environ if environ is None else environ))
     try:
         result = run_step(task, ctx, workers, _task_file(task))
-        result.isolation = [JUDGE_FEATURE, *([NAMESPACE_FEATURE] if workers.isolated else [])]
+        result.isolation = [JUDGE_FEATURE, *workers.features()]
         return result
     finally:
         workers.close()
@@ -204,7 +204,7 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
         task_file = _task_file(task)
         _forget_directory(Path.cwd())
         result = run_step(task, ctx, workers, task_file, phases)
-        result.isolation = [JUDGE_FEATURE, *([NAMESPACE_FEATURE] if workers.isolated else [])]
+        result.isolation = [JUDGE_FEATURE, *workers.features()]
         by_hand = channel.fd is None
         channel.send(result.to_json())
     except HarnessError as exc:

@@ -21,9 +21,10 @@ from pathlib import Path
 import torch
 
 from aka.evaluation.wire import BASELINE_SOURCES_DIR, ENV_SHARED_CACHE
+from aka.harness import syscall_filter
 from aka.harness.cases import Case
 from aka.harness.link import WorkerFailure
-from aka.harness.remote import RemoteError, RemoteSide, adopt_orphans
+from aka.harness.remote import NAMESPACE_FEATURE, RemoteError, RemoteSide, adopt_orphans
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.task import HELDOUT_MODULE, HarnessError, KernelTask, StepContext, policy_applies
 from aka.harness.turns import free_gpu_bytes
@@ -83,6 +84,13 @@ class StepWorkers:
         sides = [s for s in (self.candidate, self.baseline) if s is not None]
         return bool(sides) and all(s.isolated for s in sides)
 
+    def features(self) -> list[str]:
+        """What the step's `isolation` says of its workers: their own namespaces, their calls filtered."""
+        sides = [s for s in (self.candidate, self.baseline) if s is not None]
+        return [NAMESPACE_FEATURE] * self.isolated + [syscall_filter.FEATURE] * bool(
+            sides and all(s.filtered for s in sides)
+        )
+
     def close(self) -> None:
         for side in (self.candidate, self.baseline):
             if side is not None:
@@ -112,7 +120,13 @@ def set_up(side: RemoteSide, task: KernelTask, ctx: StepContext, task_file: Path
         )
     except RemoteError as exc:  # no candidate code has run yet: the task's own files do not import
         raise HarnessError(f"the {role}'s worker cannot import the task: {exc}") from exc
-    log.info("%s's worker set up (%s)", role, "isolated" if side.isolated else "not isolated")
+    side.filtered = syscall_filter.filtered(side.process.pid)  # the kernel's word, not the worker's
+    log.info(
+        "%s's worker set up (%s, %s)",
+        role,
+        "isolated" if side.isolated else "not isolated",
+        "system calls filtered" if side.filtered else "no system call filter",
+    )
 
 
 def source_dir(ctx: StepContext) -> str:

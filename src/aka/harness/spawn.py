@@ -26,6 +26,8 @@ import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from aka.harness import syscall_filter
+
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
 PR_SET_PDEATHSIG = 1
@@ -147,6 +149,19 @@ def _limit_files() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
 
 
+def _filter_system_calls() -> None:
+    """Before any side's code: the calls that would let its processes dodge a pause (module
+    `aka.harness.syscall_filter`); where the kernel refuses, the worker runs on without them."""
+    problem = syscall_filter.install()
+    if problem is not None:
+        print(f"aka worker: no system call filter: {problem}", file=sys.stderr, flush=True)
+
+
+def _limit_files_and_calls() -> None:
+    _limit_files()
+    _filter_system_calls()
+
+
 def _leave_the_judge_behind(socket_fd: int, output_fd: int, env: Mapping[str, str]) -> None:
     os.setsid()
     _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -183,6 +198,7 @@ def fork_worker(
     code = EXIT_FAILED
     try:
         _leave_the_judge_behind(socket_fd, output_fd, env)
+        _filter_system_calls()  # this process and the worker under it: the judge reads it here
         isolated = namespaces and enter_namespaces(writable)
         os.chdir(directory)
         from aka.harness.worker import serve
@@ -206,7 +222,7 @@ def start_plain(socket_fd: int, output_fd: int, directory: Path, env: Mapping[st
         stdout=output_fd,
         stderr=output_fd,
         start_new_session=True,
-        preexec_fn=_limit_files,
+        preexec_fn=_limit_files_and_calls,
     )
     return WorkerProcess(popen.pid, popen)
 

@@ -1,0 +1,96 @@
+"""Proof that a paused candidate stayed paused: the kernel's CPU clock of each of its processes,
+read once every thread of theirs stands stopped, and read again before anything of it resumes.
+
+Why: a pause (SIGSTOP to every process of the worker, `aka.harness.remote`) keeps the candidate
+from running while the baseline is timed only as long as nothing continues it, and a stopped
+process is continued by more than the judge: a tracer, a SIGCONT from a process of its own that
+has not been stopped yet, or one the kernel sends on its behalf (a POSIX timer armed with
+SIGCONT resumes its own process a millisecond after every stop; a child's exit signal; a file's
+owner signal). `aka.harness.syscall_filter` takes away the system calls that do it directly;
+rather than list every other way, the judge checks the one thing none can hide: a stopped process
+runs for no time at all, so its scheduler clock (all its threads, living or ended, in
+nanoseconds: `clock_getcpuclockid`) stands still. A clock that moved, a process that ended, or
+a thread that would not stop within `STOP_WAIT_S` means it ran while the other side was timed
+(`tampering`). Honest workers stop within milliseconds: they wait for the judge's next request.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+STOP_WAIT_S = 2.0  # how long a paused process's threads may take to stand stopped
+POLL_S = 0.0002
+STILL = ("T", "t", "Z", "X")  # /proc states of a thread that cannot run: stopped, traced, dead
+
+
+def cpu_ns(pid: int) -> int | None:
+    """The CPU time process `pid` has run, all its threads together (ns); None once it is gone."""
+    try:
+        return time.clock_gettime_ns((~pid << 3) | 2)  # its CPUCLOCK_SCHED process clock
+    except OSError:
+        return None
+
+
+def _state(path: str) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return os.read(fd, 4096).rsplit(b")", 1)[1].split()[0].decode()
+        finally:
+            os.close(fd)
+    except (OSError, IndexError):
+        return None  # ended meanwhile
+
+
+def _moving_threads(pid: int) -> list[str]:
+    """The threads of `pid` that may still run (none where the process is gone)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    return [task for task in tasks if (_state(f"/proc/{pid}/task/{task}/stat") or "X") not in STILL]
+
+
+def _dead(pid: int) -> bool:
+    return (_state(f"/proc/{pid}/stat") or "X") in ("Z", "X")
+
+
+@dataclass
+class Stillness:
+    """The clocks of a paused worker's processes (`take`), to compare when it resumes (`broken`)."""
+
+    clocks: dict[int, int] = field(default_factory=dict)
+    unstopped: dict[int, list[str]] = field(default_factory=dict)  # pid -> threads still running
+
+    @classmethod
+    def take(cls, pids: Iterable[int], wait_s: float = STOP_WAIT_S) -> Stillness:
+        """Wait (at most `wait_s`) for every thread of `pids` to stand stopped, then read their clocks."""
+        pids = list(pids)
+        waiting, deadline = set(pids), time.monotonic() + wait_s
+        moving: dict[int, list[str]] = {}
+        while True:
+            moving = {pid: threads for pid in waiting if (threads := _moving_threads(pid))}
+            if not moving or time.monotonic() > deadline:
+                break
+            waiting = set(moving)
+            time.sleep(POLL_S)
+        still = cls(unstopped=moving)
+        for pid in pids:  # a process that ended (a zombie) runs no more: nothing to measure
+            if pid not in moving and not _dead(pid) and (clock := cpu_ns(pid)) is not None:
+                still.clocks[pid] = clock
+        return still
+
+    def broken(self) -> str | None:
+        """Why the paused processes did not stay still, or None where none ran."""
+        for pid, threads in self.unstopped.items():  # still running when it was to stand still: not measured
+            return f"process {pid} did not stop within {STOP_WAIT_S:.0f} s of its pause (threads {threads[:5]})"
+        for pid, before in self.clocks.items():
+            now = cpu_ns(pid)
+            if now is None:
+                return f"process {pid} ended while it was paused"
+            if now != before:
+                return f"process {pid} ran for {(now - before) / 1e3:.0f} us while it was paused"
+        return None

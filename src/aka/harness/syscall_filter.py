@@ -1,0 +1,176 @@
+"""System calls a worker may not make: a seccomp filter set before any side's code runs, which
+every process the worker starts inherits and none can remove.
+
+Why: pausing a worker (SIGSTOP to every process of its tree, `aka.harness.remote`) is what keeps
+the candidate from running while the baseline is timed, and a SIGSTOP is absolute except for a
+traced process, whose tracer sees the stop and may resume it, and for a SIGCONT. Candidates whose
+helper processes traced each other (`PTRACE_SEIZE`), or sent each other SIGCONT in a loop, ran on
+through every pause (a walk of the tree stops one before the other). So no process of a worker
+may trace, nor send SIGCONT by any signalling call. Also denied: io_uring (its kernel worker
+threads carry on with queued work while their process stands stopped), `perf_event_open`, `bpf`
+and `userfaultfd` (no kernel's-eye view of other processes, no way to stall a page fault),
+`process_vm_readv`/`writev` and `pidfd_getfd` (no other process's memory or descriptors, where a
+worker shares the judge's namespaces), and any system call of another ABI than the machine's own
+(a 64-bit process may still make 32-bit calls, under other numbers). What the kernel sends on a
+process's behalf (a timer's SIGCONT) no filter sees: `aka.harness.stillness` catches what ran.
+
+The judge reads the filter's presence in /proc (`filtered`), not from the worker's word; where
+the kernel has no seccomp, the worker runs without it and results lack `worker-syscall-filter`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import platform
+import signal
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+FEATURE = "worker-syscall-filter"
+PR_SET_NO_NEW_PRIVS = 38
+SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_FILTER_FLAG_TSYNC = 1
+SECCOMP_RET_ALLOW = 0x7FFF0000
+SECCOMP_RET_ERRNO = 0x00050000
+X32_SYSCALL_BIT = 0x40000000
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+SECCOMP_DATA_NR, SECCOMP_DATA_ARCH, SECCOMP_DATA_ARGS = 0, 4, 16  # offsets in struct seccomp_data
+DENIED = (
+    "ptrace",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "perf_event_open",
+    "bpf",
+    "userfaultfd",
+    "process_vm_readv",  # another process's memory (where the worker shares the judge's namespaces)
+    "process_vm_writev",
+    "pidfd_getfd",  # another process's descriptors
+)
+# Calls that send a signal, and which argument is the signal: none may send SIGCONT, which
+# continues a stopped process (a sibling the pause has stopped already).
+_ALLOW, _DENY = "allow", "deny"  # labels of the filter's last two instructions
+SIGNALLING = {"kill": 1, "tkill": 1, "tgkill": 2, "rt_sigqueueinfo": 1, "rt_tgsigqueueinfo": 2, "pidfd_send_signal": 1}
+
+
+class Machine(NamedTuple):
+    """A machine's audit architecture, its `seccomp` call's number, its calls' numbers, x32 or not."""
+
+    arch: int
+    seccomp: int
+    numbers: dict[str, int]
+    x32: bool
+
+
+SHARED_NUMBERS = {  # the same on both (the calls added since Linux 5.1 are numbered alike)
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "pidfd_send_signal": 424,
+    "pidfd_getfd": 438,
+}
+MACHINES = {
+    "x86_64": Machine(
+        0xC000003E,
+        317,
+        {
+            **SHARED_NUMBERS,
+            "ptrace": 101,
+            "perf_event_open": 298,
+            "bpf": 321,
+            "userfaultfd": 323,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "kill": 62,
+            "tkill": 200,
+            "tgkill": 234,
+            "rt_sigqueueinfo": 129,
+            "rt_tgsigqueueinfo": 297,
+        },
+        x32=True,
+    ),
+    "aarch64": Machine(
+        0xC00000B7,
+        277,
+        {
+            **SHARED_NUMBERS,
+            "ptrace": 117,
+            "perf_event_open": 241,
+            "bpf": 280,
+            "userfaultfd": 282,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "kill": 129,
+            "tkill": 130,
+            "tgkill": 131,
+            "rt_sigqueueinfo": 138,
+            "rt_tgsigqueueinfo": 240,
+        },
+        x32=False,
+    ),
+}
+
+
+def program(machine: Machine) -> bytes:
+    """The classic-BPF filter: another ABI's calls, the denied ones and SIGCONT sent by any
+    signalling call fail with EPERM; everything else runs."""
+    code: list[tuple[int, int, int | str, int | str]] = [  # (op, k, where taken, where not): a label or a skip
+        (BPF_LD_W_ABS, SECCOMP_DATA_ARCH, 0, 0),
+        (BPF_JEQ_K, machine.arch, 0, _DENY),
+        (BPF_LD_W_ABS, SECCOMP_DATA_NR, 0, 0),
+    ]
+    if machine.x32:
+        code.append((BPF_JGE_K, X32_SYSCALL_BIT, _DENY, 0))
+    code += [(BPF_JEQ_K, number, _DENY, 0) for number in sorted(machine.numbers[name] for name in DENIED)]
+    for name, argument in SIGNALLING.items():  # the argument's low word: a signal is an int
+        code.append((BPF_JEQ_K, machine.numbers[name], 0, 2))
+        code.append((BPF_LD_W_ABS, SECCOMP_DATA_ARGS + 8 * argument, 0, 0))
+        code.append((BPF_JEQ_K, signal.SIGCONT, _DENY, _ALLOW))
+    code += [(BPF_RET_K, SECCOMP_RET_ALLOW, 0, 0), (BPF_RET_K, SECCOMP_RET_ERRNO | errno.EPERM, 0, 0)]
+    at = {_ALLOW: len(code) - 2, _DENY: len(code) - 1}
+
+    def skip(index: int, target: int | str) -> int:
+        return target if isinstance(target, int) else at[target] - index - 1
+
+    return b"".join(
+        struct.pack("HBBI", op, skip(index, taken), skip(index, not_taken), k)
+        for index, (op, k, taken, not_taken) in enumerate(code)
+    )
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install() -> str | None:
+    """Set the filter on this process and all its threads; None, or why it could not be set."""
+    machine = MACHINES.get(platform.machine())
+    if machine is None:
+        return f"no system call filter for {platform.machine()}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    code = program(machine)
+    buffer = ctypes.create_string_buffer(code, len(code))
+    fprog = _SockFprog(len(code) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return f"no_new_privs: {errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno())}"
+    libc.syscall.restype = ctypes.c_long
+    result = libc.syscall(
+        ctypes.c_long(machine.seccomp),
+        ctypes.c_long(SECCOMP_SET_MODE_FILTER),
+        ctypes.c_long(SECCOMP_FILTER_FLAG_TSYNC),
+        ctypes.byref(fprog),
+    )
+    if result != 0:
+        return f"seccomp: {errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno())}"
+    return None
+
+
+def filtered(pid: int) -> bool:
+    """Whether process `pid` runs under a seccomp filter, as the kernel says (/proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return any(line.split()[1:2] == ["2"] for line in status.splitlines() if line.startswith("Seccomp:"))

@@ -1,0 +1,114 @@
+"""The worker's system call filter (`aka.harness.syscall_filter`), set in a child interpreter:
+what it refuses, what it lets through, and that the processes it starts inherit it."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aka.harness import syscall_filter
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(platform.machine() not in syscall_filter.MACHINES, reason="no filter for this machine")
+
+PROBE = """
+import ctypes, json, os, signal, subprocess, sys
+from aka.harness import syscall_filter
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+numbers = syscall_filter.MACHINES[__import__("platform").machine()].numbers
+seen = {"before": syscall_filter.filtered(os.getpid()), "install": syscall_filter.install()}
+seen["after"] = syscall_filter.filtered(os.getpid())
+
+def errno_of(result):
+    return 0 if result >= 0 else ctypes.get_errno()
+
+child = subprocess.Popen(["sleep", "30"])
+seen["child_filtered"] = syscall_filter.filtered(child.pid)
+seen["denied"] = {  # arguments that would fail otherwise with another error, or succeed harmlessly
+    "ptrace": errno_of(libc.syscall(numbers["ptrace"], 0, 0, 0, 0)),  # PTRACE_TRACEME
+    "io_uring_setup": errno_of(libc.syscall(numbers["io_uring_setup"], 1, None)),
+    "perf_event_open": errno_of(libc.syscall(numbers["perf_event_open"], None, 0, -1, -1, 0)),
+    "bpf": errno_of(libc.syscall(numbers["bpf"], 0, None, 0)),
+    "userfaultfd": errno_of(libc.syscall(numbers["userfaultfd"], 0)),
+    "process_vm_readv": errno_of(libc.syscall(numbers["process_vm_readv"], os.getpid(), None, 0, None, 0, 0)),
+    "pidfd_getfd": errno_of(libc.syscall(numbers["pidfd_getfd"], os.pidfd_open(child.pid), 0, 0)),
+}
+pid, cont, winch = child.pid, int(signal.SIGCONT), int(signal.SIGWINCH)
+calls = {
+    "kill": lambda sig: libc.syscall(numbers["kill"], pid, sig),
+    "tkill": lambda sig: libc.syscall(numbers["tkill"], pid, sig),
+    "tgkill": lambda sig: libc.syscall(numbers["tgkill"], pid, pid, sig),
+    "rt_sigqueueinfo": lambda sig: libc.syscall(numbers["rt_sigqueueinfo"], pid, sig, None),
+    "pidfd_send_signal": lambda sig: libc.syscall(numbers["pidfd_send_signal"], os.pidfd_open(pid), sig, None, 0),
+}
+seen["sigcont"] = {name: errno_of(call(cont)) for name, call in calls.items()}
+seen["sigwinch"] = {name: errno_of(call(winch)) for name, call in calls.items() if name != "rt_sigqueueinfo"}
+child.terminate()
+seen["terminated"] = child.wait()
+import torch
+seen["torch"] = float(torch.arange(4.0).sum())
+print(json.dumps(seen))
+"""
+
+
+def test_the_filter_refuses_tracing_io_uring_and_sigcont_and_nothing_else_a_worker_needs() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["before"] is False and seen["install"] is None and seen["after"] is True, seen
+    assert seen["child_filtered"] is True, seen  # what it starts inherits the filter
+    eperm = 1
+    assert seen["denied"] == dict.fromkeys(seen["denied"], eperm), seen
+    assert seen["sigcont"] == dict.fromkeys(seen["sigcont"], eperm), seen
+    assert seen["sigwinch"] == dict.fromkeys(seen["sigwinch"], 0), seen  # other signals go through
+    assert seen["terminated"] == -15 and seen["torch"] == 6.0, seen
+
+
+INT80 = """
+import ctypes, json, mmap, os
+from aka.harness import syscall_filter
+# getpid by the 32-bit entry (number 20 there): mov eax, 20; int 0x80; ret
+code = bytes([0xB8, 20, 0, 0, 0, 0xCD, 0x80, 0xC3])
+page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(code)
+getpid32 = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+seen = {"pid": os.getpid(), "before": getpid32()}
+seen["install"] = syscall_filter.install()
+seen["after"] = getpid32()
+print(json.dumps(seen))
+"""
+
+
+def test_a_32_bit_system_call_is_refused_on_x86_64() -> None:
+    """A 64-bit process may still make 32-bit calls (`int 0x80`), under other numbers: the
+    filter's architecture check refuses every one, whatever its number."""
+    if platform.machine() != "x86_64":
+        pytest.skip("x86_64 only")
+    done = subprocess.run(
+        [sys.executable, "-c", INT80],
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    if seen["before"] == -38:  # ENOSYS: this kernel runs no 32-bit calls at all
+        pytest.skip("no 32-bit system calls on this kernel")
+    assert seen["before"] == seen["pid"] and seen["install"] is None, seen
+    assert seen["after"] == -1, seen  # -EPERM

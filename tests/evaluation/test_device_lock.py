@@ -164,7 +164,7 @@ def _shared_step_beside_a_timed_one(
         timed = _holder(tmp_path, "x", "x1", timed_hold)
         started = time.monotonic()
         with turn.pausable(command.proc.pid):
-            outcome = command.finish(None, 2.5, pauses=turn, not_after=not_after)
+            outcome = command.finish(None, 2.5, watch=turn.ran_aside, pauses=turn, not_after=not_after)
         ended = time.monotonic()
         paused = turn.paused_s()
     left_the_turn = time.monotonic()
@@ -183,6 +183,7 @@ def test_a_shared_holder_steps_aside_for_a_timed_step_and_its_stopped_time_is_no
     monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
     outcome, ticked, _, paused, pauses = _shared_step_beside_a_timed_one(tmp_path, monkeypatch, 30)
     assert outcome.ok and not outcome.timed_out and not outcome.stopped, outcome.describe()
+    assert outcome.breach is None  # its clock stood still while it stood aside
     held = _intervals(tmp_path)["x1"]
     assert pauses == 1 and 1.9 < paused < 5.0  # stopped from before the timed step's turn to after it
     assert not [t for t in ticked if held[0] + 0.1 < t < held[1] - 0.1]  # stopped all along the timed step
@@ -249,6 +250,60 @@ def test_a_step_that_stops_itself_is_not_hidden_by_a_pause(tmp_path: Path, monke
     timed.wait(timeout=20)
     assert turn.pauses == 1 and "x1 in" in (tmp_path / "log").read_text()  # the pause did happen
     assert outcome.stopped and not outcome.timed_out and took < 15.0, outcome.describe()
+
+
+CONTINUES_ITSELF = """
+import ctypes, signal, sys, threading, time
+# POSIX timers send this process SIGCONT every millisecond: no stop holds it for longer (four,
+# re-armed whenever it runs: a stop discards a pending SIGCONT, which stalls its timer)
+signal.signal(signal.SIGCONT, lambda *_: None)
+class Event(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int),
+                ("pad", ctypes.c_byte * 48)]
+libc, timers = ctypes.CDLL(None), [ctypes.c_void_p() for _ in range(4)]
+for timer in timers:
+    libc.timer_create(1, ctypes.byref(Event(None, signal.SIGCONT, 0)), ctypes.byref(timer))
+def arm():
+    while True:
+        for k, timer in enumerate(timers):
+            every = (ctypes.c_long * 4)(0, 1_000_000, 0, 1_000_000 + 250_000 * k)
+            libc.timer_settime(timer, 0, ctypes.byref(every), None)
+        time.sleep(0.005)
+threading.Thread(target=arm, daemon=True).start()
+with open(sys.argv[1], "a") as out:
+    for _ in range(600):
+        out.write(f"{time.monotonic():.3f}\\n")
+        out.flush()
+        time.sleep(0.05)
+"""
+
+
+def test_a_step_that_continues_itself_while_it_stands_aside_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGCONT its own timer sends continues a stopped process (no system call of its own at the
+    time: nothing to filter), so it ran on beside the timed step it stood aside for. Its clock,
+    read while it stood stopped and again before it is continued, shows it ran: the step's
+    watch kills it (`tampering` in `steps._record`)."""
+    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
+    monkeypatch.delenv(device_lock.ENV_YIELD_AFTER, raising=False)
+    monkeypatch.setattr(device_lock, "YIELD_AFTER_S", 0.5)
+    monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
+    ticks_file = tmp_path / "ticks"
+    with device_turn(H200, exclusive=False) as turn:
+        command = StartedCommand(
+            [sys.executable, "-c", CONTINUES_ITSELF, str(ticks_file)], tmp_path, dict(os.environ), tmp_path / "c.log"
+        )
+        time.sleep(0.4)
+        timed = _holder(tmp_path, "x", "x1", 2.0)
+        with turn.pausable(command.proc.pid):
+            outcome = command.finish(None, 30.0, watch=turn.ran_aside, pauses=turn)
+    timed.wait(timeout=20)
+    held = _intervals(tmp_path)["x1"]
+    ticked = [float(line) for line in ticks_file.read_text().split()]
+    assert [t for t in ticked if held[0] + 0.1 < t < held[1] - 0.1]  # it did run beside the timed step
+    assert outcome.breach is not None and "another evaluation's timed step" in outcome.breach, outcome.describe()
+    assert "while it was paused" in outcome.breach and not outcome.timed_out
 
 
 def test_task_code_run_outside_a_step_never_runs_beside_a_timed_step(

@@ -227,20 +227,28 @@ def relay():
 threading.Thread(target=relay, daemon=True).start()
 run_on()
 """,
-    # one process whose POSIX timer sends it SIGCONT every millisecond: the kernel sends it, no
-    # system call of the process's at the time of the stop (a handled SIGCONT keeps the timer armed)
+    # one process whose POSIX timers send it SIGCONT every millisecond: the kernel sends it, no
+    # system call of the process's at the time of the stop (a handled SIGCONT keeps a timer armed;
+    # a stop discards a SIGCONT still pending, which stalls its timer: four of them, re-armed
+    # whenever it runs, in a session of its own, out of reach of the pause's second stop, to the
+    # worker's group: so it continued itself every time, under load too)
     "timer": _DODGE_PRELUDE
     + """
+os.setsid()
 signal.signal(signal.SIGCONT, lambda *_: None)
 class Event(ctypes.Structure):
     _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int),
                 ("pad", ctypes.c_byte * 48)]
-class Interval(ctypes.Structure):
-    _fields_ = [("interval", ctypes.c_long * 2), ("value", ctypes.c_long * 2)]
-timer = ctypes.c_void_p()
-libc.timer_create(1, ctypes.byref(Event(None, signal.SIGCONT, 0)), ctypes.byref(timer))
-every = (ctypes.c_long * 2)(0, 1_000_000)
-libc.timer_settime(timer, 0, ctypes.byref(Interval(every, every)), None)
+timers = [ctypes.c_void_p() for _ in range(4)]
+for timer in timers:
+    libc.timer_create(1, ctypes.byref(Event(None, signal.SIGCONT, 0)), ctypes.byref(timer))
+def arm():
+    while True:
+        for k, timer in enumerate(timers):
+            every = (ctypes.c_long * 4)(0, 1_000_000, 0, 1_000_000 + 250_000 * k)
+            libc.timer_settime(timer, 0, ctypes.byref(every), None)
+        time.sleep(0.005)
+threading.Thread(target=arm, daemon=True).start()
 run_on()
 """,
 }
@@ -280,7 +288,7 @@ print(json.dumps(seen))
 def test_a_worker_that_runs_on_while_paused_is_stopped_or_caught(tmp_path: Path, dodger: str, namespaces: bool) -> None:
     """No candidate code runs while its worker is paused unseen: the system call filter refuses the
     tracers' and the relay's calls (so the pause holds), and the judge catches the timer's process
-    running by its CPU clock (`aka.harness.stillness`): tampering. Without the filter and the clocks
+    running by its CPU clock (`aka.stillness`): tampering. Without the filter and the clocks
     all three ran on through the pause, in both kinds of worker (session 43, on this machine)."""
     if namespaces and not namespaces_work():
         pytest.skip("no nested namespaces for a worker here")
@@ -290,7 +298,7 @@ def test_a_worker_that_runs_on_while_paused_is_stopped_or_caught(tmp_path: Path,
     (tmp_path / "task" / "harness.py").write_text(
         _harness(
             "import subprocess, sys\n"
-            "subprocess.Popen([sys.executable, 'dodger.py', 'dodge.log'], stdin=subprocess.DEVNULL)\n"
+            f"subprocess.Popen([sys.executable, 'dodger.py', 'dodge.log', '{mark}'], stdin=subprocess.DEVNULL)\n"
         )
     )
     (tmp_path / "home").mkdir()
@@ -309,7 +317,7 @@ def test_a_worker_that_runs_on_while_paused_is_stopped_or_caught(tmp_path: Path,
         )
     finally:
         subprocess.run(["pkill", "-KILL", "-f", f"sleep {mark}"], check=False)
-        subprocess.run(["pkill", "-KILL", "-f", "dodger.py dodge.log"], check=False)
+        subprocess.run(["pkill", "-KILL", "-f", f"dodger.py dodge.log {mark}"], check=False)  # this test's only
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["grew"] == 0 or seen["failure"] is not None, seen  # it never ran on unseen

@@ -18,7 +18,9 @@ or spins on the CPU) would otherwise keep every timed step on its GPU waiting un
 timeout (on the H200, five minutes in which no evaluation was timed). Once a timed step has waited
 `YIELD_AFTER_S` for it (`$AKA_DEVICE_YIELD_AFTER_S`), the shared holder stops its steps'
 processes (SIGSTOP, parents first), gives what they queued `DRAIN_S` to finish, lets the lock go,
-waits its turn again and continues them (SIGCONT, children first). The stopped
+waits its turn again and continues them (SIGCONT, children first). A process of theirs that stood
+stopped and ran meanwhile (its scheduler clock moved: `aka.stillness`) was continued by
+candidate code beside the timed step: its step is killed as `tampering` (`Turn.ran_aside`). The stopped
 time counts neither against the step's timeout nor as a stopped step (`aka.process.PauseClock`).
 A stopped process keeps its GPU memory and cannot launch kernels; kernels it had already queued
 still run, and the timed step's interference check is what guards against them.
@@ -43,6 +45,7 @@ from aka.device import DeviceInfo
 from aka.errors import ConfigError
 from aka.evaluation.wire import DRAIN_S
 from aka.process import continue_processes, stop_trees
+from aka.stillness import Stillness
 
 ENV_LOCK_DIR = "AKA_DEVICE_LOCK_DIR"
 ENV_YIELD_AFTER = "AKA_DEVICE_YIELD_AFTER_S"  # overrides YIELD_AFTER_S (seconds, > 0)
@@ -199,6 +202,10 @@ class Turn:
     def pausing(self) -> bool:
         return False
 
+    def ran_aside(self) -> str | None:
+        """Why a process stopped for a timed step ran meanwhile (`SharedTurn`), or None."""
+        return None
+
 
 class SharedTurn(Turn):
     """A shared turn that steps aside for a timed step that waited `YIELD_AFTER_S` (module doc)."""
@@ -210,6 +217,7 @@ class SharedTurn(Turn):
         self._roots: dict[int, int | None] = {}  # pid -> its pidfd (a reused pid is never signalled)
         self._paused, self._since = 0.0, 0.0
         self._pausing = False
+        self._ran_aside: str | None = None
         self._done = threading.Event()
         self._yield_after = yield_after
         self._watcher = threading.Thread(target=self._watch, name="aka-device-turn", daemon=True)
@@ -257,18 +265,27 @@ class SharedTurn(Turn):
                 self._step_aside()
                 waiting_since = None
 
+    def ran_aside(self) -> str | None:
+        return self._ran_aside
+
     def _step_aside(self) -> None:
         with self._guard:
             self._pausing, self._since = True, time.monotonic()
-            stopped = stop_trees(self._roots).signalled
+            stop = stop_trees(self._roots)
         try:
             time.sleep(DRAIN_S)
             os.close(self._fd)
             self._fd = -1
+            still = Stillness.take(stop.seen)  # while the timed step runs: it does not wait for this
             fd = self._lock.enter_unless(self._done)
             self._fd = -1 if fd is None else fd
+            # a process that stood stopped and ran meanwhile was continued by candidate code (a
+            # timer's SIGCONT): it ran beside the timed step; its step is killed (`step_process`)
+            moved = still.lenient()
+            if moved is not None and self._ran_aside is None:
+                self._ran_aside = f"stopped for another evaluation's timed step, its {moved}"
         finally:
-            continue_processes(stopped)
+            continue_processes(stop.signalled)
             with self._guard:
                 self._paused += time.monotonic() - self._since
                 self._pausing = False

@@ -69,6 +69,7 @@ class PhasedTurn(Turn):
         self._pid: int | None = None
         self._stack = contextlib.ExitStack()
         self._stopped_before = 0.0  # stops of shared phases already over
+        self._ran_aside: str | None = None  # what ran while a shared phase that is over stood aside
         self._waiting_since: float | None = None
         self._alone_since: float | None = None
         self.alone_s = 0.0
@@ -113,6 +114,11 @@ class PhasedTurn(Turn):
         with self._guard:
             return self._waiting_since is not None or (self._inner is not None and self._inner.pausing())
 
+    def ran_aside(self) -> str | None:
+        with self._guard:
+            inner = self._inner.ran_aside() if self._inner is not None else None
+            return self._ran_aside or inner
+
     def alone(self) -> float:
         """Seconds it has held the device alone, the current phase included."""
         with self._guard:
@@ -151,6 +157,7 @@ class PhasedTurn(Turn):
             now = time.monotonic()
             if old is not None:
                 self._stopped_before += old.paused_s()
+                self._ran_aside = self._ran_aside or old.ran_aside()
             self._end_alone(now)
             self._waiting_since = now
             self._asked_at = time.time()

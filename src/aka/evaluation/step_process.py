@@ -254,11 +254,12 @@ def finish_isolated(
             shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
         process.cache.mkdir(mode=0o700, exist_ok=True)
         turn = turn or Turn(0.0)
+        quota, turn_held = DiskQuota(process.writable), turn
         with turn.pausable(process.started.proc.pid):
             ran = process.started.finish(
                 f"{process.token}\n".encode(),
                 min(process.timeout, max(time_left, 0.0)),
-                watch=DiskQuota(process.writable),
+                watch=lambda: quota() or turn_held.ran_aside(),
                 output_limit=STEP_OUTPUT_LIMIT_BYTES,
                 pauses=turn,
                 not_after=not_after,

@@ -16,7 +16,7 @@ namespaces, the judge adopts orphans (`PR_SET_CHILD_SUBREAPER`), and pausing the
 stops every child of the judge that is none of its workers (a stray a worker left behind).
 A stop is not proof against what continues it (a tracer, a sibling's or a timer's SIGCONT): the
 candidate's worker runs under `aka.harness.syscall_filter`, and before it is resumed the judge
-checks that none of its processes ran while paused (`aka.harness.stillness`).
+checks that none of its processes ran while paused (`aka.stillness`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from typing import Any
 from aka.harness.link import Link, LinkClosed, LinkTimeout, ProtocolError, Reply, WorkerFailure
 from aka.harness.shared import Arena
 from aka.harness.spawn import fork_worker, start_plain
-from aka.harness.stillness import Stillness
 from aka.process import continue_processes, process_table, stop_trees, stopped_descendant, tree
+from aka.stillness import Stillness
 
 NAMESPACE_FEATURE = "worker-namespace"
 _PR_SET_DUMPABLE = 4
@@ -271,7 +271,7 @@ class RemoteSide:
 
     def stayed_paused(self) -> None:
         """Raise `WorkerFailure` (tampering) where a process of the paused candidate ran since its
-        pause: something continued it while the other side was timed (`aka.harness.stillness`)."""
+        pause: something continued it while the other side was timed (`aka.stillness`)."""
         if self.paused and self._stillness is not None and (why := self._stillness.broken()) is not None:
             self.kill()
             raise WorkerFailure("tampering", f"the {self.role}'s {why}", self.role)

@@ -12,7 +12,7 @@ and `userfaultfd` (no kernel's-eye view of other processes, no way to stall a pa
 `process_vm_readv`/`writev` and `pidfd_getfd` (no other process's memory or descriptors, where a
 worker shares the judge's namespaces), and any system call of another ABI than the machine's own
 (a 64-bit process may still make 32-bit calls, under other numbers). What the kernel sends on a
-process's behalf (a timer's SIGCONT) no filter sees: `aka.harness.stillness` catches what ran.
+process's behalf (a timer's SIGCONT) no filter sees: `aka.stillness` catches what ran.
 
 The judge reads the filter's presence in /proc (`filtered`), not from the worker's word; where
 the kernel has no seccomp, the worker runs without it and results lack `worker-syscall-filter`.

@@ -1,0 +1,80 @@
+"""`aka.stillness` on real processes: what stood stopped reads still; one continued behind the
+checker's back (as a tracer, a sibling's or a timer's SIGCONT would) reads as having run; one that
+never stops, or ended, is named."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from aka.stillness import Stillness, cpu_ns
+
+BUSY = "while True: pass"
+
+
+@pytest.fixture
+def busy() -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen([sys.executable, "-c", BUSY])
+    time.sleep(0.2)
+    yield process
+    process.kill()
+    process.wait()
+
+
+def test_a_stopped_process_reads_still(busy: subprocess.Popen[bytes]) -> None:
+    os.kill(busy.pid, signal.SIGSTOP)
+    still = Stillness.take([busy.pid])
+    time.sleep(0.3)
+    assert still.unstopped == {} and busy.pid in still.clocks
+    assert still.broken() is None and still.lenient() is None
+    os.kill(busy.pid, signal.SIGCONT)
+
+
+def test_a_process_continued_behind_the_checkers_back_reads_as_having_run(busy: subprocess.Popen[bytes]) -> None:
+    os.kill(busy.pid, signal.SIGSTOP)
+    still = Stillness.take([busy.pid])
+    os.kill(busy.pid, signal.SIGCONT)  # what a dodge does
+    time.sleep(0.05)
+    os.kill(busy.pid, signal.SIGSTOP)  # and stopped again before the check: its clock still moved
+    time.sleep(0.05)
+    for why in (still.broken(), still.lenient()):
+        assert why is not None and f"process {busy.pid} ran for" in why and "while it was paused" in why
+
+
+def test_a_process_that_does_not_stop_is_named(busy: subprocess.Popen[bytes]) -> None:
+    still = Stillness.take([busy.pid], wait_s=0.2)  # never stopped: it runs throughout
+    assert list(still.unstopped) == [busy.pid]
+    assert f"process {busy.pid} did not stop within" in (still.broken() or "")
+    assert f"process {busy.pid} did not stop while it was paused" in (still.lenient() or "")
+
+
+def test_a_process_that_ended_while_paused_is_named(busy: subprocess.Popen[bytes]) -> None:
+    os.kill(busy.pid, signal.SIGSTOP)
+    still = Stillness.take([busy.pid])
+    busy.kill()
+    busy.wait()
+    assert cpu_ns(busy.pid) is None
+    assert f"process {busy.pid} ended while it was paused" in (still.broken() or "")
+
+
+def test_lenient_allows_a_late_stop_a_little_cpu_time() -> None:
+    """A process still in a system call when the stop came (here: not yet stopped at all when the
+    clocks were read) may spend up to `LATE_NS` stopping: a compiler finishing its disk I/O."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.3)
+        still = Stillness.take([sleeper.pid], wait_s=0.0)  # asleep, not stopped: not yet still
+        assert list(still.unstopped) == [sleeper.pid]
+        os.kill(sleeper.pid, signal.SIGSTOP)  # it stops late, spending next to nothing
+        time.sleep(0.1)
+        assert still.lenient() is None
+        assert still.broken() is not None  # the judge's own pause allows no late stop
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -555,3 +556,20 @@ def test_kernelbench_solutions_pass_and_their_zeros_and_nan_variants_do_not(tmp_
     (solutions / "99_not_there" / "kernel.py").write_text("")
     with pytest.raises(SystemExit, match="no problem file for 99_not_there"):
         module.main([str(tmp_path / "kb"), *args])
+
+
+def test_pause_cost_times_each_part_of_a_pause_on_a_real_worker(tmp_path: Path) -> None:
+    out = tmp_path / "pause.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "pause_cost.py"), "--cycles", "20", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["cycles"] == 20 and result["worker_threads"] >= 1
+    for part in ("walk_and_stop", "wait_until_stopped_and_read_clocks", "check_clocks", "pause_check_resume"):
+        assert 0 < result[part]["median_ms"] <= result[part]["p90_ms"], (part, result)

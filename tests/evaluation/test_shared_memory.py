@@ -237,8 +237,8 @@ def test_what_ending_a_worker_frees_is_read_until_it_settles() -> None:
 
 class _Side:
     def __init__(self, free_before_load: int | None, holds: int) -> None:
-        self.free_before_load = free_before_load
-        self.holds = holds  # the GPU memory its worker holds, given back when it is killed
+        self.free_before_load = self.host_before_load = free_before_load  # the GPU's, the host's
+        self.holds = holds  # the memory its worker holds, given back when it is killed
         self.killed = False
 
     def kill(self) -> None:
@@ -258,18 +258,24 @@ _SHORTFALLS = {
     "CUDA runtime": lambda: torch.AcceleratorError("CUDA error: out of memory"),
     # the judge's shared buffers, made with the driver (seen on the H200 beside a hoarding exploit)
     "CUDA driver": lambda: cuda_driver._check("cuMemCreate", 2),
+    # on the CPU: the judge's sizing against the host's memory, and its own allocations failing
+    "judge's host sizing": lambda: turns.MemoryShortfall("check-c needs about 3072 MiB of host memory", 3 * 2**30),
+    "judge's host allocation": lambda: MemoryError(),
+    "torch's host allocator": lambda: RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to"),
 }
 
 
 @pytest.mark.parametrize("shortfall", sorted(_SHORTFALLS))
 @pytest.mark.parametrize("free_before_load", [100 * 2**30, None])
 @pytest.mark.parametrize("holds", [99 * 2**30, 2**28], ids=["its own", "a neighbour's"])
-def test_a_step_short_of_gpu_memory_is_charged_to_the_candidate_only_when_it_took_it(
+def test_a_step_short_of_memory_is_charged_to_the_candidate_only_when_it_took_it(
     monkeypatch: pytest.MonkeyPatch, free_before_load: int | None, shortfall: str, holds: int
 ) -> None:
-    """The judge's step with 1 GiB left of a GPU that had 100 free before the candidate loaded: the
-    candidate's fault only where ending its worker gives the memory back (on the H200 a neighbour's
-    hoard was taken for three candidates' while only the fall in free memory was read)."""
+    """The judge's step with 1 GiB left of a GPU (or a host) that had 100 free before the candidate
+    loaded: the candidate's fault only where ending its worker gives the memory back (on the H200 a
+    neighbour's hoard was taken for three candidates' while only the fall in free memory was read;
+    on the CPU a candidate whose helpers filled the machine's memory was an `infra_error`, a dropped
+    reward, on every attempt: red team, session 43)."""
     from aka.harness import runner
     from aka.harness.task import KernelTask, StepContext
 
@@ -280,7 +286,11 @@ def test_a_step_short_of_gpu_memory_is_charged_to_the_candidate_only_when_it_too
     monkeypatch.setattr(runner, "correctness_step", short)
     workers = _Workers(free_before_load, holds)
     side = workers.candidate
-    monkeypatch.setattr(runner, "free_gpu_bytes", lambda device: 2**30 + (side.holds if side.killed else 0))
+    def free(*_: object) -> int:  # the GPU's free memory or the host's: 1 GiB, and what the worker gives back
+        return 2**30 + (side.holds if side.killed else 0)
+
+    monkeypatch.setattr(runner, "free_gpu_bytes", free)
+    monkeypatch.setattr(runner, "available_bytes", free)
     ctx = StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"})
     task = KernelTask(
         name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None, load_candidate=lambda directory: None
@@ -292,6 +302,10 @@ def test_a_step_short_of_gpu_memory_is_charged_to_the_candidate_only_when_it_too
     result = runner.run_step(task, ctx, workers, Path("harness.py"))  # type: ignore[arg-type]
     assert (result.status, result.failure_kind) == ("failed", "performance_error")
     assert "took 99.0 GiB" in (result.message or "") and side.killed
+    if "host" in shortfall or shortfall == "judge's sizing":  # the step runs on the CPU: its sizing is the host's
+        assert "of host memory" in (result.message or ""), result.message
+    else:
+        assert "of GPU memory" in (result.message or ""), result.message
 
 
 def test_a_cuda_error_other_than_memory_stays_the_harnesss_fault(monkeypatch: pytest.MonkeyPatch) -> None:

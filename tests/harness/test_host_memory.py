@@ -111,3 +111,36 @@ def test_the_judges_own_failed_allocation_is_a_harness_error(
     monkeypatch.setattr(runner, "correctness_step", lambda *_: (_ for _ in ()).throw(RuntimeError("a bug")))
     with pytest.raises(RuntimeError, match="a bug"):
         runner.run_step(task, ctx, StepWorkers(Path(".")), Path("harness.py"))
+
+
+HOARDS_AT_IMPORT = textwrap.dedent("""
+    import torch
+    from aka.harness import Case, KernelTask, candidate_function
+
+    HOARD = torch.ones(2**30)  # 4 GiB, every page written: the machine's available memory falls
+    TASK = KernelTask(name="hoard", cases=[Case.make(n=1)], make_inputs=lambda *_: (), reference=lambda: None,
+                      load_candidate=candidate_function("kernel", "f"))
+    """)
+
+
+@pytest.mark.skipif((host_memory.available_bytes() or 0) < 10 * 2**30, reason="needs 10 GiB of free memory")
+def test_what_a_worker_held_of_the_hosts_memory_is_read_by_ending_it(tmp_path: Path) -> None:
+    """The reading a host shortfall is judged by (`runner._short_of_memory`): a real worker that
+    holds 4 GiB gives it back to the machine when the judge ends it: well over the 1 GiB a candidate
+    may hold (`turns.CANDIDATE_MEMORY_ALLOWANCE`). On this repository's CPU machine (a VM) the
+    machine's available memory moved by about 1 GiB less than the hoard, both ways (3.0-3.3 GiB
+    for 4 GiB written), so the reading is the lower bound it is meant to be."""
+    from aka.harness.remote import RemoteSide
+    from aka.harness.turns import memory_freed_by_ending
+
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "harness.py").write_text(HOARDS_AT_IMPORT)
+    side = RemoteSide("candidate", "cpu", tmp_path / "home", None, dict(os.environ))
+    try:
+        side.setup(tmp_path / "task", "harness.py", "hoard", "cpu", False, [], [], [], 120.0)
+        now = host_memory.available_bytes() or 0
+        freed = memory_freed_by_ending(side, lambda: host_memory.available_bytes() or 0, now)
+        assert not side.alive()
+        assert 2 * 2**30 < freed < 6 * 2**30, freed / 2**30  # its 4 GiB (other tests' memory moves too)
+    finally:
+        side.close()

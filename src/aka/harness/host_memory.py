@@ -29,7 +29,10 @@ def _proc_kib(path: str, key: str) -> int | None:
 
 def available_bytes() -> int | None:
     """What this process can still allocate: the machine's available memory, and under an
-    address-space limit the room left below it (None: unknown, nothing to bound by)."""
+    address-space limit the room left below it (None: unknown, nothing to bound by). Where the
+    judge runs short, whose memory it was is read from its fall since the candidate's code loaded
+    and from what ending the candidate's worker gives back (`aka.harness.turns.candidate_took`),
+    as for a GPU's: the room below the judge's own limit does not come back, the machine's does."""
     free = _proc_kib("/proc/meminfo", "MemAvailable")
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY:

@@ -121,6 +121,7 @@ class RemoteSide:
         self._stillness: Stillness | None = None  # the candidate's clocks once its pause took hold
         self.loaded = False  # the side's code has run in it
         self.free_before_load: int | None = None  # the GPU's free bytes before its code first ran
+        self.host_before_load: int | None = None  # what the judge could allocate of the host's then
         self.isolated = False  # known once it answers its setup
         self.filtered = False  # under aka.harness.syscall_filter: read from /proc at its setup
         self.autotunes = False  # its code holds a Triton autotuner (known once it answers its load)

@@ -26,7 +26,7 @@ from aka.evaluation.wire import ENV_STEP, StepExit
 from aka.harness.channel import ReportChannel
 from aka.harness.checks import correctness_step, reference_for
 from aka.harness.cuda_driver import CudaOutOfMemoryError
-from aka.harness.host_memory import host_allocation_failed
+from aka.harness.host_memory import available_bytes, host_allocation_failed
 from aka.harness.link import WorkerFailure
 from aka.harness.perf import performance_step
 from aka.harness.phases import Phases
@@ -101,24 +101,45 @@ def run_step(
     except (MemoryShortfall, torch.OutOfMemoryError, torch.AcceleratorError, CudaOutOfMemoryError) as exc:
         if isinstance(exc, torch.AcceleratorError) and "out of memory" not in str(exc):
             raise  # a CUDA error of another kind: the harness's fault, with its traceback
-        candidate = workers.candidate
-        free_before = candidate.free_before_load if candidate is not None else None
-        free_now = free_gpu_bytes(ctx.device)
-        freed = None
-        if candidate is not None and free_before is not None:  # the step fails either way: end its worker
-            freed = memory_freed_by_ending(candidate, lambda: free_gpu_bytes(ctx.device), free_now)
-        blame = candidate_took(exc.need if isinstance(exc, MemoryShortfall) else None, free_before, free_now, freed)
-        if blame is None:
-            where = "host" if isinstance(exc, MemoryShortfall) and ctx.device.type != "cuda" else "GPU"
-            raise HarnessError(f"the judge ran out of {where} memory: {exc}") from exc
-        return StepResult(ctx.step, "failed", blame, failure_kind=UNTIMEABLE)
+        host = isinstance(exc, MemoryShortfall) and ctx.device.type != "cuda"
+        need = exc.need if isinstance(exc, MemoryShortfall) else None
+        return _short_of_memory(
+            exc, ctx, workers.candidate, host, need, f"the judge ran out of {'host' if host else 'GPU'} memory: {exc}"
+        )
     except (MemoryError, RuntimeError) as exc:  # the judge's own allocations (candidate code runs in the workers)
         if isinstance(exc, RuntimeError) and not host_allocation_failed(exc):
             raise
-        raise HarnessError(
+        return _short_of_memory(
+            exc,
+            ctx,
+            workers.candidate,
+            True,
+            None,
             f"the judge ran out of host memory under the step's limit ({exc or 'MemoryError'}): "
-            "a limit of this machine and harness, not of the candidate"
-        ) from exc
+            "a limit of this machine and harness, not of the candidate",
+        )
+
+
+def _short_of_memory(
+    exc: BaseException, ctx: StepContext, candidate: RemoteSide | None, host: bool, need: int | None, harness: str
+) -> StepResult:
+    """The judge ran short of the host's or the GPU's memory: the candidate's failure where its
+    worker took it (`turns.candidate_took`: what ending the worker gives back, against the fall
+    since its code loaded), else the harness's (`harness`, an `infra_error`). The step fails either
+    way, so the worker is ended to read what it held."""
+
+    def read() -> int:
+        return (available_bytes() or 0) if host else free_gpu_bytes(ctx.device)
+
+    before = None if candidate is None else candidate.host_before_load if host else candidate.free_before_load
+    free_now = read()
+    freed = None
+    if candidate is not None and before is not None:
+        freed = memory_freed_by_ending(candidate, read, free_now)
+    blame = candidate_took(need, before, free_now, freed, "host" if host else "GPU")
+    if blame is None:
+        raise HarnessError(harness) from exc
+    return StepResult(ctx.step, "failed", blame, failure_kind=UNTIMEABLE)
 
 
 def _blame_full_gpu(result: StepResult, ctx: StepContext, candidate: RemoteSide | None) -> None:

@@ -23,6 +23,7 @@ import torch
 from aka.evaluation.wire import BASELINE_SOURCES_DIR, ENV_SHARED_CACHE
 from aka.harness import syscall_filter
 from aka.harness.cases import Case
+from aka.harness.host_memory import available_bytes
 from aka.harness.link import WorkerFailure
 from aka.harness.remote import NAMESPACE_FEATURE, RemoteError, RemoteSide, adopt_orphans
 from aka.harness.report import CaseResult, StepResult
@@ -141,8 +142,10 @@ def load_side(
 ) -> list[str] | StepResult:
     """Load `count` copies of the side's code (after its build, if asked); the target kernels it
     instruments, or the report of why it has none (skipped: a missing tool; failed otherwise)."""
-    if not side.loaded and side.device == "cuda":  # what the GPU had before the side's code ran
-        side.free_before_load = free_gpu_bytes(torch.device("cuda", torch.cuda.current_device()))
+    if not side.loaded:  # what the machine and the GPU had before the side's code ran
+        side.host_before_load = available_bytes()
+        if side.device == "cuda":
+            side.free_before_load = free_gpu_bytes(torch.device("cuda", torch.cuda.current_device()))
     side.loaded = True  # from here on the side's code may run in the worker
     try:
         if build:

@@ -165,7 +165,11 @@ def host_input_sets(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tens
 
 
 def candidate_took(
-    need: int | None, free_before_candidate: int | None, free_now: int, freed_by_its_end: int | None
+    need: int | None,
+    free_before_candidate: int | None,
+    free_now: int,
+    freed_by_its_end: int | None,
+    where: str = "GPU",
 ) -> str | None:
     """Whose shortfall it is. Memory that went missing after the candidate's code loaded and that
     came back when its worker ended (`memory_freed_by_ending`) was the candidate's: where it held
@@ -176,7 +180,9 @@ def candidate_took(
     holds the worker's footprint from before its code loaded and what neighbours freed in the
     same moments, and on the H200 two candidates beside a 130 GiB hoard were charged so
     (docs/benchmarks/2026-12-04_session41_h200.md); a shortfall with two takers is the shared
-    GPU's, an `infra_error` judged again."""
+    GPU's, an `infra_error` judged again. The same holds for the host's memory (`where`): on the
+    CPU a candidate whose helpers filled the machine's memory made the judge's sizing fail, an
+    `infra_error` on every attempt, until this read it there too (red team, session 43)."""
     if free_before_candidate is None or freed_by_its_end is None:
         return None
     fall = free_before_candidate - free_now
@@ -186,7 +192,7 @@ def candidate_took(
     if fall - freed_by_its_end > CANDIDATE_MEMORY_ALLOWANCE:
         return None
     return (
-        f"the candidate's worker took {taken / 2**30:.1f} GiB of GPU memory after its code loaded (ending it "
+        f"the candidate's worker took {taken / 2**30:.1f} GiB of {where} memory after its code loaded (ending it "
         "freed that much), and the judge's buffers for the step no longer fit"
     )
 

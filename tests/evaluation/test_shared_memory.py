@@ -286,6 +286,7 @@ def test_a_step_short_of_memory_is_charged_to_the_candidate_only_when_it_took_it
     monkeypatch.setattr(runner, "correctness_step", short)
     workers = _Workers(free_before_load, holds)
     side = workers.candidate
+
     def free(*_: object) -> int:  # the GPU's free memory or the host's: 1 GiB, and what the worker gives back
         return 2**30 + (side.holds if side.killed else 0)
 

@@ -49,9 +49,9 @@ DENIED = (
     "process_vm_writev",
     "pidfd_getfd",  # another process's descriptors
 )
+_ALLOW, _DENY = "allow", "deny"  # labels of the filter's last two instructions
 # Calls that send a signal, and which argument is the signal: none may send SIGCONT, which
 # continues a stopped process (a sibling the pause has stopped already).
-_ALLOW, _DENY = "allow", "deny"  # labels of the filter's last two instructions
 SIGNALLING = {"kill": 1, "tkill": 1, "tgkill": 2, "rt_sigqueueinfo": 1, "rt_tgsigqueueinfo": 2, "pidfd_send_signal": 1}
 
 
@@ -167,10 +167,19 @@ def install() -> str | None:
     return None
 
 
-def filtered(pid: int) -> bool:
-    """Whether process `pid` runs under a seccomp filter, as the kernel says (/proc/PID/status)."""
+def _filters(pid: int | str) -> int:
+    """How many seccomp filters process `pid` runs under (`Seccomp_filters`, Linux 5.9+; before
+    that, 1 for any filter at all)."""
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return any(line.split()[1:2] == ["2"] for line in status.splitlines() if line.startswith("Seccomp:"))
+        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    except (OSError, ValueError):
+        return 0
+    if "Seccomp_filters" in status:
+        return int(status["Seccomp_filters"])
+    return int(status.get("Seccomp", "0").strip() == "2")
+
+
+def filtered(pid: int) -> bool:
+    """Whether process `pid` runs under a filter more than this process (the judge, which may run
+    under its container's own filter): as the kernel says, not the worker."""
+    return _filters(pid) > _filters("self")

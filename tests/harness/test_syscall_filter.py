@@ -131,3 +131,23 @@ def test_a_32_bit_system_call_is_refused_on_x86_64() -> None:
         pytest.skip("no 32-bit system calls on this kernel")
     assert seen["before"] == seen["pid"] and seen["install"] is None, seen
     assert seen["after"] == -1, seen  # -EPERM
+
+
+def test_a_worker_whose_cuda_fails_under_the_filter_runs_without_it(tmp_path: Path, monkeypatch) -> None:
+    """Not yet tried on a GPU: should CUDA need a call the filter refuses, setting up a worker
+    tries a plain one, then one without the filter (decided before any side's code runs)."""
+    from aka.harness import remote
+    from aka.harness.link import Reply
+
+    side = remote.RemoteSide.__new__(remote.RemoteSide)
+    side.directory, side.role = tmp_path / "w", "candidate"
+    started: list[tuple[bool, bool]] = []
+    replies = iter(
+        [Reply({"ok": False, "kind": "cuda_unavailable", "error": "e"})] * 2 + [Reply({"ok": True, "isolated": False})]
+    )
+    monkeypatch.setattr(side, "request", lambda *_: next(replies), raising=False)
+    monkeypatch.setattr(side, "close_process", lambda: None, raising=False)
+    monkeypatch.setattr(side, "_start", lambda forked, filtered=True: started.append((forked, filtered)), raising=False)
+    (tmp_path / "task").mkdir()
+    side.setup(tmp_path / "task", "harness.py", "t", "cuda", False, [], [], [], 10.0)
+    assert started == [(False, True), (False, False)]  # plain and filtered, then plain without the filter

@@ -211,8 +211,11 @@ def fork_worker(
         os._exit(code)
 
 
-def start_plain(socket_fd: int, output_fd: int, directory: Path, env: Mapping[str, str], device: str) -> WorkerProcess:
-    """A fresh interpreter in the judge's namespaces (where CUDA failed inside the worker's own)."""
+def start_plain(
+    socket_fd: int, output_fd: int, directory: Path, env: Mapping[str, str], device: str, filtered: bool = True
+) -> WorkerProcess:
+    """A fresh interpreter in the judge's namespaces (where CUDA failed inside the worker's own), under
+    the system call filter unless `filtered` is False (where CUDA failed under it too)."""
     popen = subprocess.Popen(
         [sys.executable, "-m", "aka.harness.worker", "--fd", str(socket_fd), "--device", device],
         cwd=directory,
@@ -222,7 +225,7 @@ def start_plain(socket_fd: int, output_fd: int, directory: Path, env: Mapping[st
         stdout=output_fd,
         stderr=output_fd,
         start_new_session=True,
-        preexec_fn=_limit_files_and_calls,
+        preexec_fn=_limit_files_and_calls if filtered else _limit_files,
     )
     return WorkerProcess(popen.pid, popen)
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from exploits.catalog import SIGCONT_TIMERS
 
 from aka.device import DeviceInfo
 from aka.errors import ConfigError
@@ -252,30 +253,18 @@ def test_a_step_that_stops_itself_is_not_hidden_by_a_pause(tmp_path: Path, monke
     assert outcome.stopped and not outcome.timed_out and took < 15.0, outcome.describe()
 
 
-CONTINUES_ITSELF = """
-import ctypes, signal, sys, threading, time
-# POSIX timers send this process SIGCONT every millisecond: no stop holds it for longer (four,
-# re-armed whenever it runs: a stop discards a pending SIGCONT, which stalls its timer)
-signal.signal(signal.SIGCONT, lambda *_: None)
-class Event(ctypes.Structure):
-    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int),
-                ("pad", ctypes.c_byte * 48)]
-libc, timers = ctypes.CDLL(None), [ctypes.c_void_p() for _ in range(4)]
-for timer in timers:
-    libc.timer_create(1, ctypes.byref(Event(None, signal.SIGCONT, 0)), ctypes.byref(timer))
-def arm():
-    while True:
-        for k, timer in enumerate(timers):
-            every = (ctypes.c_long * 4)(0, 1_000_000, 0, 1_000_000 + 250_000 * k)
-            libc.timer_settime(timer, 0, ctypes.byref(every), None)
-        time.sleep(0.005)
-threading.Thread(target=arm, daemon=True).start()
+CONTINUES_ITSELF = (
+    SIGCONT_TIMERS  # no stop holds it for longer than a millisecond
+    + """
+import sys, time
+_continue_by_timers()
 with open(sys.argv[1], "a") as out:
     for _ in range(600):
         out.write(f"{time.monotonic():.3f}\\n")
         out.flush()
         time.sleep(0.05)
 """
+)
 
 
 def test_a_step_that_continues_itself_while_it_stands_aside_is_killed(

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from exploits.catalog import SIGCONT_TIMERS
 
 from aka.harness.spawn import namespaces_work
 
@@ -232,25 +233,7 @@ run_on()
     # a stop discards a SIGCONT still pending, which stalls its timer: four of them, re-armed
     # whenever it runs, in a session of its own, out of reach of the pause's second stop, to the
     # worker's group: so it continued itself every time, under load too)
-    "timer": _DODGE_PRELUDE
-    + """
-os.setsid()
-signal.signal(signal.SIGCONT, lambda *_: None)
-class Event(ctypes.Structure):
-    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int),
-                ("pad", ctypes.c_byte * 48)]
-timers = [ctypes.c_void_p() for _ in range(4)]
-for timer in timers:
-    libc.timer_create(1, ctypes.byref(Event(None, signal.SIGCONT, 0)), ctypes.byref(timer))
-def arm():
-    while True:
-        for k, timer in enumerate(timers):
-            every = (ctypes.c_long * 4)(0, 1_000_000, 0, 1_000_000 + 250_000 * k)
-            libc.timer_settime(timer, 0, ctypes.byref(every), None)
-        time.sleep(0.005)
-threading.Thread(target=arm, daemon=True).start()
-run_on()
-""",
+    "timer": _DODGE_PRELUDE + "os.setsid()\n" + SIGCONT_TIMERS + "_continue_by_timers()\nrun_on()\n",
 }
 
 DODGE_JUDGE = """

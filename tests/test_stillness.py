@@ -78,3 +78,44 @@ def test_lenient_allows_a_late_stop_a_little_cpu_time() -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+ZOMBIE_LEADER = """
+import ctypes, threading, time
+def spin():
+    while True:
+        time.sleep(0.0001)
+threading.Thread(target=spin, daemon=True).start()
+time.sleep(0.1)
+ctypes.CDLL(None).syscall(60, 0)  # SYS_exit: only the main thread ends; the process reads Z
+"""
+
+
+def test_a_process_whose_leader_thread_ended_is_still_measured() -> None:
+    """A red team's helpers ended their main thread (the process then reads `Z`, as a dead one
+    does) while a thread of theirs ran on: the clocks skipped them, and they slowed the baseline
+    through every pause. Only a process whose every thread ended is dead."""
+    if sys.platform != "linux" or os.uname().machine != "x86_64":
+        pytest.skip("x86_64 Linux: the raw exit call's number")
+    process = subprocess.Popen([sys.executable, "-c", ZOMBIE_LEADER])
+    try:
+        time.sleep(0.5)
+        os.kill(process.pid, signal.SIGSTOP)
+        still = Stillness.take([process.pid])
+        assert process.pid in still.clocks and still.broken() is None
+        os.kill(process.pid, signal.SIGCONT)  # a timer's doing
+        time.sleep(0.05)
+        assert "ran" in (still.broken() or "") and "ran" in (still.lenient() or "")
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_process_running_at_the_check_is_caught_even_before_its_clock_is_compared(
+    busy: subprocess.Popen[bytes],
+) -> None:
+    os.kill(busy.pid, signal.SIGSTOP)
+    still = Stillness.take([busy.pid])
+    os.kill(busy.pid, signal.SIGCONT)
+    time.sleep(0.05)
+    assert f"process {busy.pid} ran while it was paused (threads" in (still.broken() or "")

@@ -56,7 +56,13 @@ def _moving_threads(pid: int) -> list[str]:
 
 
 def _dead(pid: int) -> bool:
-    return (_state(f"/proc/{pid}/stat") or "X") in ("Z", "X")
+    """Every thread of `pid` has ended. Not its leader's state alone: a process whose main thread
+    exits reads `Z` while its other threads run on (a red team's helpers hid from the clocks so)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    return all((_state(f"/proc/{pid}/task/{task}/stat") or "X") in ("Z", "X") for task in tasks)
 
 
 @dataclass
@@ -90,7 +96,7 @@ class Stillness:
         of the candidate's worker, whose honest processes all wait for its next request."""
         for pid, threads in self.unstopped.items():  # still running when it was to stand still
             return f"process {pid} did not stop within {STOP_WAIT_S:.0f} s of its pause (threads {threads[:5]})"
-        return self._moved(0)
+        return self._running() or self._moved(0)
 
     def lenient(self) -> str | None:
         """`broken`, for a step's whole tree (compilers among them): a process still finishing a
@@ -99,7 +105,14 @@ class Stillness:
         for pid in self.unstopped:
             if _moving_threads(pid):
                 return f"process {pid} did not stop while it was paused"
-        return self._moved(LATE_NS)
+        return self._running() or self._moved(LATE_NS)
+
+    def _running(self) -> str | None:
+        """A process seen stopped whose threads run now (continued, and not yet stopped again)."""
+        for pid in self.clocks:
+            if pid not in self.unstopped and (threads := _moving_threads(pid)):
+                return f"process {pid} ran while it was paused (threads {threads[:5]} running)"
+        return None
 
     def _moved(self, late_ns: int) -> str | None:
         for pid, before in self.clocks.items():

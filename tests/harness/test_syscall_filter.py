@@ -51,6 +51,15 @@ calls = {
 }
 seen["sigcont"] = {name: errno_of(call(cont)) for name, call in calls.items()}
 seen["sigwinch"] = {name: errno_of(call(winch)) for name, call in calls.items() if name != "rt_sigqueueinfo"}
+seen["sched_other"] = {  # another process's scheduling: refused; the caller's own (pid 0): allowed
+    "setpriority": errno_of(libc.syscall(numbers["setpriority"], 0, pid, 19)),
+    "sched_setscheduler": errno_of(libc.syscall(numbers["sched_setscheduler"], pid, 5, ctypes.byref(ctypes.c_int(0)))),
+    "sched_setaffinity": errno_of(libc.syscall(numbers["sched_setaffinity"], pid, 8, ctypes.byref(ctypes.c_ulong(1)))),
+}
+seen["sched_self"] = {
+    "setpriority": errno_of(libc.syscall(numbers["setpriority"], 0, 0, 1)),
+    "sched_setaffinity": errno_of(libc.syscall(numbers["sched_setaffinity"], 0, 8, ctypes.byref(ctypes.c_ulong(1)))),
+}
 child.terminate()
 seen["terminated"] = child.wait()
 import torch
@@ -94,6 +103,8 @@ def test_the_filter_refuses_tracing_io_uring_and_sigcont_and_nothing_else_a_work
     assert seen["denied"] == dict.fromkeys(seen["denied"], eperm), seen
     assert seen["sigcont"] == dict.fromkeys(seen["sigcont"], eperm), seen
     assert seen["sigwinch"] == dict.fromkeys(seen["sigwinch"], 0), seen  # other signals go through
+    assert seen["sched_other"] == dict.fromkeys(seen["sched_other"], eperm), seen
+    assert seen["sched_self"] == dict.fromkeys(seen["sched_self"], 0), seen
     assert seen["terminated"] == -15 and seen["torch"] == 6.0, seen
 
 

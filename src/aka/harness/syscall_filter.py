@@ -53,6 +53,17 @@ _ALLOW, _DENY = "allow", "deny"  # labels of the filter's last two instructions
 # Calls that send a signal, and which argument is the signal: none may send SIGCONT, which
 # continues a stopped process (a sibling the pause has stopped already).
 SIGNALLING = {"kill": 1, "tkill": 1, "tgkill": 2, "rt_sigqueueinfo": 1, "rt_tgsigqueueinfo": 2, "pidfd_send_signal": 1}
+# Calls that change how another process is scheduled, and which argument names it: only 0 (the
+# caller itself) is allowed. Where a worker shares the judge's namespaces the baseline's worker is
+# in reach, and a red team's candidate set it to SCHED_IDLE and nice 19 (127-571x on the CPU).
+SCHEDULING = {
+    "setpriority": 1,
+    "sched_setparam": 0,
+    "sched_setscheduler": 0,
+    "sched_setattr": 0,
+    "sched_setaffinity": 0,
+    "ioprio_set": 1,
+}
 
 
 class Machine(NamedTuple):
@@ -88,6 +99,12 @@ MACHINES = {
             "tgkill": 234,
             "rt_sigqueueinfo": 129,
             "rt_tgsigqueueinfo": 297,
+            "setpriority": 141,
+            "sched_setparam": 142,
+            "sched_setscheduler": 144,
+            "sched_setaffinity": 203,
+            "ioprio_set": 251,
+            "sched_setattr": 314,
         },
         x32=True,
     ),
@@ -107,6 +124,12 @@ MACHINES = {
             "tgkill": 131,
             "rt_sigqueueinfo": 138,
             "rt_tgsigqueueinfo": 240,
+            "ioprio_set": 30,
+            "sched_setparam": 118,
+            "sched_setscheduler": 119,
+            "sched_setaffinity": 122,
+            "setpriority": 140,
+            "sched_setattr": 274,
         },
         x32=False,
     ),
@@ -114,8 +137,8 @@ MACHINES = {
 
 
 def program(machine: Machine) -> bytes:
-    """The classic-BPF filter: another ABI's calls, the denied ones and SIGCONT sent by any
-    signalling call fail with EPERM; everything else runs."""
+    """The classic-BPF filter: another ABI's calls, the denied ones, SIGCONT sent by any signalling
+    call and a change to another process's scheduling fail with EPERM; everything else runs."""
     code: list[tuple[int, int, int | str, int | str]] = [  # (op, k, where taken, where not): a label or a skip
         (BPF_LD_W_ABS, SECCOMP_DATA_ARCH, 0, 0),
         (BPF_JEQ_K, machine.arch, 0, _DENY),
@@ -124,10 +147,14 @@ def program(machine: Machine) -> bytes:
     if machine.x32:
         code.append((BPF_JGE_K, X32_SYSCALL_BIT, _DENY, 0))
     code += [(BPF_JEQ_K, number, _DENY, 0) for number in sorted(machine.numbers[name] for name in DENIED)]
-    for name, argument in SIGNALLING.items():  # the argument's low word: a signal is an int
+    # each: the call's number, its argument's low word (a signal, a pid: ints), and what is
+    # denied; once the argument is loaded the call is decided
+    checks = [(name, argument, int(signal.SIGCONT), _DENY, _ALLOW) for name, argument in SIGNALLING.items()]
+    checks += [(name, argument, 0, _ALLOW, _DENY) for name, argument in SCHEDULING.items()]
+    for name, argument, value, equal, other in checks:
         code.append((BPF_JEQ_K, machine.numbers[name], 0, 2))
         code.append((BPF_LD_W_ABS, SECCOMP_DATA_ARGS + 8 * argument, 0, 0))
-        code.append((BPF_JEQ_K, signal.SIGCONT, _DENY, _ALLOW))
+        code.append((BPF_JEQ_K, value, equal, other))
     code += [(BPF_RET_K, SECCOMP_RET_ALLOW, 0, 0), (BPF_RET_K, SECCOMP_RET_ERRNO | errno.EPERM, 0, 0)]
     at = {_ALLOW: len(code) - 2, _DENY: len(code) - 1}
 

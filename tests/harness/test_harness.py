@@ -36,6 +36,7 @@ from aka.harness import (
     perf,
     random_tensor,
     run_task,
+    sides,
     syscall_filter,
     time_function,
     tolerance_for,
@@ -470,8 +471,25 @@ def test_build_errors_fail_and_missing_tools_skip_compile(tmp_path: Path, monkey
     failing = _task_dir(tmp_path / "bad", build=f"raise BuildError({error!r})")
     failed = _step(failing, "compile", monkeypatch, capsys)
     assert failed.status is StepStatus.FAILED and "expected a ';'" in (failed.message or "")
-    missing = _task_dir(tmp_path / "missing", build="raise ToolMissingError('nvcc is not on PATH')")
+
+
+def test_a_missing_tool_skips_only_where_the_judge_misses_it_too(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A worker's "missing tool" is the side's claim (its code can raise the error): a skip drops
+    the reward, so it skips only a build on a machine where the judge finds no nvcc either."""
+    claims = "raise ToolMissingError('nvcc is not on PATH')"
+    missing = _task_dir(tmp_path / "missing", build=claims)
+    monkeypatch.setattr(sides, "judge_has_nvcc", lambda: True)
+    failed = _step(missing, "compile", monkeypatch, capsys)  # the judge has nvcc: the claim is false
+    assert failed.status is StepStatus.FAILED and "nvcc is not on PATH" in (failed.message or "")
+    monkeypatch.setattr(sides, "judge_has_nvcc", lambda: False)
     assert _step(missing, "compile", monkeypatch, capsys).status is StepStatus.SKIPPED
+    # claimed by the candidate's import: past the compile step it is never a skip, nvcc or not
+    at_import = _task_dir(tmp_path / "import", candidate=f"from aka.harness import ToolMissingError\n{claims}\n")
+    for step in ("correctness", "performance"):
+        result = _step(at_import, step, monkeypatch, capsys)
+        assert result.status is StepStatus.FAILED, (step, result)
+    monkeypatch.setattr(sides, "judge_has_nvcc", lambda: True)
+    assert _step(at_import, "compile", monkeypatch, capsys).status is StepStatus.FAILED
 
 
 def test_kernel_families_forbid_torch_compute(tmp_path: Path, monkeypatch, capsys) -> None:

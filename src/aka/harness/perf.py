@@ -448,7 +448,7 @@ def performance_step(
     config = config.for_cases(len(cases))
     loads = 1 if candidate is None else max(1, config.loads)
     config = dataclasses.replace(config, loads=loads)
-    loaded = load_side(baseline, "performance", cases, loads, source_dir(ctx))
+    loaded = load_side(baseline, "performance", cases, loads, source_dir(ctx), may_lack_tools=True)
     if isinstance(loaded, StepResult):
         raise HarnessError(f"the task's own baseline sources do not load: {loaded.message}")
     log.info("baseline loaded %d time(s)", loads)

@@ -54,7 +54,8 @@ def compile_step(task: KernelTask, ctx: StepContext, side: RemoteSide | None) ->
     Triton kernels (a Triton compile error fails the step, anything else is left to correctness)."""
     if ctx.target != "candidate" or side is None:
         return StepResult("compile", "ok", "the baseline is built when it is timed")
-    loaded = load_side(side, "compile", [], 1, build=task.build is not None)
+    builds_cuda = task.build is not None or "cuda" in ctx.family
+    loaded = load_side(side, "compile", [], 1, build=task.build is not None, may_lack_tools=builds_cuda)
     if isinstance(loaded, StepResult):
         return loaded
     cases = task.cases_for(ctx.profile)

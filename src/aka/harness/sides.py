@@ -137,11 +137,25 @@ def source_dir(ctx: StepContext) -> str:
     return BASELINE_SOURCES_DIR
 
 
+def judge_has_nvcc() -> bool:
+    return shutil.which("nvcc") is not None
+
+
 def load_side(
-    side: RemoteSide, step: str, cases: Sequence[Case], count: int, directory: str = ".", build: bool = False
+    side: RemoteSide,
+    step: str,
+    cases: Sequence[Case],
+    count: int,
+    directory: str = ".",
+    build: bool = False,
+    may_lack_tools: bool = False,
 ) -> list[str] | StepResult:
     """Load `count` copies of the side's code (after its build, if asked); the target kernels it
-    instruments, or the report of why it has none (skipped: a missing tool; failed otherwise)."""
+    instruments, or the report of why it has none (skipped: a missing tool; failed otherwise).
+
+    A worker's "missing tool" is only a claim: its side's code can raise the error or write the
+    reply itself, and a skip drops the reward. It skips only where the caller says this load may
+    need a tool (`may_lack_tools`) and the judge, looking itself, finds nvcc missing too."""
     if not side.loaded:  # what the machine and the GPU had before the side's code ran
         side.host_before_load = available_bytes()
         if side.device == "cuda":
@@ -152,7 +166,7 @@ def load_side(
             side.expect_ok({"op": "build"}, LOAD_TIMEOUT_S)
         reply = side.expect_ok({"op": "load", "count": count, "source_dir": directory}, LOAD_TIMEOUT_S)
     except RemoteError as exc:
-        if exc.kind == "tool_missing":
+        if exc.kind == "tool_missing" and may_lack_tools and not judge_has_nvcc():
             return StepResult(step, "skipped", str(exc))
         message = f"{'building' if build else 'loading'} the candidate failed: {exc}"
         return StepResult(step, "failed", message, [CaseResult(c, correct=False, message=message) for c in cases])

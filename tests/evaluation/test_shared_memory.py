@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from aka.harness import cuda_driver, turns
-from aka.harness.link import ProtocolError, Reply
+from aka.harness.link import Link, ProtocolError, Reply
 from aka.harness.shared import Arena, OpenedArena, Slot
 from aka.harness.task import HarnessError
 
@@ -398,3 +398,23 @@ def test_a_candidate_short_of_gpu_memory_is_excused_only_when_others_filled_the_
         return
     assert runner.run_step(task, ctx, workers, Path("harness.py")) is failed  # type: ignore[arg-type]
     assert side.killed == (free_now < 2**30)  # a GPU with room: nothing to measure, its worker left alone
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"ok": true, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", b"\xff", b"NaN"],
+    ids=["nested past the parser", "nested inside an answer", "not text", "a bare constant"],
+)
+def test_an_answer_no_parser_reads_is_tampering_not_a_crash(answer: bytes) -> None:
+    """A red team's worker answered with JSON nested 5,000 deep: the parser's RecursionError
+    ended the judge (`crash`, score 20) where a malformed answer is `tampering` (score 0)."""
+    judge, theirs = Link.pair()
+    worker = Link(theirs)
+    try:
+        worker.send_bytes(answer)
+        with pytest.raises(ProtocolError) as raised:
+            judge.receive_reply(5.0)
+        assert raised.value.kind == "tampering"
+    finally:
+        judge.close()
+        worker.close()

@@ -132,9 +132,9 @@ class Link:
             raise ProtocolError(f"the {side}'s worker sent file descriptors", side)
         try:
             value = json.loads(data, parse_constant=_reject_constant)
-        except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
-            raise ProtocolError(
-                f"the {side}'s worker answered with something that is not JSON: {exc}"[:300], side
+        except (UnicodeDecodeError, json.JSONDecodeError, ValueError, RecursionError) as exc:
+            raise ProtocolError(  # RecursionError: JSON nested deeper than the parser goes
+                f"the {side}'s worker answered with something that is not JSON: {exc!r}"[:300], side
             ) from None
         if not isinstance(value, dict):
             raise ProtocolError(f"the {side}'s worker's answer is not an object", side)

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from conftest import toy_kernel_source
 
 from aka.config.tasks import select_tasks
@@ -202,19 +203,42 @@ def test_cuda_kernels_are_found_behind_launch_bounds(tmp_path: Path) -> None:
     assert {"row_sum_kernel", "other_kernel", "tiled_kernel"} <= (defined_names(source) or set())
 
 
+# Where a filler writes: its working folder; in its TMPDIR, the bottom of a chain of folders whose path passes
+# 4,096 bytes (os.walk skipped it: the quota read 0.06 MiB for 201 MiB); the bottom of a chain 1,500
+# deep (os.walk and shutil.rmtree recursed past Python's limit: RecursionError, an
+# infra_error, and the files left on disk).
+FILLER_FOLDERS = {
+    "flat": "_fd = os.open('.', os.O_RDONLY)\n",
+    "past PATH_MAX": "_fd = _chain(os.environ['TMPDIR'], 'b' * 250, 30)\n",
+    "1,500 deep": "_fd = _chain(os.environ['TMPDIR'], 'a', 1500)\n",
+}
+
+
+@pytest.mark.parametrize("where", FILLER_FOLDERS)
 def test_a_step_that_fills_the_disk_is_stopped_as_tampering(
-    tasks_root, make_toy_task, tmp_path: Path, monkeypatch
+    tasks_root, make_toy_task, tmp_path: Path, monkeypatch, where: str
 ) -> None:
     """Filling the disk would break the evaluator's own writes (an infra error a trainer drops):
-    a step whose writable folders grow past the quota is killed while it writes."""
+    a step whose writable folders grow past the quota is killed while it writes, however it
+    shapes their tree, and nothing it wrote stays."""
     from aka.evaluation import disk_quota
     from aka.evaluation.steps import evaluate_candidate
 
     monkeypatch.setattr(disk_quota, "STEP_DISK_QUOTA_BYTES", 32 * 2**20)
     filler = (
         "import os, time\n"
-        "for i in range(200):\n"
-        "    with open(f'fill{i}.bin', 'wb') as f:\n"
+        "def _chain(base, name, depth):\n"
+        "    fd = os.open(base, os.O_RDONLY)\n"
+        "    for _ in range(depth):\n"
+        "        try:\n"
+        "            os.mkdir(name, dir_fd=fd)\n"
+        "        except FileExistsError:\n"
+        "            pass\n"
+        "        child = os.open(name, os.O_RDONLY, dir_fd=fd)\n"
+        "        os.close(fd)\n"
+        "        fd = child\n"
+        "    return fd\n" + FILLER_FOLDERS[where] + "for i in range(200):\n"
+        "    with open(os.open(f'fill{i}.bin', os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=_fd), 'wb') as f:\n"
         "        f.write(os.urandom(8 * 2**20))\n"
         "    time.sleep(0.05)\n"
     )
@@ -226,3 +250,5 @@ def test_a_step_that_fills_the_disk_is_stopped_as_tampering(
     outcomes = evaluate_candidate(task, candidate, tmp_path / "scratch", CPU)
     assert outcomes[-1].failure is FailureKind.TAMPERING and "grew by" in (outcomes[-1].message or "")
     assert disk_quota.disk_usage(tmp_path / "scratch") < 200 * 2**20  # stopped long before it wrote 1.6 GB
+    if where != "flat":  # in its private folders: removed with them
+        assert disk_quota.disk_usage(tmp_path / "scratch") < 8 * 2**20

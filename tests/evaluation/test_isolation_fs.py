@@ -17,6 +17,7 @@ from exploits.gelu_task import copy_gelu_task
 
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
+from aka.evaluation import confine
 from aka.evaluation import sandbox as isolation
 from aka.evaluation.confine import (
     DEV_LINKS,
@@ -402,3 +403,32 @@ def test_step_writes_its_private_tmpdir_only(tmp_path: Path) -> None:
     assert tmpdir.name == "worker-candidate-tmp" and tmpdir.parent.name.startswith("aka-workers-")
     leftovers = [p.name for p in (tmp_path / "scratch").iterdir() if p.name.startswith(("tmp-", "triton-"))]
     assert leftovers == [], "private step directories are removed after the step"
+
+
+SHM_PROBE = """
+_shm = os.statvfs("/dev/shm")
+_name = f"/dev/shm/aka-shm-probe-{os.getpid()}"
+try:
+    for _part in range(2):  # 300 MiB in two files (each under a worker's largest file): past its /dev/shm
+        with open(f"{_name}-{_part}", "wb") as _f:
+            for _ in range(150):
+                _f.write(b"\\xab" * 2**20)
+    _result = "WROTE"
+except OSError as _exc:
+    _result = _errno.errorcode.get(_exc.errno, str(_exc.errno))
+print("aka-shm-probe", _shm.f_blocks * _shm.f_frsize, _name, _result, flush=True)
+"""
+
+
+@needs_confinement
+def test_a_workers_dev_shm_is_its_own_capped_and_gone_with_it(tmp_path: Path) -> None:
+    """A red team's note: workers shared the step's /dev/shm, an unsized tmpfs that outlives them,
+    so memory held there escaped both the disk quota and what ending the worker gives back."""
+    task = copy_gelu_task(tmp_path / "tasks")
+    source = writes_outside([]) + SHM_PROBE
+    outcomes, log = _evaluate(task, tmp_path, source, through=1)
+    probes = [line.split() for line in log.splitlines() if line.startswith("aka-shm-probe")]
+    assert probes, log[-3000:]
+    for _, size, name, result in probes:
+        assert int(size) <= confine.WORKER_SHM_BYTES and result == "ENOSPC", (size, result)
+        assert not Path(f"{name}-0").exists()  # not in this (the judge's caller's) /dev/shm

@@ -33,6 +33,7 @@ from aka.agents.cli_turns import JsonEvent, MarkEvent, TurnCounter
 from aka.agents.registry import AgentContext, AgentSettings, load_agents, register_agent
 from aka.process import CommandOutcome, StartedCommand
 from aka.results.task_result import AgentOutcome
+from aka.trees import remove_tree
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +213,7 @@ def new_request(
     """A request with a fresh, empty home beside `log_path`; the CLI's environment is `base_env`
     (default: this process's) with that home."""
     home = log_path.parent / HOME_DIR_NAME
-    shutil.rmtree(home, ignore_errors=True)
+    remove_tree(home)
     (home / "tmp").mkdir(parents=True)
     return CliRequest(
         workspace=workspace,

@@ -8,7 +8,6 @@ tasks the PyTorch reference is timed instead.
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from aka.evaluation.step_report import CaseReport
 from aka.evaluation.step_spec import Step, Target
 from aka.evaluation.steps import StepOutcome, run_steps
 from aka.results.task_result import FailureKind, write_text_atomic
+from aka.trees import remove_tree
 
 BASELINE_DIR = "baselines"
 
@@ -85,7 +85,7 @@ def measure_baseline(run_dir: Path, task: Task, identity: str, device: DeviceInf
     validate = source is BaselineSource.SOURCE
     steps = [(Step.COMPILE, Target.CANDIDATE), (Step.CORRECTNESS, Target.CANDIDATE)] if validate else []
     builds = baseline_builds(run_dir, task)
-    shutil.rmtree(builds, ignore_errors=True)
+    remove_tree(builds)
     setup = StepSetup(task, device, eval_dir, reports_dir, log, measuring_baseline=True)
     outcomes = run_steps(setup, [*steps, (Step.PERFORMANCE, Target.BASELINE)], shared_cache=builds)
     problem = _first_problem(outcomes)

@@ -211,6 +211,24 @@ def _read_only_kernel_tunables() -> list[str]:
     return warnings
 
 
+# A worker's own /dev/shm: a tmpfs of its mount namespace, so what it holds there is freed with the
+# worker (the step's /dev/shm outlives it: memory the judge would read as taken by others) and is
+# capped (an unsized tmpfs may grow to half the machine's memory). Nothing of ours uses it.
+WORKER_SHM_BYTES = 256 * 2**20
+
+
+def private_shm(size: int = WORKER_SHM_BYTES) -> str | None:
+    """Mount a fresh tmpfs of `size` bytes on /dev/shm (in a mount namespace of one's own, before
+    `confine`, which must then keep it writable); a warning where it cannot."""
+    if not os.path.isdir("/dev/shm"):
+        return "aka.evaluation.confine: warning: no /dev/shm to replace"
+    try:
+        _mount("tmpfs", "/dev/shm", MS_NOSUID | MS_NODEV, "tmpfs", f"mode=1777,size={size}")
+    except ConfineError as exc:
+        return f"aka.evaluation.confine: warning: /dev/shm stays the step's: {exc}"
+    return None
+
+
 def confine(writable: Sequence[str], host_dev: bool = False, keep_admin: bool = False) -> list[str]:
     """Make everything but `writable` read-only here; returns warnings (mounts left writable).
 

@@ -5,9 +5,10 @@ sandbox), and this caps what the step's writable folders grow by, checked while 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
+
+from aka.trees import tree_usage
 
 STEP_DISK_QUOTA_BYTES = 4 * 2**30  # far beyond builds and caches; one step's files, not the machine's
 STEP_FILE_BYTES = 2**30  # one file a step writes (RLIMIT_FSIZE: its log too); a build's largest is far less
@@ -18,15 +19,8 @@ STEP_OUTPUT_LIMIT_BYTES = 64 * 2**20
 
 
 def disk_usage(path: Path) -> int:
-    """Bytes the files under `path` take on disk (symbolic links not followed; vanished files skipped)."""
-    total = 0
-    for root, dirs, files in os.walk(path, onerror=lambda _error: None):
-        for name in (*files, *dirs):
-            try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except OSError:
-                continue
-    return total
+    """Bytes the files under `path` take on disk, however deep or long-named (`aka.trees`)."""
+    return tree_usage(path)
 
 
 class DiskQuota:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from aka.config.tasks import IGNORED_NAMES, Task
 from aka.evaluation.wire import BASELINE_SOURCES_DIR
+from aka.trees import remove_tree
 
 
 def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[str]:
@@ -51,6 +52,6 @@ def _clear_in_place(directory: Path) -> None:
         return
     for entry in directory.iterdir():
         if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
+            remove_tree(entry, strict=True)
         else:
             entry.unlink()

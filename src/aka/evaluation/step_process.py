@@ -25,6 +25,7 @@ from aka.evaluation.step_spec import Step, Target, step_commands, step_environme
 from aka.evaluation.warm_parent import ForkedProcess, WarmParent, script_argv, step_sandbox
 from aka.evaluation.wire import ENV_RESULT_FD, ENV_SHARED_CACHE, ENV_TURN_FD
 from aka.process import CommandOutcome, StartedCommand
+from aka.trees import remove_tree
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ class StepProcess:
         """Its Triton cache and temporary directory (after its turn, or when it never gets one)."""
         for path in (self.cache, self.scratch):
             if path is not None:
-                shutil.rmtree(path, ignore_errors=True)
+                remove_tree(path)
 
 
 def start_isolated(
@@ -197,8 +198,8 @@ def start_isolated(
             fork=_warm_fork(command, eval_dir, env, passed, writable, limits) if judge else None,
         )
     except BaseException:
-        shutil.rmtree(cache, ignore_errors=True)
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(cache)
+        remove_tree(scratch)
         if ours is not None:
             ours.close()
         raise

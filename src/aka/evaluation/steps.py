@@ -40,6 +40,7 @@ from aka.evaluation.wire import ENV_CASE_PROFILE, StepExit
 from aka.process import CommandOutcome
 from aka.progress import step_started
 from aka.results.task_result import FailureKind
+from aka.trees import remove_tree
 
 # An evaluation that ends in infra_error is no verdict on the candidate, and on a shared GPU the
 # usual cause passes (another evaluation's memory: docs/benchmarks/2026-12-04_session40_h200.md):
@@ -408,5 +409,5 @@ def run_steps(
         if prestarted is not None:
             prestarted.abandon()
         if owned is not None:
-            shutil.rmtree(owned, ignore_errors=True)
+            remove_tree(owned)
     return outcomes

@@ -29,6 +29,7 @@ from aka.harness.remote import NAMESPACE_FEATURE, RemoteError, RemoteSide, adopt
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.task import HELDOUT_MODULE, HarnessError, KernelTask, StepContext, policy_applies
 from aka.harness.turns import free_gpu_bytes
+from aka.trees import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ class StepWorkers:
         for side in (self.candidate, self.baseline):
             if side is not None:
                 side.close()
-        shutil.rmtree(self.home, ignore_errors=True)
+        remove_tree(self.home)
 
 
 def _path(value: str | None) -> Path | None:

@@ -91,10 +91,14 @@ def enter_namespaces(writable: Sequence[Path]) -> bool:
         map_root_user(uid, gid)
     if not first_process_of_namespace():
         os._exit(EXIT_FAILED)  # half in: no way back to the judge's namespaces
-    from aka.evaluation.confine import ConfineError, confine
+    from aka.evaluation.confine import ConfineError, confine, private_shm
 
     try:
-        for warning in confine([str(p) for p in writable], host_dev=True):
+        shm = private_shm()  # the worker's own, freed with it and capped
+        if shm is not None:
+            print(shm, file=sys.stderr)
+        kept = [str(p) for p in writable] + (["/dev/shm"] if shm is None else [])
+        for warning in confine(kept, host_dev=True):
             print(warning, file=sys.stderr)
     except ConfineError as exc:
         print(f"aka worker: cannot confine the file system: {exc}", file=sys.stderr)

@@ -28,6 +28,7 @@ from aka.run.layout import AGENT_WORK_DIR, REPOSITORIES_DIR
 from aka.run.repository import materialize
 from aka.run.runner import read_manifest
 from aka.run.task_pipeline import HELDOUT_FILE, evaluate_heldout
+from aka.trees import remove_tree
 
 HELDOUT_DIR = "heldout"
 Source = Literal["author", "generated", "none"]
@@ -96,7 +97,7 @@ def with_generated_cases(task: Task, copies: Path, device: DeviceInfo) -> tuple[
         )
     copy = copies / task.name
     if copy.exists():
-        shutil.rmtree(copy)
+        remove_tree(copy, strict=True)
     shutil.copytree(task.directory, copy, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"))
     profile = "full" if device.is_gpu else "ci"
     generated = generate_in_child(copy, profile, device)
@@ -122,7 +123,7 @@ def _evaluate(
         task, source = copy, "generated"
     scratch = out / workspace.name
     if scratch.exists():
-        shutil.rmtree(scratch)
+        remove_tree(scratch, strict=True)
     scratch.mkdir(parents=True)
     return evaluate_heldout(task, workspace / AGENT_WORK_DIR, scratch, device, speedup), source, generated
 

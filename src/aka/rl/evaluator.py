@@ -49,6 +49,7 @@ from aka.run.prompt import FENCE, build_prompt
 from aka.run.repository import materialize
 from aka.run.runner import package_versions
 from aka.run.task_pipeline import judge_outcomes
+from aka.trees import remove_tree
 
 logger = logging.getLogger(__name__)
 API_AGENT = "rl"
@@ -204,7 +205,7 @@ class KernelEvaluator:
                 try:
                     return measure_baseline(self.cache_dir, task, loaded.identity, device, work)
                 finally:
-                    shutil.rmtree(work, ignore_errors=True)
+                    remove_tree(work)
 
     # ---- evaluation --------------------------------------------------------------------------
 
@@ -410,7 +411,7 @@ class KernelEvaluator:
             return result, any(o.deadline_cut for o in outcomes)
         finally:
             self._keep_log(task, scratch)
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch)
 
     def _keep_log(self, task: Task, scratch: Path) -> None:
         """The evaluation's log, as `LOG_DIR/<task slug>-<time>-<random>/evaluation.log` (the layout

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from aka.errors import AkaError
 from aka.run.layout import EVALUATION_DIR
+from aka.trees import remove_tree
 
 # Below this much free space a failed evaluation is not believed: its steps could not write.
 MIN_FREE_BYTES = 64 * 2**20
@@ -52,5 +53,5 @@ def full_after_evaluation(workspace: Path) -> bool:
         return False
     for folder in workspace.glob(f"{EVALUATION_DIR}*"):
         if folder.is_dir() and not folder.is_symlink():
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
     return low_on_space(workspace)

@@ -24,6 +24,7 @@ from aka.config.tasks import Task
 from aka.evaluation.speedup import apply_timings
 from aka.evaluation.steps import evaluate_candidate
 from aka.results.task_result import FailureKind, TaskResult, write_text_atomic
+from aka.trees import remove_tree
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ class Tuner:
         folder = self.scratch / f"{index:03d}"
         candidate = folder / "candidate"
         if folder.exists():
-            shutil.rmtree(folder)
+            remove_tree(folder, strict=True)
         for rel in self.ctx.task.config.source_file_path:
             if (self.workspace / rel).is_file():
                 (candidate / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -168,7 +169,7 @@ class Tuner:
             seconds=round(time.monotonic() - started, 3),
         )
         for leftover in ("evaluation", ".reports"):
-            shutil.rmtree(folder / leftover, ignore_errors=True)
+            remove_tree(folder / leftover)
         problem = next((o for o in outcomes if not o.passed), None)
         if problem is not None:
             record.failure, record.failed_step = problem.failure, problem.step.value

@@ -21,6 +21,7 @@ from aka.evaluation.speedup import apply_timings
 from aka.evaluation.step_spec import Step
 from aka.evaluation.steps import StepOutcome, evaluate_candidate
 from aka.results.task_result import TaskResult
+from aka.trees import remove_tree
 
 SCRATCH_NAME = "llm_evaluations"
 READ_LIMIT_CHARS = 100_000
@@ -221,7 +222,7 @@ class Toolbox:
         self.evaluations += 1
         folder = self.ctx.log_path.parent / SCRATCH_NAME / f"{self.evaluations:03d}"
         candidate = folder / "candidate"
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(folder)
         for rel in self.ctx.task.config.source_file_path:
             source = self.workspace.root / rel
             if source.is_file():
@@ -231,7 +232,7 @@ class Toolbox:
         remaining = None if self.deadline is None else self.deadline - time.monotonic()
         outcomes = evaluate_candidate(capped_task(self.ctx.task, remaining), candidate, folder, self.ctx.device)
         for leftover in ("evaluation", ".reports"):
-            shutil.rmtree(folder / leftover, ignore_errors=True)
+            remove_tree(folder / leftover)
         report = self.describe(outcomes)
         self.last_evaluation = report.splitlines()[-1] if report else None
         return report

@@ -1,0 +1,102 @@
+"""aka.trees: folders a candidate shaped (deep, long-named, closed to their owner, linked out)
+measured and removed, by the judge and by a user who is not root."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aka.trees import remove_tree, tree_usage
+
+MIB = 2**20
+
+
+def _chain(base: Path, name: str, depth: int) -> int:
+    """An open handle on the bottom of a chain of `depth` folders called `name` (no path strings)."""
+    fd = os.open(base, os.O_RDONLY)
+    for _ in range(depth):
+        os.mkdir(name, dir_fd=fd)
+        child = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    return fd
+
+
+def _write(fd: int, name: str, size: int) -> None:
+    with open(os.open(name, os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "wb") as handle:
+        handle.write(b"\xab" * size)
+    os.close(fd)
+
+
+def _shape(root: Path) -> int:
+    """The tree the red team made: deeper than Python recurses, paths past PATH_MAX, a closed
+    folder; the bytes written."""
+    root.mkdir()
+    _write(_chain(root, "a", 3000), "deep.bin", 3 * MIB)
+    _write(_chain(root, "b" * 250, 30), "long.bin", 2 * MIB)
+    closed = root / "c" / "d"
+    closed.mkdir(parents=True)
+    (closed / "closed.bin").write_bytes(b"\xcd" * MIB)
+    closed.chmod(0)
+    (root / "c").chmod(0o500)  # nothing may be unlinked in it
+    return 6 * MIB
+
+
+def test_a_tree_of_any_shape_is_measured_and_removed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.bin").write_bytes(b"k" * (4 * MIB))
+    root = tmp_path / "tree"
+    try:
+        written = _shape(root)
+        (root / "link").symlink_to(outside)  # neither counted nor followed
+        assert written <= tree_usage(root) < written + 16 * MIB  # plus the 3,000 folders' own blocks
+        assert remove_tree(root) and not root.exists()
+    finally:  # pytest's own clean-up of old runs would recurse into what is left
+        subprocess.run(["rm", "-rf", str(root)], check=False)
+    assert (outside / "keep.bin").stat().st_size == 4 * MIB
+    assert remove_tree(root)  # gone already: nothing to do
+    assert tree_usage(root) == 0
+
+
+def test_a_user_without_privileges_opens_up_what_it_closed(tmp_path: Path) -> None:
+    """Root's capabilities read any folder; an evaluator without them must chmod back what its
+    worker (the same user) closed, or the quota would miss what the closed folder holds."""
+    script = (
+        "import sys; from pathlib import Path\n"
+        f"sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1] / 'src')!r}]\n"
+        "from test_trees import _shape\n"
+        "from aka.trees import remove_tree, tree_usage\n"
+        f"root = Path({str(tmp_path / 'tree')!r})\n"
+        "written = _shape(root)\n"
+        "try:\n"
+        "    open(root / 'c' / 'd' / 'closed.bin').close()\n"
+        "    print('readable')\n"
+        "except PermissionError:\n"
+        "    print('closed')\n"
+        "print(tree_usage(root) >= written, remove_tree(root), root.exists())\n"
+    )
+    prefix = []
+    if os.getuid() == 0:  # root without its capabilities: held to the owner's permissions like anyone
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root, and no setpriv to drop root's capabilities")
+        prefix = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"]
+    try:
+        done = subprocess.run([*prefix, sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    finally:
+        subprocess.run(["rm", "-rf", str(tmp_path / "tree")], check=False)
+    assert done.stdout.split() == ["closed", "True", "True", "False"], done.stderr[-2000:]
+
+
+def test_strict_removal_says_when_something_stays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "tree"
+    (root / "sub").mkdir(parents=True)
+    monkeypatch.setattr(os, "rmdir", lambda *args, **kwargs: (_ for _ in ()).throw(PermissionError("held")))
+    assert remove_tree(root) is False
+    with pytest.raises(OSError, match="cannot remove"):
+        remove_tree(root, strict=True)

@@ -1,8 +1,10 @@
 """aka.trees: folders a candidate shaped (deep, long-named, closed to their owner, linked out)
-measured and removed, by the judge and by a user who is not root."""
+measured and removed, by the judge and by a user who is not root; files an agent left read only
+where they are plain, bounded and reached without a link."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aka.trees import remove_tree, tree_usage
+from aka.trees import UnusableFileError, agent_file_digest, read_agent_file, remove_tree, tree_usage
 
 MIB = 2**20
 
@@ -71,7 +73,7 @@ def test_a_user_without_privileges_opens_up_what_it_closed(tmp_path: Path) -> No
         "import sys; from pathlib import Path\n"
         f"sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(Path(__file__).parents[1] / 'src')!r}]\n"
         "from test_trees import _shape\n"
-        "from aka.trees import remove_tree, tree_usage\n"
+        "from aka.trees import UnusableFileError, agent_file_digest, read_agent_file, remove_tree, tree_usage\n"
         f"root = Path({str(tmp_path / 'tree')!r})\n"
         "written = _shape(root)\n"
         "try:\n"
@@ -100,3 +102,43 @@ def test_strict_removal_says_when_something_stays(tmp_path: Path, monkeypatch: p
     assert remove_tree(root) is False
     with pytest.raises(OSError, match="cannot remove"):
         remove_tree(root, strict=True)
+
+
+def test_an_agents_file_is_read_only_when_plain_bounded_and_reached_without_links(tmp_path: Path) -> None:
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    (work / "src").mkdir(parents=True)
+    elsewhere.mkdir()
+    (work / "src" / "kernel.py").write_text("plain")
+    (elsewhere / "kernel.py").write_text("the judge must never read this")
+    assert read_agent_file(work, "src/kernel.py") == b"plain"
+    assert read_agent_file(work, "src/absent.py") is None and read_agent_file(work, "gone/kernel.py") is None
+    assert read_agent_file(tmp_path / "no_work", "kernel.py") is None
+    (work / "linked").symlink_to(elsewhere)  # a linked parent folder, not only a linked file
+    (work / "src" / "link.py").symlink_to(elsewhere / "kernel.py")
+    os.mkfifo(work / "src" / "fifo.py")  # opening it must not wait for a writer
+    with open(work / "src" / "huge.py", "wb") as sparse:  # 1 TiB that takes no disk
+        sparse.truncate(2**40)
+    (work / "src" / "closed.py").write_text("x")
+    (work / "src" / "closed.py").chmod(0)
+    reasons = {
+        "linked/kernel.py": "linked is a symbolic link",
+        "src/link.py": "is a symbolic link",
+        "src/kernel.py/x.py": "kernel.py is not a folder",
+        "src/fifo.py": "not a plain file",
+        "src/huge.py": f"{2**40} bytes, more than",
+        "src": "not a plain file",
+    }
+    if os.geteuid() != 0:
+        reasons["src/closed.py"] = "cannot be opened"
+    for rel, why in reasons.items():
+        with pytest.raises(UnusableFileError, match=why):
+            read_agent_file(work, rel)
+        assert agent_file_digest(work, rel).startswith("unusable: ")  # type: ignore[union-attr]
+    with pytest.raises(UnusableFileError, match="6 bytes, more than the 5"):
+        (work / "src" / "six.py").write_text("sixsix")
+        read_agent_file(work, "src/six.py", limit=5)
+    (tmp_path / "work_link").symlink_to(work)
+    with pytest.raises(UnusableFileError, match="its folder is a symbolic link"):
+        read_agent_file(tmp_path / "work_link", "src/kernel.py")
+    assert agent_file_digest(work, "src/kernel.py") == hashlib.sha256(b"plain").hexdigest()
+    assert agent_file_digest(work, "src/absent.py") is None

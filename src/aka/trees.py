@@ -1,4 +1,4 @@
-"""Folders a candidate wrote: measured and removed whatever their shape.
+"""Folders and files a candidate wrote: measured, read and removed whatever their shape.
 
 A candidate controls the trees under its writable folders. `shutil.rmtree` and `os.walk` recurse
 in Python (3.11: a chain of 1,500 folders raised RecursionError in the evaluator, an
@@ -7,17 +7,95 @@ in Python (3.11: a chain of 1,500 folders raised RecursionError in the evaluator
 for 201 MiB). Here every step is one `openat` from a single open folder (`..` to go back up), no
 path string grows with depth, nothing recurses, and a folder its owner made unreadable is made
 readable again (the judge runs as the same user as its workers).
+
+A file an agent left for the judge is read the same way: every folder on its path opened without
+following a link (checking only the last component let a linked parent folder lead the judge
+elsewhere), only a plain file, and no more than a limit (a 1 TiB sparse `kernel.py` read whole
+raised MemoryError in the judge: an `infra_error`, where an unusable source is the agent's fault).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import os
 import secrets
 import stat
 from pathlib import Path
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block the open
+
+SOURCE_LIMIT_BYTES = 16 * 2**20
+"""The most a declared source may hold: kernels take kilobytes, and the judge reads sources whole."""
+
+
+class UnusableFileError(Exception):
+    """A file an agent left that the judge will not read: behind a link, not a plain file, unreadable
+    or too big. The message says which, for the failure the agent is shown."""
+
+
+def read_agent_file(root: Path, rel: str, limit: int = SOURCE_LIMIT_BYTES) -> bytes | None:
+    """The bytes of `root/rel`, or None where it (or a folder on its way) does not exist.
+
+    Raises UnusableFileError where `root`, a folder on the way or the file itself is a link, the
+    file is not a plain file or cannot be opened, or it holds more than `limit` bytes."""
+    *folders, name = Path(rel).parts
+    try:
+        fd = _open_dir(root)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UnusableFileError(f"{rel}: its folder {_why(exc, root)}") from exc
+    try:
+        for folder in folders:
+            try:
+                child = _open_dir(folder, fd)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise UnusableFileError(f"{rel}: {folder} {_why(exc, folder, fd)}") from exc
+            os.close(fd)
+            fd = child
+        try:
+            handle = os.open(name, _FILE_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise UnusableFileError(f"{rel}: {_why(exc)}") from exc
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(handle)
+            raise UnusableFileError(f"{rel}: not a plain file")
+        with os.fdopen(handle, "rb") as file:
+            data = file.read(limit + 1) if info.st_size <= limit else b""
+            if info.st_size > limit or len(data) > limit:
+                raise UnusableFileError(f"{rel}: {max(info.st_size, len(data))} bytes, more than the {limit} allowed")
+            return data
+    finally:
+        os.close(fd)
+
+
+def _why(exc: OSError, name: str | Path = "", dir_fd: int | None = None) -> str:
+    """In words, why an entry did not open (a link opened as a folder reads "not a folder")."""
+    with contextlib.suppress(OSError):
+        if name and stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            return "is a symbolic link"
+    if exc.errno == errno.ELOOP:
+        return "is a symbolic link"
+    if exc.errno == errno.ENOTDIR:
+        return "is not a folder"
+    return f"cannot be opened ({exc.strerror})"
+
+
+def agent_file_digest(root: Path, rel: str) -> str | None:
+    """sha256 of an agent's file as `read_agent_file` reads it; an unusable one is named by why."""
+    try:
+        data = read_agent_file(root, rel)
+    except UnusableFileError as exc:
+        return f"unusable: {exc}"
+    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 def _open_dir(name: str | Path, dir_fd: int | None = None) -> int:

@@ -102,7 +102,7 @@ def test_eval_dir_takes_only_declared_sources(tasks_root, make_toy_task, tmp_pat
     assert not (eval_dir / "extra.py").exists()
 
     (work / "kernel.py").unlink()
-    assert build_eval_dir(task, eval_dir, work) == ["kernel.py"]
+    assert build_eval_dir(task, eval_dir, work) == ["kernel.py: missing"]
     assert not (eval_dir / "kernel.py").exists(), "a deleted source must not fall back to the pristine one"
 
 
@@ -112,7 +112,7 @@ def test_symlinked_source_is_refused(tasks_root, make_toy_task, tmp_path: Path) 
     build_eval_dir(task, work, None)
     (work / "kernel.py").unlink()
     (work / "kernel.py").symlink_to(task.directory / "harness.py")
-    assert build_eval_dir(task, tmp_path / "eval", work) == ["kernel.py"]
+    assert build_eval_dir(task, tmp_path / "eval", work) == ["kernel.py: is a symbolic link"]
 
 
 def test_missing_kernels_python_and_cuda(tasks_root, make_toy_task, tmp_path: Path) -> None:

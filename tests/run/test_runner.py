@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -257,6 +258,55 @@ def test_editing_the_harness_in_the_workspace_is_tampering(make_toy_task, write_
     result = run_experiment(write_run_config(agent={"template": "test_harness_editor"})).results[0]
     assert result.failure_kind is FailureKind.TAMPERING and result.tampered_files == ["harness.py"]
     assert result.score == 0 and result.pass_correctness, "evaluation itself used the pristine harness"
+
+
+def _leave_a_sparse_terabyte(path: Path) -> None:
+    path.unlink()
+    with open(path, "wb") as sparse:
+        sparse.truncate(2**40)
+
+
+def _leave_a_linked_kernel(path: Path) -> None:
+    path.unlink()
+    path.symlink_to(path.parent.parent / "planted.py")
+    (path.parent.parent / "planted.py").write_text(toy_kernel_source(time_ms=0.5))
+
+
+@pytest.mark.parametrize(
+    ("leave", "file", "kind", "message"),
+    [
+        (_leave_a_sparse_terabyte, "kernel.py", FailureKind.COMPILE_ERROR, "kernel.py: 1099511627776 bytes, more than"),
+        (_leave_a_linked_kernel, "kernel.py", FailureKind.COMPILE_ERROR, "kernel.py: is a symbolic link"),
+        (lambda path: (path.unlink(), os.mkfifo(path)), "kernel.py", FailureKind.COMPILE_ERROR, "not a plain file"),
+        (_leave_a_sparse_terabyte, "harness.py", FailureKind.TAMPERING, "harness.py"),
+    ],
+    ids=["terabyte_kernel", "linked_kernel", "fifo_kernel", "terabyte_harness"],
+)
+def test_files_the_judge_will_not_read_are_the_agents_failure(
+    make_toy_task, write_run_config, leave, file: str, kind: FailureKind, message: str
+) -> None:
+    """A red team's 1 TiB sparse kernel.py (or harness.py) made the judge raise MemoryError
+    reading it whole: an infra_error, which drops the reward instead of failing the agent."""
+    from aka.agents import register_agent
+    from aka.results.task_result import AgentOutcome
+
+    agent_name = f"test_unreadable_{getattr(leave, '__name__', 'x').strip('<>_')}_{file}"
+
+    @register_agent(agent_name)
+    def launch_agent(eval_config, task_config_dir: Path, workspace: Path) -> AgentOutcome:
+        leave(workspace / file)
+        return AgentOutcome(agent=eval_config.agent_name)
+
+    make_toy_task()
+    config = write_run_config(agent={"template": agent_name})
+    outcome = run_experiment(config)
+    result = outcome.results[0]
+    assert result.failure_kind is kind and result.score == 0, result.failure_message
+    assert message in (result.failure_message or "") + " ".join(result.tampered_files)
+    assert result.agent is not None and (file != "kernel.py" or result.agent.files_changed == ["kernel.py"])
+    again = run_experiment(config, resume_run=outcome.run_dir)
+    assert again.results[0].failure_kind is kind
+    assert ("task_reused", result.task_name) in [(e["event"], e["task"]) for e in _events(outcome.run_dir)]
 
 
 HELDOUT_CHECK = """

@@ -8,31 +8,37 @@ from pathlib import Path
 
 from aka.config.tasks import IGNORED_NAMES, Task
 from aka.evaluation.wire import BASELINE_SOURCES_DIR
-from aka.trees import remove_tree
+from aka.trees import UnusableFileError, read_agent_file, remove_tree
 
 
 def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[str]:
     """Copy the pristine task to `dest`, then only the declared sources from `candidate_dir`.
 
     The pristine editable files also go to `.aka_baseline/`, so a step can time the original
-    next to the candidate in one process. Returns the editable files the candidate no longer has
-    (deleted by the agent); those keep no copy at all, so a deleted kernel fails instead of
+    next to the candidate in one process. Returns the editable files the candidate does not hand
+    over usably, each with why (deleted; behind a link; not a plain file; too big: see
+    `aka.trees.read_agent_file`); those keep no copy at all, so a deleted kernel fails instead of
     silently falling back to the original.
     """
     _clear_in_place(dest)
     shutil.copytree(task.directory, dest, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"), dirs_exist_ok=True)
     copy_original_sources(task, dest)
-    missing: list[str] = []
+    unusable: list[str] = []
     if candidate_dir is not None:
         for rel in task.config.source_file_path:
-            source, target = candidate_dir / rel, dest / rel
-            if source.is_file() and not source.is_symlink():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, target)
-            else:
+            target = dest / rel
+            try:
+                data = read_agent_file(candidate_dir, rel)
+                why = f"{rel}: missing" if data is None else None
+            except UnusableFileError as exc:
+                data, why = None, str(exc)
+            if data is None:
                 target.unlink(missing_ok=True)
-                missing.append(rel)
-    return missing
+                unusable.append(why or rel)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+    return unusable
 
 
 def copy_original_sources(task: Task, dest: Path) -> None:

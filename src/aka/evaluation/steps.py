@@ -325,9 +325,10 @@ def evaluate_candidate(
     name = "evaluation_heldout" if heldout else "evaluation"
     eval_dir = scratch_dir / name
     extra = {"AKA_CASE_PROFILE": case_profile(device, heldout=True)} if heldout else {}
-    deleted = build_eval_dir(task, eval_dir, candidate_dir)
-    if deleted:
-        return [StepOutcome(Step.COMPILE, FailureKind.COMPILE_ERROR, f"editable file(s) missing: {', '.join(deleted)}")]
+    unusable = build_eval_dir(task, eval_dir, candidate_dir)
+    if unusable:
+        why = "; ".join(unusable)
+        return [StepOutcome(Step.COMPILE, FailureKind.COMPILE_ERROR, f"editable file(s) unusable: {why}")]
     absent = missing_kernels(task, eval_dir)
     if absent:
         return [

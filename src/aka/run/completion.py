@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from aka.config.tasks import Task
 from aka.results.task_result import RESULT_FILE_NAME, TaskResult, write_task_result, write_text_atomic
 from aka.run.layout import AGENT_WORK_DIR, task_workspaces
+from aka.trees import agent_file_digest
 
 COMPLETION_NAME = "completion.json"
 
@@ -31,11 +32,18 @@ class CompletionRecord(BaseModel):
 
 
 def file_sha256(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as file:  # in chunks: whatever stands in the workspace may be huge
+        for chunk in iter(lambda: file.read(2**20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def source_hashes(workspace: Path, task: Task) -> dict[str, str | None]:
-    return {rel: file_sha256(workspace / AGENT_WORK_DIR / rel) for rel in task.config.source_file_path}
+    """The agent's editable files as the judge reads them (an oversized or linked one is not read)."""
+    return {rel: agent_file_digest(workspace / AGENT_WORK_DIR, rel) for rel in task.config.source_file_path}
 
 
 def write_completion(workspace: Path, task: Task, identity: str, evaluated: dict[str, str | None]) -> None:

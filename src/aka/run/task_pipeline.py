@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import time
@@ -39,6 +40,7 @@ from aka.run.disk_space import disk_full, full_after_evaluation, is_disk_full, l
 from aka.run.layout import AGENT_WORK_DIR, EVALUATION_DIR, REPOSITORIES_DIR, new_task_workspace
 from aka.run.prompt import build_prompt
 from aka.run.repository import materialize
+from aka.trees import UnusableFileError, agent_file_digest, read_agent_file
 
 logger = logging.getLogger(__name__)
 
@@ -118,9 +120,14 @@ def tampered_files(task: Task, work: Path) -> list[str]:
     changed = []
     for path in task_files(task.directory):
         rel = path.relative_to(task.directory).as_posix()
-        copy = work / rel
+        if rel in editable:
+            continue
         expected = helpers[rel].encode() if rel in helpers else path.read_bytes()
-        if rel not in editable and (not copy.is_file() or copy.read_bytes() != expected):
+        try:
+            unchanged = read_agent_file(work, rel, limit=len(expected)) == expected
+        except UnusableFileError:  # grown, linked or made unreadable
+            unchanged = False
+        if not unchanged:
             changed.append(rel)
     return changed
 
@@ -129,10 +136,9 @@ def edited_sources(task: Task, work: Path) -> list[str]:
     """The editable files the agent changed, created or deleted in its copy."""
     edited = []
     for rel in task.config.source_file_path:
-        original, copy = task.directory / rel, work / rel
-        before = original.read_bytes() if original.is_file() else None
-        after = copy.read_bytes() if copy.is_file() else None
-        if before != after:
+        original = task.directory / rel
+        before = hashlib.sha256(original.read_bytes()).hexdigest() if original.is_file() else None
+        if agent_file_digest(work, rel) != before:  # an unusable file counts as edited
             edited.append(rel)
     return edited
 

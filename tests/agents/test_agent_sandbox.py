@@ -1,20 +1,25 @@
-"""The opt-in bubblewrap sandbox for agent CLIs: a stand-in CLI probes what it can see and touch."""
+"""Where agent CLIs run: the opt-in bubblewrap sandbox (a stand-in CLI probes what it can see and
+touch) and the PID namespace every CLI gets (a stand-in CLI leaves a process that escapes its
+process group and environment)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
+from aka.agents.agent_sandbox import pid_namespace_prefix
 from aka.agents.cli_runner import AGENT_CLI_DIR_ENV
 from aka.run.runner import run_experiment
 
-pytestmark = pytest.mark.skipif(
+needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None and os.environ.get("CI") != "true",
     reason="bubblewrap is not installed (CI installs it)",
 )
@@ -42,6 +47,7 @@ PROBE = textwrap.dedent("""\
 """)
 
 
+@needs_bwrap
 def test_sandboxed_cli_sees_only_its_workspace(
     make_toy_task, write_run_config, tasks_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -84,3 +90,44 @@ def test_sandbox_option_is_validated(write_run_config, make_toy_task) -> None:
     make_toy_task()
     with pytest.raises(ConfigError, match="agent.sandbox"):
         run_experiment(write_run_config(agent={"template": "cursor", "sandbox": "docker"}))
+
+
+ESCAPER = textwrap.dedent("""\
+    #!{python}
+    import json, subprocess, sys
+    # a process of its own session, without the run's marker variable or the CLI's output pipe
+    loop = "while :; do echo tick >> {ticks}; sleep 0.1; done"
+    subprocess.Popen(["env", "-i", "setsid", "sh", "-c", loop], stdout=subprocess.DEVNULL)
+    print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": "left"}}), flush=True)
+""")
+
+
+def test_a_process_that_escapes_the_cli_ends_with_the_agents_step(
+    make_toy_task, write_run_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A red team's `env -i setsid` process outlived the agent's step (no group, no marker): it
+    throttled the evaluation after it and held the CLI's output pipe open."""
+    if not pid_namespace_prefix():
+        assert os.environ.get("CI") != "true", "CI machines allow a PID namespace"
+        pytest.skip("this machine allows no PID namespace")
+    make_toy_task()
+    ticks = tmp_path / "ticks.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cursor-agent").write_text(ESCAPER.format(python=sys.executable, ticks=ticks))
+    (bin_dir / "cursor-agent").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv(AGENT_CLI_DIR_ENV, str(tmp_path / "none"))
+    monkeypatch.setenv("CURSOR_API_KEY", "k")
+    try:
+        started = time.monotonic()
+        outcome = run_experiment(write_run_config(agent={"template": "cursor"}))
+        assert time.monotonic() - started < 60
+        agent = outcome.results[0].agent
+        assert agent is not None and agent.exit_reason == "finished", agent
+        assert ticks.is_file(), "the escaping process ran"
+        size = ticks.stat().st_size
+        time.sleep(1.0)
+        assert ticks.stat().st_size == size, "the escaped process outlived the agent's step"
+    finally:
+        subprocess.run(["pkill", "-f", str(ticks)], check=False)

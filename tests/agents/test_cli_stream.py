@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,20 @@ def test_escaped_processes_are_killed_and_counted_once(tmp_path: Path) -> None:
         other.kill()
         other.wait()
     assert kill_escaped(marker) == []
+
+
+def test_closing_the_stream_does_not_wait_on_a_writer_that_keeps_printing(tmp_path: Path) -> None:
+    """A process that escaped every kill and printed on: the reader never saw a quiet moment."""
+    stream = EventStream(tmp_path / "transcript.jsonl", TurnCounter(opencode_marks), None)
+    writer = subprocess.Popen(
+        ["sh", "-c", "while :; do echo still-here; done"], stdout=stream.write_fd, pass_fds=(stream.write_fd,)
+    )
+    stream.watch(writer.pid)
+    try:
+        started = time.monotonic()
+        stream.close(grace_seconds=0.5)
+        assert time.monotonic() - started < 5
+        assert "still-here" in (tmp_path / "transcript.jsonl").read_text()
+    finally:
+        writer.kill()
+        writer.wait()

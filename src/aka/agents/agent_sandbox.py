@@ -1,24 +1,59 @@
-"""Opt-in sandbox for agent processes (`sandbox: bwrap` in a CLI agent's options).
+"""Where an agent CLI's processes live: always in a PID namespace of their own where the machine
+allows one, and in the opt-in bubblewrap sandbox (`sandbox: bwrap` in a CLI agent's options).
 
-Without it an agent CLI runs as the evaluator's user with the whole file system visible; the
-evaluation never trusts its workspace, but the agent could read other runs or the task suite.
+The PID namespace ends the agent's step for good: a process that left the CLI's process group and
+its environment (`env -i setsid ...`) outlived every kill before, and a red team's kept throttling
+the evaluation that followed (16x unearned speedup) and held the CLI's output pipe open. When the
+CLI (the namespace's first process) ends or is killed, the kernel kills everything in it, and
+nothing in it can see or signal the evaluator's processes.
+
+Without bubblewrap an agent CLI runs as the evaluator's user with the whole file system visible;
+the evaluation never trusts its workspace, but the agent could read other runs or the task suite.
 With it, bubblewrap shows the agent a read-only system with those folders emptied, and only its
 own workspace and home writable.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
 from aka.agents.registry import AgentContext
+from aka.evaluation.sandbox import command_succeeds, cuda_works_behind
+
+logger = logging.getLogger(__name__)
+
+_PID_NAMESPACE_FLAGS = ["--pid", "--fork", "--mount-proc", "--kill-child"]
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 class SandboxUnavailableError(Exception):
     """The sandbox was asked for but cannot be set up on this machine."""
+
+
+@functools.cache
+def pid_namespace_prefix() -> tuple[str, ...]:
+    """`unshare` in front of an agent CLI: its own PID namespace (and /proc showing only it), as the
+    user it is (never mapped to root: CLIs refuse some modes as root). Probed once per process;
+    empty (with a warning) where the machine allows none or AKA_NO_SANDBOX=1."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.environ.get("AKA_NO_SANDBOX") == "1":
+        return ()
+    as_self = ["--user", f"--map-user={os.getuid()}", f"--map-group={os.getgid()}"]
+    for extra in ([], as_self):
+        prefix = [unshare, *extra, *_PID_NAMESPACE_FLAGS]
+        if command_succeeds([*prefix, "true"]) and cuda_works_behind(prefix):
+            return tuple(prefix)
+    logger.warning(
+        "agent CLIs run without a PID namespace (unshare cannot make one here): a process that "
+        "leaves their process group and environment can outlive the agent's step"
+    )
+    return ()
 
 
 def hidden_from_agent(context: AgentContext) -> list[Path]:

@@ -27,7 +27,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from aka.agents.agent_environment import agent_environment
-from aka.agents.agent_sandbox import SandboxUnavailableError, bwrap_prefix, hidden_from_agent
+from aka.agents.agent_sandbox import (
+    SandboxUnavailableError,
+    bwrap_prefix,
+    hidden_from_agent,
+    pid_namespace_prefix,
+)
 from aka.agents.cli_stream import EventStream
 from aka.agents.cli_turns import JsonEvent, MarkEvent, TurnCounter
 from aka.agents.registry import AgentContext, AgentSettings, load_agents, register_agent
@@ -251,7 +256,7 @@ def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) ->
         sandbox = (
             bwrap_prefix(workspace.resolve(), home.resolve(), hidden_from_agent(context))
             if context.options.sandbox == "bwrap"
-            else ()
+            else pid_namespace_prefix()
         )
     except SandboxUnavailableError as exc:
         return AgentOutcome.ended(spec.name, "not_configured", None, message=str(exc))

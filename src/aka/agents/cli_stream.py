@@ -56,7 +56,7 @@ class EventStream:
 
     def close(self, grace_seconds: float = 5.0) -> list[JsonEvent]:
         """Wait for the stream's end (every writer gone), at most `grace_seconds`: a process that
-        escaped every kill may still hold the pipe. Returns the events read."""
+        escaped every kill may still hold the pipe, and may keep printing. Returns the events read."""
         self._thread.join(grace_seconds)
         self._closing.set()
         self._thread.join()
@@ -73,9 +73,11 @@ class EventStream:
         with self.transcript.open("wb") as out:
             while True:
                 ready, _, _ = select.select([self.read_fd], [], [], POLL_SECONDS)
+                if self._closing.is_set():  # even while a writer that escaped keeps printing
+                    if ready:
+                        out.write(os.read(self.read_fd, READ_BYTES))  # what was waiting is kept
+                    break
                 if not ready:
-                    if self._closing.is_set():
-                        break
                     continue
                 chunk = os.read(self.read_fd, READ_BYTES)
                 if not chunk:

@@ -77,7 +77,8 @@ class Sandbox:
         return [*self.prefix, *confine, *argv]
 
 
-def _runs(argv: list[str]) -> bool:
+def command_succeeds(argv: list[str]) -> bool:
+    """Whether `argv` exits 0 within a minute (a probe of what this machine allows)."""
     try:
         done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
@@ -85,22 +86,22 @@ def _runs(argv: list[str]) -> bool:
     return done.returncode == 0
 
 
-def _cuda_works_behind(prefix: list[str]) -> bool:
+def cuda_works_behind(prefix: list[str]) -> bool:
     """CUDA initializes behind `prefix` wherever it initializes outside (no NVIDIA device: nothing to lose)."""
     if not glob.glob("/dev/nvidia*"):
         return True
     probe = [sys.executable, "-I", "-S", "-c", CUDA_INIT_PROBE]
-    return not _runs(probe) or _runs([*prefix, *probe])
+    return not command_succeeds(probe) or command_succeeds([*prefix, *probe])
 
 
 def _confinement(prefix: list[str]) -> list[str]:
     """The file-system features `aka.evaluation.confine` gives behind `prefix` on this machine."""
     with tempfile.TemporaryDirectory(prefix="aka-confine-probe-") as probe:
         private = [*prefix, *confine_argv([probe])]
-        mounts = _runs([*private, "true"])
-        if mounts and _cuda_works_behind(private):
+        mounts = command_succeeds([*private, "true"])
+        if mounts and cuda_works_behind(private):
             return [READ_ONLY_FILESYSTEM, PRIVATE_DEV]
-        if _runs([*prefix, *confine_argv([probe], host_dev=True), "true"]):
+        if command_succeeds([*prefix, *confine_argv([probe], host_dev=True), "true"]):
             why = "CUDA does not initialize behind a private one" if mounts else "a private one cannot be mounted"
             log.warning("the step sandbox keeps the host's /dev: %s", why)
             return [READ_ONLY_FILESYSTEM]
@@ -116,7 +117,7 @@ def detect_sandbox() -> Sandbox:
         return Sandbox((), ())
     for extra in ([], ["--user", "--map-root-user"]):
         prefix = [unshare, *extra, *_UNSHARE_FLAGS]
-        if _runs([*prefix, "true"]):
+        if command_succeeds([*prefix, "true"]):
             return Sandbox(tuple(prefix), ("pid-namespace", "no-network", *_confinement(prefix)))
     return Sandbox((), ())
 

@@ -28,7 +28,7 @@ PROBE = textwrap.dedent("""\
     #!{python}
     import json, os, pathlib
     seen = {{}}
-    for name in ("TASKS_ROOT", "EXPERIMENTS", "OTHER_RUN"):
+    for name in ("TASKS_ROOT", "EXPERIMENTS", "OTHER_RUN", "OTHER_EXPERIMENT"):
         path = pathlib.Path(os.environ["PROBE_" + name])
         seen[name] = sorted(p.name for p in path.iterdir()) if path.is_dir() else None
     try:
@@ -56,6 +56,9 @@ def test_sandboxed_cli_sees_only_its_workspace(
     other_run = tmp_path / "workspace_cpu_cursor" / "run_20200101_000000"
     other_run.mkdir(parents=True)
     (other_run / "secret_solution.py").write_text("x = 1\n")
+    other_experiment = tmp_path / "my_ab_study" / "run_20200101_000000_treatment"  # named unlike its own
+    other_experiment.mkdir(parents=True)
+    (other_experiment / "secret_solution.py").write_text("x = 1\n")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "cursor-agent").write_text(PROBE.format(python=sys.executable))
@@ -66,6 +69,7 @@ def test_sandboxed_cli_sees_only_its_workspace(
         "PROBE_TASKS_ROOT": str(tasks_root),
         "PROBE_EXPERIMENTS": str(tmp_path / "workspace_cpu_cursor"),
         "PROBE_OTHER_RUN": str(other_run),
+        "PROBE_OTHER_EXPERIMENT": str(other_experiment.parent),
         "PROBE_OUTSIDE": str(tmp_path / "outside.txt"),
         "CURSOR_API_KEY": "k",
         "PROBE_READ_ONLY": str(Path(sys.executable).parent / "aka_probe_escape"),
@@ -77,6 +81,7 @@ def test_sandboxed_cli_sees_only_its_workspace(
     seen = json.loads((workspace / "work" / "probe.json").read_text())
     assert seen["TASKS_ROOT"] == [], "the task suite must be hidden"
     assert seen["OTHER_RUN"] is None and seen["EXPERIMENTS"] == [outcome.run_dir.name], "other runs must be hidden"
+    assert seen["OTHER_EXPERIMENT"] == [], "other experiments must be hidden whatever their names"
     assert seen["read_only_write"] is False and not (Path(sys.executable).parent / "aka_probe_escape").exists()
     assert not (tmp_path / "outside.txt").exists(), "nothing outside the workspace and home is writable"
     assert seen["tmpdir_writable"] is True

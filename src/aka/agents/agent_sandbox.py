@@ -58,15 +58,28 @@ def pid_namespace_prefix() -> tuple[str, ...]:
 
 def hidden_from_agent(context: AgentContext) -> list[Path]:
     """What a sandboxed agent must not see: every run of this experiment (its own workspace is
-    mounted back), sibling experiments, the whole task suite and the repository's solutions."""
+    mounted back), every other experiment next to it (any folder holding `run_*` folders: those
+    of other agents and configs too, not only those named like its own), the whole task suite
+    and the repository's solutions."""
     run_dir = context.log_path.parent.parent
     experiment = run_dir.parent
-    prefix = experiment.name.split("_")[0]
     suite = context.task.directory
     for _ in context.task.name.split("/"):
         suite = suite.parent
-    hidden = [p for p in experiment.parent.glob(f"{prefix}_*") if p.is_dir()] + [suite, REPO_ROOT / "solutions"]
+    hidden = [experiment, *_experiments_in(experiment.parent), suite, REPO_ROOT / "solutions"]
     return [p for p in dict.fromkeys(h.resolve() for h in hidden) if p.is_dir()]
+
+
+def _experiments_in(folder: Path) -> list[Path]:
+    """The folders in `folder` that hold runs (a `run_*` folder), its own experiment's siblings."""
+    found = []
+    for entry in folder.iterdir():
+        try:
+            if entry.is_dir() and any(run.is_dir() for run in entry.glob("run_*")):
+                found.append(entry)
+        except OSError:
+            continue
+    return found
 
 
 def bwrap_prefix(workspace: Path, home: Path, hidden: Iterable[Path]) -> tuple[str, ...]:

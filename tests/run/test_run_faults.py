@@ -191,7 +191,7 @@ import os
 from pathlib import Path
 from aka.run.disk_space import full_after_evaluation, low_on_space
 ws = Path(os.environ["DISK"]) / "ws"
-print(low_on_space(ws), full_after_evaluation(ws), (ws / "evaluation").exists(), (ws / "work").exists())
+print(low_on_space(ws), full_after_evaluation(ws, []), (ws / "evaluation").exists(), (ws / "work").exists())
 PY
 """
 
@@ -205,3 +205,59 @@ def test_files_a_candidate_left_in_its_evaluation_folder_do_not_make_the_disk_fu
     done = _as_root_of_a_user_namespace(FILLED_BY_THE_CANDIDATE, env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False", "False", "True"], done.stdout
+
+
+FILLED_BY_THE_AGENT = """
+set -eu
+mount -t tmpfs -o size=100m tmpfs "$DISK"
+"$PY" - <<'PY'
+import errno, os
+from pathlib import Path
+from aka.agents import register_agent
+from aka.results.task_result import AgentOutcome
+from aka.run.runner import run_experiment
+
+@register_agent("disk_filler")
+def launch_agent(context, task_dir, work):
+    (work.parent / "agent_home").mkdir()
+    (work.parent / "agent_home" / "cache.bin").write_bytes(bytes(8 * 2**20))
+    (work / "scratch" / "deep").mkdir(parents=True)
+    try:  # until the disk is full
+        with open(work / "scratch" / "deep" / "junk.bin", "wb") as junk:
+            while True:
+                junk.write(bytes(2**20))
+                junk.flush()
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+    return AgentOutcome(agent=context.agent_name)
+
+outcome = run_experiment(Path(os.environ["CONFIG"]))
+result = outcome.results[0]
+work = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy")) / "work"
+left = (work / "scratch").exists(), (work.parent / "agent_home").exists()
+print(result.status.value, result.failure_kind.value, *left)
+print(sorted(p.name for p in work.iterdir() if not p.name.startswith(".")))
+PY
+"""
+
+
+def test_an_agent_that_fills_the_disk_is_still_judged_and_its_scratch_goes(
+    tmp_path: Path, make_toy_task, write_run_config
+) -> None:
+    """A red team's agent filled the disk from its workspace: the evaluation could not write, and
+    the failure was refused as the disk's on every resume (its files stayed). Its scratch, which
+    the judge never reads, goes once its step is over; the candidate is judged."""
+    task_dir = make_toy_task(kernel=toy_kernel_source())
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    config = write_run_config(
+        agent={"template": "disk_filler"},
+        log_directory=str(disk / "logs"),
+        workspace_directory_prefix=str(disk / "workspace"),
+    )
+    env = {**_env(), "DISK": str(disk), "CONFIG": str(config), "PY": sys.executable}
+    done = _as_root_of_a_user_namespace(FILLED_BY_THE_AGENT, env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    verdict, files = done.stdout.splitlines()[-2:]
+    assert verdict.split() == ["PASS", "none", "False", "False"], done.stdout
+    assert files == str(sorted(p.name for p in task_dir.iterdir())), "the task's files and sources stay"

@@ -38,6 +38,7 @@ from aka.agents.cli_turns import JsonEvent, MarkEvent, TurnCounter
 from aka.agents.registry import AgentContext, AgentSettings, load_agents, register_agent
 from aka.process import CommandOutcome, StartedCommand
 from aka.results.task_result import AgentOutcome
+from aka.run.layout import AGENT_HOME_DIR
 from aka.trees import remove_tree
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ RUN_MARKER_ENV = "AKA_AGENT_RUN_ID"
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PROMPT_FILE_NAME = "AKA_PROMPT.md"
 TRANSCRIPT_NAME = "agent_transcript.jsonl"
-HOME_DIR_NAME = "agent_home"
+HOME_DIR_NAME = AGENT_HOME_DIR
 DEFAULT_TIMEOUT_SECONDS = 3600.0
 LOCAL_ENDPOINT_KEY = "aka-local-endpoint"
 MESSAGE_CHARS = 1000

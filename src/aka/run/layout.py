@@ -19,6 +19,7 @@ RUN_DIR_PATTERN = re.compile(r"^run_\d{8}_\d{6}(_[A-Za-z0-9._-]+)?$")
 WORKSPACE_SUFFIX = re.compile(r"_(\d{8}_\d{6})(?:_(\d+))?$")
 REPORTS_DIR = "reports"
 AGENT_WORK_DIR = "work"
+AGENT_HOME_DIR = "agent_home"  # a CLI agent's HOME and TMPDIR (aka.agents.cli_runner)
 EVALUATION_DIR = "evaluation"
 REPOSITORIES_DIR = "repos"  # repository tasks, cloned at their pinned revision (aka.run.repository)
 MANIFEST_NAME = "run_manifest.json"

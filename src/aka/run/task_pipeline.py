@@ -36,7 +36,7 @@ from aka.results.task_result import (
     write_task_result,
 )
 from aka.run.completion import source_hashes, write_completion
-from aka.run.disk_space import disk_full, full_after_evaluation, is_disk_full, low_on_space
+from aka.run.disk_space import disk_full, free_agent_scratch, full_after_evaluation, is_disk_full, low_on_space
 from aka.run.layout import AGENT_WORK_DIR, EVALUATION_DIR, REPOSITORIES_DIR, new_task_workspace
 from aka.run.prompt import build_prompt
 from aka.run.repository import materialize
@@ -109,6 +109,14 @@ def copy_for_agent(task: Task, work: Path) -> None:
     copy_original_sources(task, work)
     if task.original is not None:  # the original's perf helpers, so the agent's own runs work
         materialize_helpers(work, set(task.config.source_file_path))
+
+
+def judged_files(task: Task) -> list[str]:
+    """What the judge reads in the agent's copy: the task's files (tampering) and the declared
+    sources; anything else there is the agent's scratch."""
+    return [p.relative_to(task.directory).as_posix() for p in task_files(task.directory)] + list(
+        task.config.source_file_path
+    )
 
 
 def tampered_files(task: Task, work: Path) -> list[str]:
@@ -371,6 +379,8 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         (workspace / "prompt.md").write_text(prompt, encoding="utf-8")
         with phase(Phase.AGENT):
             agent = _run_agent(ctx, task, workspace, prompt, baseline)
+        if low_on_space(workspace):  # what the agent filled the disk with must not fail its evaluation
+            free_agent_scratch(workspace, judged_files(task))
         evaluated = source_hashes(workspace, task)
         started = time.monotonic()
         # An agent that failed and changed nothing handed over no candidate: the task's own
@@ -404,7 +414,7 @@ def run_task(ctx: RunContext, task: Task) -> tuple[Path, TaskResult]:
         result = _infra_result(ctx, task, f"{type(exc).__name__}: {exc}")
         write_task_result(workspace, _of_trial(ctx, result))
         return workspace, result
-    if result.status is not TaskStatus.PASS and full_after_evaluation(workspace):  # its steps could not write
+    if result.status is not TaskStatus.PASS and full_after_evaluation(workspace, judged_files(task)):
         raise disk_full(ctx.run_dir, f"{task.name} was evaluated with the disk full; its result is not kept")
     write_task_result(workspace, _of_trial(ctx, result))
     write_completion(workspace, task, identity, evaluated)

@@ -136,3 +136,134 @@ def test_a_process_that_escapes_the_cli_ends_with_the_agents_step(
         assert ticks.stat().st_size == size, "the escaped process outlived the agent's step"
     finally:
         subprocess.run(["pkill", "-f", str(ticks)], check=False)
+
+
+GUARD_PROBE = textwrap.dedent("""\
+    #!{python}
+    import json, os, pathlib, uuid
+    run_dir = pathlib.Path.cwd().parent.parent
+    targets = {{
+        "platform_code": pathlib.Path(os.environ["PROBE_AKA"]),
+        "python": pathlib.Path(os.environ["PROBE_PREFIX"]),
+        "task_suite": pathlib.Path(os.environ["PROBE_TASKS_ROOT"]),
+        "pristine_task": pathlib.Path(os.environ["PROBE_TASK"]),
+        "run_dir": run_dir,
+        "baselines": run_dir / "baselines",
+        "cgroups": pathlib.Path("/sys/fs/cgroup"),
+        "workspace": pathlib.Path.cwd(),
+        "tmpdir": pathlib.Path(os.environ["TMPDIR"]),
+        "tmp": pathlib.Path("/tmp"),
+    }}
+    wrote = {{}}
+    for name, folder in targets.items():
+        probe = folder / f"aka-probe-{{uuid.uuid4().hex}}"
+        try:
+            probe.mkdir()
+            probe.rmdir()
+            wrote[name] = True
+        except OSError:
+            wrote[name] = False
+    try:
+        with open(os.environ["PROBE_TASK"] + "/harness.py", "a") as harness:
+            harness.write("# the reference now agrees with anything")
+        wrote["harness"] = True
+    except OSError:
+        wrote["harness"] = False
+    pathlib.Path("probe.json").write_text(json.dumps(wrote))
+    print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": "probed"}}))
+""")
+
+
+def _protected_here() -> bool:
+    from aka.agents.agent_sandbox import _protecting_bwrap
+
+    if _protecting_bwrap() is None:
+        assert os.environ.get("CI") != "true", "CI installs bubblewrap"
+        return False
+    return True
+
+
+def test_by_default_an_agent_cannot_write_what_its_verdict_depends_on(
+    make_toy_task, write_run_config, tasks_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without `sandbox: bwrap` an agent ran as the judge's user with everything writable: the
+    platform's code, the pristine task it is judged from, its frozen baseline, the cgroups."""
+    if not _protected_here():
+        pytest.skip("bubblewrap is missing or does not work here")
+    import aka
+
+    task_dir = make_toy_task()
+    harness_before = (task_dir / "harness.py").read_text()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cursor-agent").write_text(GUARD_PROBE.format(python=sys.executable))
+    (bin_dir / "cursor-agent").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    for name, value in {
+        AGENT_CLI_DIR_ENV: str(tmp_path / "none"),
+        "CURSOR_API_KEY": "k",
+        "PROBE_AKA": str(Path(aka.__file__).parent),
+        "PROBE_PREFIX": sys.prefix,
+        "PROBE_TASKS_ROOT": str(tasks_root),
+        "PROBE_TASK": str(task_dir),
+    }.items():
+        monkeypatch.setenv(name, value)
+    outcome = run_experiment(write_run_config(agent={"template": "cursor"}))
+    workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_answer_"))
+    wrote = json.loads((workspace / "work" / "probe.json").read_text())
+    protected = ["platform_code", "python", "task_suite", "pristine_task", "run_dir", "baselines", "harness"]
+    assert {name: wrote[name] for name in protected} == dict.fromkeys(protected, False)
+    if os.access("/sys/fs/cgroup", os.W_OK):
+        assert wrote["cgroups"] is False
+    assert wrote["workspace"] and wrote["tmpdir"] and wrote["tmp"], "what it works in stays writable"
+    assert (task_dir / "harness.py").read_text() == harness_before
+    assert outcome.results[0].agent is not None and outcome.results[0].agent.exit_reason == "finished"
+
+
+SELF_CHECK = textwrap.dedent("""\
+    import shutil, sys
+    from pathlib import Path
+    from exploits.catalog import HONEST
+    from exploits.gelu_task import copy_gelu_task
+    from aka.device import DeviceInfo
+    from aka.evaluation.steps import evaluate_candidate
+    work = Path.cwd()
+    task = copy_gelu_task(work / "tasks")
+    candidate = work / "candidate"
+    shutil.copytree(task.directory, candidate)
+    (candidate / "kernel.py").write_text(HONEST + "\\ndef gelu(x):\\n    return honest(x)\\n")
+    outcomes = evaluate_candidate(task, candidate, work / "scratch", DeviceInfo("cpu", "cpu", "cpu", None, 0))
+    print([o.failure.value for o in outcomes])
+""")
+
+
+def test_an_agent_still_checks_its_kernel_with_the_real_harness_behind_the_guard(tmp_path: Path) -> None:
+    """The agent's own evaluation runs inside the guard: its workers cannot mount a /proc of their
+    own there (bubblewrap covers parts of its /proc) and run in the judge's namespaces instead."""
+    if not _protected_here():
+        pytest.skip("bubblewrap is missing or does not work here")
+    from types import SimpleNamespace
+
+    from aka.agents.agent_sandbox import protect_prefix
+
+    workspace = tmp_path / "exp" / "run_1" / "ws"
+    (workspace / "work").mkdir(parents=True)
+    (workspace / "agent_home").mkdir()
+    task = SimpleNamespace(directory=Path(__file__).parents[2] / "tasks/triton2triton/basic/gelu", name="x/y/gelu")
+    context = SimpleNamespace(log_path=workspace / "agent.log", task=task)
+    prefix = protect_prefix(workspace / "work", workspace / "agent_home", context)  # type: ignore[arg-type]
+    tests = str(Path(__file__).parents[1])
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": tests + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(
+        [*prefix, sys.executable, "-c", SELF_CHECK],
+        cwd=workspace / "work",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "['none', 'none', 'none']", done.stdout[-3000:]
+    log = (workspace / "work" / "scratch" / "evaluation.log").read_text()
+    assert "worker set up (not isolated" in log

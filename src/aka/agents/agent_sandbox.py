@@ -1,16 +1,20 @@
-"""Where an agent CLI's processes live: always in a PID namespace of their own where the machine
-allows one, and in the opt-in bubblewrap sandbox (`sandbox: bwrap` in a CLI agent's options).
+"""Where an agent CLI's processes live.
 
-The PID namespace ends the agent's step for good: a process that left the CLI's process group and
-its environment (`env -i setsid ...`) outlived every kill before, and a red team's kept throttling
-the evaluation that followed (16x unearned speedup) and held the CLI's output pipe open. When the
-CLI (the namespace's first process) ends or is killed, the kernel kills everything in it, and
-nothing in it can see or signal the evaluator's processes.
+By default (`sandbox: none`) an agent CLI sees the machine as its user does, with two walls:
+- everything the verdict depends on is read-only to it (`protect_prefix`, bubblewrap with the
+  host's file system and /dev, so GPUs work): the platform's code and the Python it runs on
+  (`sys.prefix`, the standard library, every folder on `sys.path`), the repository, the task
+  suite, the runs (its own workspace and home excepted) and /sys (cgroups), with no capability
+  left to undo it. Before this an agent could edit the judge or the pristine task it is judged
+  from, rewrite its frozen baseline or other tasks' results, or throttle the judge's cgroup;
+- a PID namespace of its own: a process that left the CLI's process group and its environment
+  (`env -i setsid ...`) outlived every kill before, and a red team's throttled the evaluation
+  that followed (16x unearned speedup). When the CLI (the namespace's first process) ends or is
+  killed, the kernel kills everything in it, and nothing in it can see or signal the judge.
+Without bubblewrap only the PID namespace stays (`pid_namespace_prefix`), with a warning.
 
-Without bubblewrap an agent CLI runs as the evaluator's user with the whole file system visible;
-the evaluation never trusts its workspace, but the agent could read other runs or the task suite.
-With it, bubblewrap shows the agent a read-only system with those folders emptied, and only its
-own workspace and home writable.
+`sandbox: bwrap` is stricter: a read-only system with a fresh /dev, and other runs, sibling
+experiments, the task suite and the solutions hidden, only its workspace and home writable.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import functools
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -54,6 +59,69 @@ def pid_namespace_prefix() -> tuple[str, ...]:
         "leaves their process group and environment can outlive the agent's step"
     )
     return ()
+
+
+_PROTECT_BASE = ["--dev-bind", "/", "/", "--ro-bind", "/sys", "/sys"]
+_PROTECT_TAIL = ["--proc", "/proc", "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
+
+
+@functools.cache
+def _protecting_bwrap() -> str | None:
+    """bubblewrap, where it runs here with the host's file system and CUDA works behind it."""
+    binary = shutil.which("bwrap")
+    if binary is None or os.environ.get("AKA_NO_SANDBOX") == "1":
+        return None
+    prefix = [binary, *_PROTECT_BASE, *_PROTECT_TAIL]
+    if command_succeeds([*prefix, "true"]) and cuda_works_behind(prefix):
+        return binary
+    return None
+
+
+def judge_paths(context: AgentContext) -> list[Path]:
+    """What an agent may read but never write: the platform's code and the Python it runs on, the
+    repository (tasks, solutions, tools), the task suite, and every experiment next to its own."""
+    import aka
+
+    experiment = context.log_path.parent.parent.parent
+    suite = context.task.directory
+    for _ in context.task.name.split("/"):
+        suite = suite.parent
+    python = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    on_path = {Path(entry) for entry in sys.path if entry and Path(entry).is_dir()}
+    paths = [
+        REPO_ROOT,
+        Path(aka.__file__).resolve().parent,
+        *python,
+        *on_path,
+        suite,
+        experiment,
+        *_experiments_in(experiment.parent),
+    ]
+    unique = sorted({path.resolve() for path in paths if path.is_dir()} - {Path("/")})
+    return [p for p in unique if not any(p != q and p.is_relative_to(q) for q in unique)]
+
+
+def protect_prefix(workspace: Path, home: Path, context: AgentContext) -> tuple[str, ...]:
+    """The default wrapper of an agent CLI: `judge_paths` read-only, its workspace and home
+    writable, no capabilities, a PID namespace (see the module docstring). Only the PID namespace
+    (`pid_namespace_prefix`) where bubblewrap is missing or does not work here."""
+    binary = _protecting_bwrap()
+    if binary is None:
+        _warn_unprotected()
+        return pid_namespace_prefix()
+    argv = [binary, *_PROTECT_BASE]
+    for path in judge_paths(context):
+        argv += ["--ro-bind", str(path), str(path)]
+    argv += ["--bind", str(workspace), str(workspace), "--bind", str(home), str(home), *_PROTECT_TAIL]
+    return (*argv, "--chdir", str(workspace))
+
+
+@functools.cache
+def _warn_unprotected() -> None:
+    logger.warning(
+        "agent CLIs can write the platform's code, the task suite and the runs: bubblewrap is "
+        "missing or does not work here (apt-get install bubblewrap)"
+    )
 
 
 def hidden_from_agent(context: AgentContext) -> list[Path]:

@@ -31,7 +31,7 @@ from aka.agents.agent_sandbox import (
     SandboxUnavailableError,
     bwrap_prefix,
     hidden_from_agent,
-    pid_namespace_prefix,
+    protect_prefix,
 )
 from aka.agents.cli_stream import EventStream
 from aka.agents.cli_turns import JsonEvent, MarkEvent, TurnCounter
@@ -257,7 +257,7 @@ def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) ->
         sandbox = (
             bwrap_prefix(workspace.resolve(), home.resolve(), hidden_from_agent(context))
             if context.options.sandbox == "bwrap"
-            else pid_namespace_prefix()
+            else protect_prefix(workspace.resolve(), home.resolve(), context)
         )
     except SandboxUnavailableError as exc:
         return AgentOutcome.ended(spec.name, "not_configured", None, message=str(exc))

@@ -34,7 +34,7 @@ from typing import Any
 
 from aka.harness.link import Link, LinkClosed, LinkTimeout, ProtocolError, Reply, WorkerFailure
 from aka.harness.shared import Arena
-from aka.harness.spawn import fork_worker, start_plain
+from aka.harness.spawn import fork_worker, namespaces_work, start_plain
 from aka.process import continue_processes, process_table, stop_trees, stopped_descendant, tree
 from aka.stillness import Stillness
 
@@ -107,7 +107,7 @@ class RemoteSide:
         }
         self.env = {**{k: v for k, v in env.items() if not k.startswith("AKA_") or k in WORKER_VARIABLES}, **own}
         self.device = device
-        self.namespaces = "1" not in (env.get("AKA_NO_SANDBOX"), env.get("AKA_NO_WORKER_SANDBOX"))
+        self.namespaces = "1" not in (env.get("AKA_NO_SANDBOX"), env.get("AKA_NO_WORKER_SANDBOX")) and namespaces_work()
         # Its output, in a file outside every folder it may write; the judge copies the tail into
         # the step log at the end (a worker that prints without end fills neither the log nor memory).
         self.output_fd = os.open(

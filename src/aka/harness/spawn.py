@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -234,8 +235,12 @@ def start_plain(
     return WorkerProcess(popen.pid, popen)
 
 
+@functools.cache
 def namespaces_work() -> bool:
-    """Can a worker here enter namespaces of its own (a forked probe that exits at once)?"""
+    """Can a worker here enter namespaces of its own (a forked probe that exits at once)? Asked
+    once per judge, before its first worker: a worker that got its namespaces but not its /proc
+    (inside bubblewrap, which covers parts of its /proc, a new one may not be mounted) is half in
+    and cannot come back, so a machine that allows only that runs its workers in the judge's."""
     if "1" in (os.environ.get("AKA_NO_SANDBOX"), os.environ.get("AKA_NO_WORKER_SANDBOX")):
         return False
     import tempfile

@@ -25,7 +25,14 @@ from scripted_model_server import RecordedRequest, Reply, ScriptedModelServer
 from typer.testing import CliRunner
 
 from aka.agents.check import run_checks
-from aka.agents.cli_runner import AGENT_CLI_DIR_ENV, PROMPT_FILE_NAME, agent_cli_dir, cli_agents, npm_specs
+from aka.agents.cli_runner import (
+    AGENT_CLI_DIR_ENV,
+    HOME_DIR_NAME,
+    PROMPT_FILE_NAME,
+    agent_cli_dir,
+    cli_agents,
+    npm_specs,
+)
 from aka.cli import app
 from aka.device import detect_device
 from aka.errors import ConfigError
@@ -311,8 +318,9 @@ STAND_IN = textwrap.dedent("""\
     #!{python}
     # A stand-in for cursor-agent: records how it was called and what a command in its shell gets,
     # edits the kernel, replays a transcript (a tool call "runs" when its start is printed: a file).
+    # Its record goes to its home: behind the guard nothing else outside its workspace is writable.
     import json, os, pathlib, subprocess, sys, time
-    record = pathlib.Path(os.environ["STAND_IN_RECORD"])
+    record = pathlib.Path(os.environ["HOME"]) / "stand_in_record.json"
     prompt = pathlib.Path("AKA_PROMPT.md").read_text()
     probe = subprocess.run(["/bin/bash", "-c", os.environ["STAND_IN_PROBE"]], capture_output=True, text=True)
     record.write_text(json.dumps(
@@ -390,9 +398,10 @@ CURSOR_TRANSCRIPT = [  # shapes as printed by cursor-agent 2026.08.11-e8db854 (s
 
 
 @pytest.fixture
-def cursor_stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+def cursor_stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     """Put the stand-in `cursor-agent` first on PATH; returns a function that sets what it replays
-    (events, the pause after each, the command it runs as its shell would) and gives its record."""
+    (events, the pause after each, the command it runs as its shell would). Its record is
+    `stand_in_record(workspace)`."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     stand_in = bin_dir / "cursor-agent"
@@ -400,29 +409,30 @@ def cursor_stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable
     stand_in.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
-    def prepare(events: list[dict[str, object]], pause: float = 0.0, probe: str = "true") -> Path:
-        record, replay = tmp_path / "cursor" / "record.json", tmp_path / "cursor.jsonl"
-        record.parent.mkdir()
+    def prepare(events: list[dict[str, object]], pause: float = 0.0, probe: str = "true") -> None:
+        replay = tmp_path / "cursor.jsonl"
         replay.write_text("".join(json.dumps(event) + "\n" for event in events))
         for name, value in {
             AGENT_CLI_DIR_ENV: str(tmp_path / "none"),
-            "STAND_IN_RECORD": str(record),
             "STAND_IN_TRANSCRIPT": str(replay),
             "STAND_IN_PAUSE": str(pause),
             "STAND_IN_PROBE": probe,
             "MY_CURSOR_KEY": KEY,
         }.items():
             monkeypatch.setenv(name, value)
-        return record
 
     return prepare
 
 
+def stand_in_record(workspace: Path) -> Path:
+    return workspace / HOME_DIR_NAME / "stand_in_record.json"
+
+
 def test_cursor_launcher_with_a_stand_in(
-    cursor_stand_in: Callable[..., Path], make_toy_task, write_run_config, monkeypatch: pytest.MonkeyPatch
+    cursor_stand_in: Callable[..., None], make_toy_task, write_run_config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _activated(monkeypatch, False)
-    record = cursor_stand_in(CURSOR_TRANSCRIPT, probe=IMPORT_PROBE)
+    cursor_stand_in(CURSOR_TRANSCRIPT, probe=IMPORT_PROBE)
     result, workspace = _run_one(
         make_toy_task, write_run_config, {"template": "cursor", "model": "auto", "api_key_env": "MY_CURSOR_KEY"}
     )
@@ -430,7 +440,7 @@ def test_cursor_launcher_with_a_stand_in(
     assert out is not None and (out.ok, out.exit_reason) == (True, "finished"), out.message
     assert result.status is TaskStatus.PASS and result.speedup_ratio == pytest.approx(2.0)
     assert (out.turns, out.tool_calls, out.input_tokens, out.output_tokens) == (3, 2, 14948, 103)
-    called = json.loads(record.read_text())
+    called = json.loads(stand_in_record(workspace).read_text())
     assert called["argv"][:6] == ["-p", "--output-format", "stream-json", "--force", "--trust", "--model"]
     assert PROMPT_FILE_NAME in called["argv"][-1] and "toy_kernel" in called["prompt"] and called["stdin"] == ""
     assert called["key"] == KEY and called["home"] == str(workspace / "agent_home")
@@ -460,11 +470,11 @@ def _cursor_tool_turn(index: int) -> list[dict[str, object]]:
 
 
 def test_cursor_is_ended_by_the_platform_at_max_iterations(
-    cursor_stand_in: Callable[..., Path], make_toy_task, write_run_config, tmp_path: Path
+    cursor_stand_in: Callable[..., None], make_toy_task, write_run_config, tmp_path: Path
 ) -> None:
     """cursor-agent has no turn limit: the platform counts its turns and ends it after the third
     turn's tool call returned, before the fourth starts."""
-    record = cursor_stand_in([event for index in range(10) for event in _cursor_tool_turn(index)], pause=0.3)
+    cursor_stand_in([event for index in range(10) for event in _cursor_tool_turn(index)], pause=0.3)
     result, workspace = _run_one(
         make_toy_task, write_run_config, {"template": "cursor", "max_iterations": 3, "timeout_seconds": 60}
     )
@@ -472,7 +482,8 @@ def test_cursor_is_ended_by_the_platform_at_max_iterations(
     assert out is not None
     assert (out.ok, out.exit_reason, out.limit, out.turns, out.tool_calls) == (True, "max_iterations", "turns", 3, 3)
     assert out.message == "stopped by the platform after 3 model turns (max_iterations=3)" and out.wall_seconds < 30
-    assert sorted(p.name for p in record.parent.glob("ran-*")) == ["ran-call-0", "ran-call-1", "ran-call-2"]
+    ran = stand_in_record(workspace).parent.glob("ran-*")
+    assert sorted(p.name for p in ran) == ["ran-call-0", "ran-call-1", "ran-call-2"]
     assert result.status is TaskStatus.PASS and result.failure_kind is FailureKind.NONE
     assert processes_under(tmp_path) == []
 
@@ -582,7 +593,7 @@ def test_scripted_server_speaks_each_protocol(model_server: ServerFactory) -> No
 
 
 def test_a_hung_agent_whose_children_ignore_sigterm_is_gone_at_its_timeout(
-    cursor_stand_in: Callable[..., Path], make_toy_task, write_run_config, tmp_path: Path
+    cursor_stand_in: Callable[..., None], make_toy_task, write_run_config, tmp_path: Path
 ) -> None:
     """The stand-in's shell starts children that ignore SIGTERM, one of them in a session of its
     own, and then waits on them forever: at the timeout every one of them is gone."""

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ needs_bwrap = pytest.mark.skipif(
 
 PROBE = textwrap.dedent("""\
     #!{python}
-    import json, os, pathlib
+    import json, os, pathlib, subprocess
     seen = {{}}
     for name in ("TASKS_ROOT", "EXPERIMENTS", "OTHER_RUN", "OTHER_EXPERIMENT"):
         path = pathlib.Path(os.environ["PROBE_" + name])
@@ -42,6 +43,8 @@ PROBE = textwrap.dedent("""\
     except OSError:
         seen["read_only_write"] = False
     seen["own_kernel"] = pathlib.Path("kernel.py").is_file()
+    subprocess.run(["umount", os.environ["PROBE_TASKS_ROOT"]], capture_output=True)  # as root: caps?
+    seen["tasks_after_umount"] = sorted(p.name for p in pathlib.Path(os.environ["PROBE_TASKS_ROOT"]).iterdir())
     pathlib.Path("probe.json").write_text(json.dumps(seen))
     print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": "probed"}}))
 """)
@@ -79,7 +82,7 @@ def test_sandboxed_cli_sees_only_its_workspace(
     outcome = run_experiment(config)
     workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_b_"))
     seen = json.loads((workspace / "work" / "probe.json").read_text())
-    assert seen["TASKS_ROOT"] == [], "the task suite must be hidden"
+    assert seen["TASKS_ROOT"] == [] == seen["tasks_after_umount"], "the task suite must stay hidden"
     assert seen["OTHER_RUN"] is None and seen["EXPERIMENTS"] == [outcome.run_dir.name], "other runs must be hidden"
     assert seen["OTHER_EXPERIMENT"] == [], "other experiments must be hidden whatever their names"
     assert seen["read_only_write"] is False and not (Path(sys.executable).parent / "aka_probe_escape").exists()
@@ -116,10 +119,10 @@ def test_a_process_that_escapes_the_cli_ends_with_the_agents_step(
         assert os.environ.get("CI") != "true", "CI machines allow a PID namespace"
         pytest.skip("this machine allows no PID namespace")
     make_toy_task()
-    ticks = tmp_path / "ticks.log"
+    name = f"ticks-{uuid.uuid4().hex}.log"  # in its workspace: all it may write
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "cursor-agent").write_text(ESCAPER.format(python=sys.executable, ticks=ticks))
+    (bin_dir / "cursor-agent").write_text(ESCAPER.format(python=sys.executable, ticks=name))
     (bin_dir / "cursor-agent").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv(AGENT_CLI_DIR_ENV, str(tmp_path / "none"))
@@ -130,12 +133,13 @@ def test_a_process_that_escapes_the_cli_ends_with_the_agents_step(
         assert time.monotonic() - started < 60
         agent = outcome.results[0].agent
         assert agent is not None and agent.exit_reason == "finished", agent
-        assert ticks.is_file(), "the escaping process ran"
+        ticks = next(outcome.run_dir.glob(f"*/work/{name}"), None)
+        assert ticks is not None, "the escaping process ran"
         size = ticks.stat().st_size
         time.sleep(1.0)
         assert ticks.stat().st_size == size, "the escaped process outlived the agent's step"
     finally:
-        subprocess.run(["pkill", "-f", str(ticks)], check=False)
+        subprocess.run(["pkill", "-f", name], check=False)
 
 
 GUARD_PROBE = textwrap.dedent("""\
@@ -150,9 +154,12 @@ GUARD_PROBE = textwrap.dedent("""\
         "run_dir": run_dir,
         "baselines": run_dir / "baselines",
         "cgroups": pathlib.Path("/sys/fs/cgroup"),
+        "evaluator_home": pathlib.Path(os.environ["PROBE_HOME"]),
         "workspace": pathlib.Path.cwd(),
         "tmpdir": pathlib.Path(os.environ["TMPDIR"]),
-        "tmp": pathlib.Path("/tmp"),
+        "shared_tmp": pathlib.Path("/tmp"),
+        "system_programs": pathlib.Path(os.environ["PROBE_PROGRAMS"]),
+        "etc": pathlib.Path("/etc"),
     }}
     wrote = {{}}
     for name, folder in targets.items():
@@ -175,9 +182,9 @@ GUARD_PROBE = textwrap.dedent("""\
 
 
 def _protected_here() -> bool:
-    from aka.agents.agent_sandbox import _protecting_bwrap
+    from aka.agents.agent_sandbox import _guarding_bwrap
 
-    if _protecting_bwrap() is None:
+    if _guarding_bwrap() is None:
         assert os.environ.get("CI") != "true", "CI installs bubblewrap"
         return False
     return True
@@ -187,7 +194,8 @@ def test_by_default_an_agent_cannot_write_what_its_verdict_depends_on(
     make_toy_task, write_run_config, tasks_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without `sandbox: bwrap` an agent ran as the judge's user with everything writable: the
-    platform's code, the pristine task it is judged from, its frozen baseline, the cgroups."""
+    platform's code, the pristine task it is judged from, its frozen baseline, the cgroups, and
+    (with its capabilities dropped but its uid 0) /usr/bin/unshare, which the judge then ran."""
     if not _protected_here():
         pytest.skip("bubblewrap is missing or does not work here")
     import aka
@@ -204,6 +212,8 @@ def test_by_default_an_agent_cannot_write_what_its_verdict_depends_on(
         "CURSOR_API_KEY": "k",
         "PROBE_AKA": str(Path(aka.__file__).parent),
         "PROBE_PREFIX": sys.prefix,
+        "PROBE_HOME": str(Path.home()),
+        "PROBE_PROGRAMS": str(Path(shutil.which("unshare") or "/usr/bin/unshare").parent),
         "PROBE_TASKS_ROOT": str(tasks_root),
         "PROBE_TASK": str(task_dir),
     }.items():
@@ -211,11 +221,10 @@ def test_by_default_an_agent_cannot_write_what_its_verdict_depends_on(
     outcome = run_experiment(write_run_config(agent={"template": "cursor"}))
     workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_answer_"))
     wrote = json.loads((workspace / "work" / "probe.json").read_text())
-    protected = ["platform_code", "python", "task_suite", "pristine_task", "run_dir", "baselines", "harness"]
-    assert {name: wrote[name] for name in protected} == dict.fromkeys(protected, False)
-    if os.access("/sys/fs/cgroup", os.W_OK):
-        assert wrote["cgroups"] is False
-    assert wrote["workspace"] and wrote["tmpdir"] and wrote["tmp"], "what it works in stays writable"
+    assert {name: done for name, done in wrote.items() if name not in ("workspace", "tmpdir")} == dict.fromkeys(
+        set(wrote) - {"workspace", "tmpdir"}, False
+    ), "nothing outside its workspace and home is writable: not even the programs the judge runs"
+    assert wrote["workspace"] and wrote["tmpdir"], "what it works in stays writable"
     assert (task_dir / "harness.py").read_text() == harness_before
     assert outcome.results[0].agent is not None and outcome.results[0].agent.exit_reason == "finished"
 
@@ -242,18 +251,19 @@ def test_an_agent_still_checks_its_kernel_with_the_real_harness_behind_the_guard
     own there (bubblewrap covers parts of its /proc) and run in the judge's namespaces instead."""
     if not _protected_here():
         pytest.skip("bubblewrap is missing or does not work here")
-    from types import SimpleNamespace
-
-    from aka.agents.agent_sandbox import protect_prefix
+    from aka.agents.agent_sandbox import guard_prefix
 
     workspace = tmp_path / "exp" / "run_1" / "ws"
     (workspace / "work").mkdir(parents=True)
     (workspace / "agent_home").mkdir()
-    task = SimpleNamespace(directory=Path(__file__).parents[2] / "tasks/triton2triton/basic/gelu", name="x/y/gelu")
-    context = SimpleNamespace(log_path=workspace / "agent.log", task=task)
-    prefix = protect_prefix(workspace / "work", workspace / "agent_home", context)  # type: ignore[arg-type]
+    prefix = guard_prefix(workspace / "work", workspace / "agent_home")
     tests = str(Path(__file__).parents[1])
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": tests + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "1",
+        "TMPDIR": str(workspace / "agent_home"),
+        "PYTHONPATH": tests + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
     done = subprocess.run(
         [*prefix, sys.executable, "-c", SELF_CHECK],
         cwd=workspace / "work",

@@ -338,3 +338,18 @@ def test_task_code_run_outside_a_step_is_killed_at_its_timeout(tmp_path: Path, m
     with pytest.raises(subprocess.TimeoutExpired):
         device_lock.run_sharing_device(H200, ["sh", "-c", "sleep 30 & sleep 30"], tmp_path, dict(os.environ), 0.5)
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("planted", ["folder", "link"])
+def test_a_lock_file_someone_replaced_is_named_with_the_fix(tmp_path: Path, planted: str) -> None:
+    """The lock folder is shared by the machine's users: a folder planted as the turnstile made
+    every evaluation on that GPU an infra_error with a bare IsADirectoryError (a red team's)."""
+    lock = DeviceLock("GPU-planted", tmp_path)
+    if planted == "folder":
+        lock.turnstile.mkdir()
+    else:
+        (tmp_path / "elsewhere").write_text("")
+        lock.turnstile.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ConfigError, match="GPU-planted.turnstile: cannot open the device lock .*remove it"):
+        with lock.hold(exclusive=True):
+            pass

@@ -1,29 +1,28 @@
 """Where an agent CLI's processes live.
 
-By default (`sandbox: none`) an agent CLI sees the machine as its user does, with two walls:
-- everything the verdict depends on is read-only to it (`protect_prefix`, bubblewrap with the
-  host's file system and /dev, so GPUs work): the platform's code and the Python it runs on
-  (`sys.prefix`, the standard library, every folder on `sys.path`), the repository, the task
-  suite, the runs (its own workspace and home excepted) and /sys (cgroups), with no capability
-  left to undo it. Before this an agent could edit the judge or the pristine task it is judged
-  from, rewrite its frozen baseline or other tasks' results, or throttle the judge's cgroup;
-- a PID namespace of its own: a process that left the CLI's process group and its environment
-  (`env -i setsid ...`) outlived every kill before, and a red team's throttled the evaluation
-  that followed (16x unearned speedup). When the CLI (the namespace's first process) ends or is
-  killed, the kernel kills everything in it, and nothing in it can see or signal the judge.
+By default (`sandbox: none`) an agent CLI sees the machine's files as its user does, behind a
+guard (`guard_prefix`, bubblewrap): the whole file system read-only but its workspace and home
+(which holds its TMPDIR), a /dev of its own with only the GPUs' device files of the host, no
+capability left, and a PID namespace of its own. What it may write is then exactly what the
+judge frees and never runs. Before, an agent could edit the judge, the pristine task it is judged
+from, its frozen baselines and other tasks' results; and with the capabilities dropped but every
+file writable, a red team's agent (uid 0) replaced /usr/bin/unshare, which the judge ran with
+full privileges for the next step: 25x for an untouched kernel. When the CLI (its namespace's
+first process) ends or is killed, the kernel kills everything left in it: a process that left the
+CLI's group and environment (`env -i setsid ...`) outlived the step before and throttled the
+evaluation after it (16x unearned); nothing inside can see or signal the judge.
 Without bubblewrap only the PID namespace stays (`pid_namespace_prefix`), with a warning.
 
-`sandbox: bwrap` is stricter: a read-only system with a fresh /dev, and other runs, sibling
-experiments, the task suite and the solutions hidden, only its workspace and home writable.
+`sandbox: bwrap` also hides other runs, sibling experiments, the task suite and the solutions.
 """
 
 from __future__ import annotations
 
 import functools
+import glob
 import logging
 import os
 import shutil
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -61,66 +60,48 @@ def pid_namespace_prefix() -> tuple[str, ...]:
     return ()
 
 
-_PROTECT_BASE = ["--dev-bind", "/", "/", "--ro-bind", "/sys", "/sys"]
-_PROTECT_TAIL = ["--proc", "/proc", "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
+_GUARD_TAIL = ["--proc", "/proc", "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
+
+
+def _read_only_machine() -> list[str]:
+    """The host's file system read-only and a /dev of bubblewrap's own (the host's gives a root
+    without capabilities its raw disks) with the host's NVIDIA device files bound in."""
+    devices = []
+    for path in sorted(glob.glob("/dev/nvidia*")):
+        devices += ["--dev-bind", path, path]
+    return ["--ro-bind", "/", "/", "--dev", "/dev", *devices]
 
 
 @functools.cache
-def _protecting_bwrap() -> str | None:
-    """bubblewrap, where it runs here with the host's file system and CUDA works behind it."""
+def _guarding_bwrap() -> str | None:
+    """bubblewrap, where it runs here as the guard and CUDA works behind it."""
     binary = shutil.which("bwrap")
     if binary is None or os.environ.get("AKA_NO_SANDBOX") == "1":
         return None
-    prefix = [binary, *_PROTECT_BASE, *_PROTECT_TAIL]
+    prefix = [binary, *_read_only_machine(), *_GUARD_TAIL]
     if command_succeeds([*prefix, "true"]) and cuda_works_behind(prefix):
         return binary
     return None
 
 
-def judge_paths(context: AgentContext) -> list[Path]:
-    """What an agent may read but never write: the platform's code and the Python it runs on, the
-    repository (tasks, solutions, tools), the task suite, and every experiment next to its own."""
-    import aka
-
-    experiment = context.log_path.parent.parent.parent
-    suite = context.task.directory
-    for _ in context.task.name.split("/"):
-        suite = suite.parent
-    python = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    on_path = {Path(entry) for entry in sys.path if entry and Path(entry).is_dir()}
-    paths = [
-        REPO_ROOT,
-        Path(aka.__file__).resolve().parent,
-        *python,
-        *on_path,
-        suite,
-        experiment,
-        *_experiments_in(experiment.parent),
-    ]
-    unique = sorted({path.resolve() for path in paths if path.is_dir()} - {Path("/")})
-    return [p for p in unique if not any(p != q and p.is_relative_to(q) for q in unique)]
-
-
-def protect_prefix(workspace: Path, home: Path, context: AgentContext) -> tuple[str, ...]:
-    """The default wrapper of an agent CLI: `judge_paths` read-only, its workspace and home
-    writable, no capabilities, a PID namespace (see the module docstring). Only the PID namespace
-    (`pid_namespace_prefix`) where bubblewrap is missing or does not work here."""
-    binary = _protecting_bwrap()
+def guard_prefix(workspace: Path, home: Path) -> tuple[str, ...]:
+    """The default wrapper of an agent CLI (see the module docstring): only `workspace` and
+    `home` writable. Only a PID namespace (`pid_namespace_prefix`) where bubblewrap is missing or
+    does not work here."""
+    binary = _guarding_bwrap()
     if binary is None:
-        _warn_unprotected()
+        _warn_unguarded()
         return pid_namespace_prefix()
-    argv = [binary, *_PROTECT_BASE]
-    for path in judge_paths(context):
-        argv += ["--ro-bind", str(path), str(path)]
-    argv += ["--bind", str(workspace), str(workspace), "--bind", str(home), str(home), *_PROTECT_TAIL]
-    return (*argv, "--chdir", str(workspace))
+    writable = ["--bind", str(workspace), str(workspace), "--bind", str(home), str(home)]
+    return (binary, *_read_only_machine(), *writable, *_GUARD_TAIL, "--chdir", str(workspace))
 
 
 @functools.cache
-def _warn_unprotected() -> None:
+def _warn_unguarded() -> None:
     logger.warning(
-        "agent CLIs can write the platform's code, the task suite and the runs: bubblewrap is "
-        "missing or does not work here (apt-get install bubblewrap)"
+        "agent CLIs can write anything their user can (the platform's code, the task suite, the "
+        "runs, programs the judge runs): bubblewrap is missing or does not work here "
+        "(apt-get install bubblewrap)"
     )
 
 
@@ -159,7 +140,7 @@ def bwrap_prefix(workspace: Path, home: Path, hidden: Iterable[Path]) -> tuple[s
         raise SandboxUnavailableError(
             "agent option sandbox=bwrap, but bubblewrap is not installed (apt-get install bubblewrap)"
         )
-    argv = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    argv = [binary, *_read_only_machine(), "--proc", "/proc"]
     for path in hidden:
         argv += ["--tmpfs", str(path)]
     argv += [
@@ -171,6 +152,8 @@ def bwrap_prefix(workspace: Path, home: Path, hidden: Iterable[Path]) -> tuple[s
         str(home),
         "--unshare-pid",
         "--die-with-parent",
+        "--cap-drop",  # run as root, bubblewrap keeps them: a root inside could unmount what hides
+        "ALL",
         "--chdir",
         str(workspace),
     ]

@@ -30,8 +30,8 @@ from aka.agents.agent_environment import agent_environment
 from aka.agents.agent_sandbox import (
     SandboxUnavailableError,
     bwrap_prefix,
+    guard_prefix,
     hidden_from_agent,
-    protect_prefix,
 )
 from aka.agents.cli_stream import EventStream
 from aka.agents.cli_turns import JsonEvent, MarkEvent, TurnCounter
@@ -257,7 +257,7 @@ def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) ->
         sandbox = (
             bwrap_prefix(workspace.resolve(), home.resolve(), hidden_from_agent(context))
             if context.options.sandbox == "bwrap"
-            else protect_prefix(workspace.resolve(), home.resolve(), context)
+            else guard_prefix(workspace.resolve(), home.resolve())
         )
     except SandboxUnavailableError as exc:
         return AgentOutcome.ended(spec.name, "not_configured", None, message=str(exc))

@@ -86,7 +86,16 @@ def device_key(device: DeviceInfo) -> str:
 
 
 def _open(path: Path) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    """The lock file, never through a link (the folder is shared by every user of the machine); a
+    folder or link planted in its place is named, with the fix, instead of failing each task."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: cannot open the device lock ({exc.strerror}); remove it, or set {ENV_LOCK_DIR} "
+            "to a folder that every evaluation on this machine shares and nobody else can write"
+        ) from exc
+    return fd
 
 
 @contextlib.contextmanager

@@ -146,15 +146,15 @@ def test_the_private_dev_is_used_only_where_cuda_still_works(
         assert argv[-1] == isolation.CUDA_INIT_PROBE
         return behind if "--" in argv else outside
 
-    monkeypatch.setattr(isolation, "_runs", runs)
+    monkeypatch.setattr(isolation, "command_succeeds", runs)
     assert isolation._confinement(["unshare", "--pid"]) == expected
 
 
 def test_without_a_private_dev_the_host_dev_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine where the tmpfs cannot be mounted still gets the read-only file system."""
-    monkeypatch.setattr(isolation, "_runs", lambda argv: "--host-dev" in argv)
+    monkeypatch.setattr(isolation, "command_succeeds", lambda argv: "--host-dev" in argv)
     assert isolation._confinement(["unshare", "--pid"]) == [READ_ONLY_FILESYSTEM]
-    monkeypatch.setattr(isolation, "_runs", lambda argv: False)
+    monkeypatch.setattr(isolation, "command_succeeds", lambda argv: False)
     assert isolation._confinement(["unshare", "--pid"]) == []
 
 
@@ -432,3 +432,34 @@ def test_a_workers_dev_shm_is_its_own_capped_and_gone_with_it(tmp_path: Path) ->
     for _, size, name, result in probes:
         assert int(size) <= confine.WORKER_SHM_BYTES and result == "ENOSPC", (size, result)
         assert not Path(f"{name}-0").exists()  # not in this (the judge's caller's) /dev/shm
+
+
+SYSV_PROBE = """
+import ctypes as _ctypes
+_libc = _ctypes.CDLL(None, use_errno=True)
+_libc.shmat.restype = _ctypes.c_void_p
+_segment = _libc.shmget(0, 8 * 2**20, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600: 8 MiB, never removed
+_address = _libc.shmat(_segment, None, 0)
+_ctypes.memset(_address, 0xAB, 8 * 2**20)  # resident
+print("aka-sysv-probe", _segment, flush=True)
+"""
+
+
+def _sysv_segments() -> set[str]:
+    """The machine's (this IPC namespace's) System V shared memory segments, by id."""
+    rows = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    return {row.split()[1] for row in rows}
+
+
+@needs_confinement
+def test_system_v_memory_a_worker_made_is_gone_with_it(tmp_path: Path) -> None:
+    """A red team's workers each left an 8-64 MiB System V segment in the machine's IPC namespace:
+    memory no process held, that outlived the evaluation and that no later one could get back."""
+    before = _sysv_segments()
+    task = copy_gelu_task(tmp_path / "tasks")
+    outcomes, log = _evaluate(task, tmp_path, writes_outside([]) + SYSV_PROBE, through=1)
+    assert any(line.startswith("aka-sysv-probe") for line in log.splitlines()), log[-3000:]
+    left = _sysv_segments() - before
+    for segment in left:  # not left on the machine, even when the test fails
+        subprocess.run(["ipcrm", "-m", segment], check=False)
+    assert left == set(), "a segment outlived the worker"

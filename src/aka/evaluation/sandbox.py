@@ -31,7 +31,7 @@ from pathlib import Path
 
 from aka.evaluation.disk_quota import STEP_FILE_BYTES
 
-_UNSHARE_FLAGS = ["--pid", "--net", "--fork", "--mount-proc", "--kill-child"]
+_UNSHARE_FLAGS = ["--pid", "--net", "--ipc", "--fork", "--mount-proc", "--kill-child"]
 CPU_MEMORY_LIMIT_BYTES = 16 * 1024**3
 READ_ONLY_FILESYSTEM = "read-only-filesystem"
 PRIVATE_DEV = "private-dev"

@@ -52,6 +52,7 @@ MAX_MESSAGE = 1 << 20
 MAX_FDS = 16
 HIGH_FD = 1000
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x40000000, 0x10000000
+CLONE_NEWIPC = 0x08000000
 PR_SET_PDEATHSIG = 1
 EXIT_SETUP_FAILED = 125
 logger = logging.getLogger(__name__)
@@ -164,12 +165,12 @@ def _child(request: ForkRequest, received: list[int]) -> None:
         if request.limits is not None:
             request.limits.apply()
         sandbox = request.sandbox
-        if sandbox.namespaces:  # as `unshare [--user --map-root-user] --pid --net --fork --mount-proc --kill-child`
+        if sandbox.namespaces:  # as `unshare [--user --map-root-user] --pid --net --ipc --fork --mount-proc ...`
             from aka.harness.spawn import first_process_of_namespace, map_root_user
 
             uid, gid = os.getuid(), os.getgid()
             user = CLONE_NEWUSER if sandbox.user_namespace else 0
-            _check(_libc().unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | user), "unshare")
+            _check(_libc().unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | user), "unshare")
             if user:
                 map_root_user(uid, gid)
             if not first_process_of_namespace():

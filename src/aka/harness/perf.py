@@ -66,6 +66,7 @@ from aka.harness.task import HarnessError, KernelTask, StepContext
 from aka.harness.timing import CPU_METHOD, CUDA_METHOD
 from aka.harness.turns import CaseMemory, Placements, Turn, nbytes
 from aka.harness.verify import (
+    CRASH,
     IMPOSSIBLE,
     INCORRECT,
     TAMPERING,
@@ -302,7 +303,7 @@ def _timed_cases(
         timed = _take_case(task, ctx, baseline, candidate, case, config, phases, calibration.hold_ms, set_up_shared)
         results.append(timed if isinstance(timed, CaseResult) else _judge_case(timed, calibration, config, gpu))
         _log_case(results[-1])
-    return results
+    return _every_case(results, cases)
 
 
 def _one_turn(
@@ -342,6 +343,18 @@ def _one_turn(
         )
         results.append(case_result)
         _log_case(case_result)
+    return _every_case(results, cases)
+
+
+def _every_case(results: list[CaseResult], cases: Sequence[Case]) -> list[CaseResult]:
+    """A case left untimed by a worker that ended on its own, after cases that all passed, fails
+    the step as a crash: ending itself between cases, a candidate chose which cases were timed (a
+    red team's exited as a slow case's buffers were unmapped, and the speedup of its one fast case
+    was scored: 2.4x the reward its kernel earns)."""
+    if len(results) < len(cases) and all(r.correct is True for r in results):
+        untimed = len(cases) - len(results)
+        message = f"[{CRASH}] the candidate's worker ended before this case: {untimed} case(s) not timed"
+        results.append(CaseResult(cases[len(results)], correct=False, message=message, kind=CRASH))
     return results
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from aka.harness import syscall_filter
 
-CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, CLONE_NEWIPC = 0x00020000, 0x20000000, 0x10000000, 0x08000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
 PR_SET_PDEATHSIG = 1
 MAX_FD = 65536
@@ -86,8 +86,9 @@ def enter_namespaces(writable: Sequence[Path]) -> bool:
     had (nothing changed)."""
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(CLONE_NEWPID | CLONE_NEWNS) != 0:
-        if libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) != 0:
+    # its own System V IPC too: a red team's segments outlived the worker and the evaluation
+    if libc.unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC) != 0:
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC) != 0:
             return False
         map_root_user(uid, gid)
     if not first_process_of_namespace():
@@ -183,6 +184,9 @@ def _leave_the_judge_behind(socket_fd: int, output_fd: int, env: Mapping[str, st
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     os.environ.clear()
     os.environ.update(env)
+    import tempfile
+
+    tempfile.tempdir = None  # the judge's, if it asked: the worker's own comes from its TMPDIR
 
 
 def fork_worker(
@@ -245,7 +249,9 @@ def namespaces_work() -> bool:
         return False
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="aka-worker-probe-") as probe:
+    # an explicit folder: `gettempdir` would cache the judge's, and forked workers inherit it
+    probe = tempfile.mkdtemp(prefix="aka-worker-probe-", dir=os.environ.get("TMPDIR") or "/tmp")
+    try:
         pid = os.fork()
         if not pid:
             ok = False
@@ -253,4 +259,6 @@ def namespaces_work() -> bool:
                 ok = enter_namespaces([Path(probe)])
             os._exit(0 if ok else 1)
         _, status = os.waitpid(pid, 0)
+    finally:
+        os.rmdir(probe)
     return os.waitstatus_to_exitcode(status) == 0

@@ -20,6 +20,7 @@ from aka.device import DeviceInfo
 from aka.evaluation.baseline import BaselineRecord, baseline_builds, frozen_or_measured
 from aka.evaluation.eval_dir import build_eval_dir, copy_original_sources
 from aka.evaluation.speedup import BASELINE_SLOWDOWN_LIMIT, apply_timings, slowed_baselines
+from aka.evaluation.step_report import CaseReport
 from aka.evaluation.step_spec import Step, Target, step_environment
 from aka.evaluation.steps import StepOutcome, evaluate_candidate
 from aka.process import run_command
@@ -323,8 +324,9 @@ def judge_outcomes(
     if first_failure is not None and first_failure.skipped and not result.tampered_files:
         result.failure_kind, result.failure_message = FailureKind.SKIPPED, first_failure.message
     if result.pass_correctness:
-        apply_timings(result, baseline, performance.cases if performance else [])
-        slowed = slowed_baselines(baseline, performance.cases if performance else []) if device.is_gpu else []
+        timed = _fully_timed(result, baseline, performance)
+        apply_timings(result, baseline, timed)
+        slowed = slowed_baselines(baseline, timed) if device.is_gpu else []
         if slowed and result.failure_kind is FailureKind.NONE:
             result.failure_kind = FailureKind.TAMPERING
             result.failure_message = (
@@ -338,6 +340,23 @@ def judge_outcomes(
     result.status = _status(result)
     result.score = finite_score(scorer, result) if result.status not in (TaskStatus.SKIP, TaskStatus.INFRA) else 0.0
     return result
+
+
+def _fully_timed(result: TaskResult, baseline: BaselineRecord, performance: StepOutcome | None) -> list[CaseReport]:
+    """The candidate's timed cases, if they earn a speedup: only from a performance step that
+    passed and timed every case the baseline has. A candidate that crashed, hung or failed in some
+    cases had the speedup of the others scored (a red team's crashed on its slow cases: 2.2x the
+    reward its kernel earns); a step that timed fewer cases than the baseline's fails here."""
+    if performance is None or not performance.passed:
+        return []
+    timed = {c.id for c in performance.cases if c.time_ms}
+    untimed = [c.id for c in baseline.cases if c.time_ms and c.id not in timed]
+    if untimed:
+        if result.failure_kind is FailureKind.NONE:
+            result.failure_kind = FailureKind.PERFORMANCE_ERROR
+            result.failure_message = f"{len(untimed)} case(s) the baseline has were not timed: {', '.join(untimed[:5])}"
+        return []
+    return performance.cases
 
 
 def _infra_result(ctx: RunContext, task: Task, message: str) -> TaskResult:

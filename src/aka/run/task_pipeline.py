@@ -216,7 +216,7 @@ def evaluate_heldout(
         (False, False): HeldoutOutcome.BOTH_FAIL,
     }
     timed = TaskResult(task_name=task.name, task_type=task.family)
-    if candidate_ok and performance is not None:
+    if candidate_ok and performance is not None and performance.passed:  # as `_fully_timed`
         apply_timings(
             timed,
             BaselineRecord(task_name=task.name, task_identity="", device="", source=task.config.baseline_source),

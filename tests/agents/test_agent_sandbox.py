@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from aka.agents.agent_sandbox import pid_namespace_prefix
+from aka.agents.agent_sandbox import AGENT_SHM_BYTES, pid_namespace_prefix
 from aka.agents.cli_runner import AGENT_CLI_DIR_ENV
 from aka.run.runner import run_experiment
 
@@ -160,6 +160,7 @@ GUARD_PROBE = textwrap.dedent("""\
         "shared_tmp": pathlib.Path("/tmp"),
         "system_programs": pathlib.Path(os.environ["PROBE_PROGRAMS"]),
         "etc": pathlib.Path("/etc"),
+        "dev": pathlib.Path("/dev"),
     }}
     wrote = {{}}
     for name, folder in targets.items():
@@ -176,6 +177,8 @@ GUARD_PROBE = textwrap.dedent("""\
         wrote["harness"] = True
     except OSError:
         wrote["harness"] = False
+    shm = os.statvfs("/dev/shm")
+    wrote["shm_bytes"] = shm.f_blocks * shm.f_frsize
     pathlib.Path("probe.json").write_text(json.dumps(wrote))
     print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": "probed"}}))
 """)
@@ -221,6 +224,7 @@ def test_by_default_an_agent_cannot_write_what_its_verdict_depends_on(
     outcome = run_experiment(write_run_config(agent={"template": "cursor"}))
     workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_answer_"))
     wrote = json.loads((workspace / "work" / "probe.json").read_text())
+    assert wrote.pop("shm_bytes") <= AGENT_SHM_BYTES, "its memory in /dev/shm is capped"
     assert {name: done for name, done in wrote.items() if name not in ("workspace", "tmpdir")} == dict.fromkeys(
         set(wrote) - {"workspace", "tmpdir"}, False
     ), "nothing outside its workspace and home is writable: not even the programs the judge runs"

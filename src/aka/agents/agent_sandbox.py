@@ -63,13 +63,19 @@ def pid_namespace_prefix() -> tuple[str, ...]:
 _GUARD_TAIL = ["--proc", "/proc", "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
 
 
+AGENT_SHM_BYTES = 2**30
+"""The agent's /dev/shm: memory it may hold past its files (its /dev is otherwise read-only)."""
+
+
 def _read_only_machine() -> list[str]:
     """The host's file system read-only and a /dev of bubblewrap's own (the host's gives a root
-    without capabilities its raw disks) with the host's NVIDIA device files bound in."""
+    without capabilities its raw disks) with the host's NVIDIA device files bound in, read-only
+    but a sized /dev/shm (a root could fill the /dev tmpfs with half the machine's memory)."""
     devices = []
     for path in sorted(glob.glob("/dev/nvidia*")):
         devices += ["--dev-bind", path, path]
-    return ["--ro-bind", "/", "/", "--dev", "/dev", *devices]
+    shm = ["--size", str(AGENT_SHM_BYTES), "--tmpfs", "/dev/shm"]
+    return ["--ro-bind", "/", "/", "--dev", "/dev", *devices, "--remount-ro", "/dev", *shm]
 
 
 @functools.cache

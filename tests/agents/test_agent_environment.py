@@ -61,3 +61,16 @@ def test_a_real_tasks_correctness_command_runs_in_the_agents_shell(
     failed = correctness()
     assert failed.returncode == 1, failed.stderr[-3000:]
     assert failed.stderr.strip().splitlines()[-1].startswith("correctness: FAIL (incorrect)")
+
+
+def test_an_agent_gets_nothing_that_addresses_the_machines_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A red team's agent reached the run's Ray cluster and ran code outside its guard as root."""
+    for name in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "SLURM_JOB_ID", "MUNGE_SOCKET"):
+        monkeypatch.setenv(name, "x")
+    monkeypatch.setenv("MY_MODEL_KEY", "k")
+    task = select_tasks(REPO / "tasks", ["triton2triton/basic/gelu"])[0]
+    env = agent_environment(task, detect_device(), tmp_path, keep=["MY_MODEL_KEY"])
+    assert not [name for name in env if name.startswith(("RAY_", "SLURM_", "MUNGE_"))]
+    assert env["MY_MODEL_KEY"] == "k"

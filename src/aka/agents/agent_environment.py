@@ -22,11 +22,16 @@ from aka.device import DeviceInfo
 from aka.evaluation.step_spec import Step, Target, step_environment
 from aka.evaluation.wire import ENV_STEP
 
+CLUSTER_PREFIXES = ("RAY_", "SLURM_", "MUNGE_")
+"""Variables that address or authenticate the machine's cluster services: never an agent's."""
+
 
 def agent_environment(task: Task, device: DeviceInfo, workspace: Path, keep: Iterable[str] = ()) -> dict[str, str]:
     """This process's environment as the evaluator gives it to a step on `workspace`, plus the
     variables named in `keep` (an API key's) as they are here."""
     env = step_environment(task, device, Step.CORRECTNESS, Target.CANDIDATE, workspace)
     del env[ENV_STEP]
+    for name in [name for name in env if name.startswith(CLUSTER_PREFIXES)]:
+        del env[name]  # a red team's agent used the run's Ray cluster to run code outside its guard
     env.update({name: os.environ[name] for name in keep if name in os.environ})
     return env

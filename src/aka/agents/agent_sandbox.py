@@ -75,7 +75,16 @@ def _read_only_machine() -> list[str]:
     for path in sorted(glob.glob("/dev/nvidia*")):
         devices += ["--dev-bind", path, path]
     shm = ["--size", str(AGENT_SHM_BYTES), "--tmpfs", "/dev/shm"]
-    return ["--ro-bind", "/", "/", "--dev", "/dev", *devices, "--remount-ro", "/dev", *shm]
+    hidden = [arg for path in _cluster_credentials() for arg in ("--tmpfs", str(path))]
+    return ["--ro-bind", "/", "/", "--dev", "/dev", *devices, "--remount-ro", "/dev", *shm, *hidden]
+
+
+def _cluster_credentials() -> list[Path]:
+    """Where the machine keeps what lets a process use its cluster services (Ray's session and
+    token, Slurm's munge socket): hidden from agents. Partial: the network is shared (see
+    docs/evaluation.md, Known gaps), so a service that asks for no credential stays reachable."""
+    places = [Path("/tmp/ray"), Path.home() / ".ray", Path("/run/munge"), Path("/var/run/munge")]
+    return [path for path in places if path.is_dir() and not path.is_symlink()]
 
 
 @functools.cache

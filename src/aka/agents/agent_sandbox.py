@@ -1,17 +1,18 @@
 """Where an agent CLI's processes live.
 
-By default (`sandbox: none`) an agent CLI sees the machine's files as its user does, behind a
-guard (`guard_prefix`, bubblewrap): the whole file system read-only but its workspace and home
-(which holds its TMPDIR), a /dev of its own with only the GPUs' device files of the host, no
-capability left, and a PID namespace of its own. What it may write is then exactly what the
-judge frees and never runs. Before, an agent could edit the judge, the pristine task it is judged
-from, its frozen baselines and other tasks' results; and with the capabilities dropped but every
-file writable, a red team's agent (uid 0) replaced /usr/bin/unshare, which the judge ran with
-full privileges for the next step: 25x for an untouched kernel. When the CLI (its namespace's
-first process) ends or is killed, the kernel kills everything left in it: a process that left the
-CLI's group and environment (`env -i setsid ...`) outlived the step before and throttled the
-evaluation after it (16x unearned); nothing inside can see or signal the judge.
-Without bubblewrap only the PID namespace stays (`pid_namespace_prefix`), with a warning.
+By default (`sandbox: none`) an agent CLI sees the machine's files as its user does, behind a guard
+(`guard_prefix`, bubblewrap): the whole file system read-only but its workspace and home (which
+holds its TMPDIR), a read-only /dev of its own with only the GPUs' device files of the host and a
+sized /dev/shm, the cluster's credentials hidden, no capability left, and a PID namespace of its
+own (the network is the host's: docs/evaluation.md, Known gaps). What it may write is then exactly
+what the judge frees and never runs. Before, an agent could edit the judge, the pristine task it is
+judged from, its frozen baselines and other tasks' results; and with the capabilities dropped but
+every file writable, a red team's agent (uid 0) replaced /usr/bin/unshare, which the judge ran with
+full privileges for the next step: 25x for an untouched kernel. When the CLI (its namespace's first
+process) ends or is killed, the kernel kills everything left in it: a process that left the CLI's
+group and environment (`env -i setsid ...`) outlived the step before and throttled the evaluation
+after it (16x unearned); nothing inside can see or signal the judge.
+Without bubblewraponly the PID namespace stays (`pid_namespace_prefix`), with a warning.
 
 `sandbox: bwrap` also hides other runs, sibling experiments, the task suite and the solutions.
 """

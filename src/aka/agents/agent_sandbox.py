@@ -12,7 +12,7 @@ full privileges for the next step: 25x for an untouched kernel. When the CLI (it
 process) ends or is killed, the kernel kills everything left in it: a process that left the CLI's
 group and environment (`env -i setsid ...`) outlived the step before and throttled the evaluation
 after it (16x unearned); nothing inside can see or signal the judge.
-Without bubblewraponly the PID namespace stays (`pid_namespace_prefix`), with a warning.
+Without bubblewrap only the PID namespace stays (`pid_namespace_prefix`), with a warning.
 
 `sandbox: bwrap` also hides other runs, sibling experiments, the task suite and the solutions.
 """

@@ -272,12 +272,17 @@ def _leave_a_linked_kernel(path: Path) -> None:
     (path.parent.parent / "planted.py").write_text(toy_kernel_source(time_ms=0.5))
 
 
+def _leave_a_fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
 @pytest.mark.parametrize(
     ("leave", "file", "kind", "message"),
     [
         (_leave_a_sparse_terabyte, "kernel.py", FailureKind.COMPILE_ERROR, "kernel.py: 1099511627776 bytes, more than"),
         (_leave_a_linked_kernel, "kernel.py", FailureKind.COMPILE_ERROR, "kernel.py: is a symbolic link"),
-        (lambda path: (path.unlink(), os.mkfifo(path)), "kernel.py", FailureKind.COMPILE_ERROR, "not a plain file"),
+        (_leave_a_fifo, "kernel.py", FailureKind.COMPILE_ERROR, "not a plain file"),
         (_leave_a_sparse_terabyte, "harness.py", FailureKind.TAMPERING, "harness.py"),
     ],
     ids=["terabyte_kernel", "linked_kernel", "fifo_kernel", "terabyte_harness"],
@@ -290,7 +295,7 @@ def test_files_the_judge_will_not_read_are_the_agents_failure(
     from aka.agents import register_agent
     from aka.results.task_result import AgentOutcome
 
-    agent_name = f"test_unreadable_{getattr(leave, '__name__', 'x').strip('<>_')}_{file}"
+    agent_name = f"test_unreadable_{leave.__name__.strip('_')}_{file}"
 
     @register_agent(agent_name)
     def launch_agent(eval_config, task_config_dir: Path, workspace: Path) -> AgentOutcome:

@@ -142,3 +142,10 @@ def test_an_agents_file_is_read_only_when_plain_bounded_and_reached_without_link
         read_agent_file(tmp_path / "work_link", "src/kernel.py")
     assert agent_file_digest(work, "src/kernel.py") == hashlib.sha256(b"plain").hexdigest()
     assert agent_file_digest(work, "src/absent.py") is None
+
+
+def test_a_plain_file_is_measured_as_itself(tmp_path: Path) -> None:
+    (tmp_path / "scratch.bin").write_bytes(b"\xab" * MIB)
+    (tmp_path / "link").symlink_to(tmp_path / "scratch.bin")
+    assert tree_usage(tmp_path / "scratch.bin") >= MIB  # the agent's scratch files, freed when the disk is low
+    assert tree_usage(tmp_path / "link") < MIB and tree_usage(tmp_path / "absent") == 0

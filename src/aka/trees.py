@@ -123,11 +123,15 @@ def _entries(fd: int) -> list[tuple[str, bool, int]]:
 
 
 def tree_usage(path: Path) -> int:
-    """Bytes the files and folders under `path` take on disk (links not followed; what vanishes
-    while it is read is skipped)."""
+    """Bytes the files and folders under `path` take on disk, or `path`'s own where it is not a
+    folder (links not followed; what vanishes while it is read is skipped)."""
     try:
         fd = _open_dir(path)
     except OSError:
+        with contextlib.suppress(OSError):
+            info = os.lstat(path)
+            if not stat.S_ISDIR(info.st_mode):
+                return info.st_blocks * 512
         return 0
     total = 0
     pending: list[list[str]] = []  # per level entered: the folders in it still to visit

@@ -27,7 +27,6 @@ from typer.testing import CliRunner
 from aka.agents.check import run_checks
 from aka.agents.cli_runner import (
     AGENT_CLI_DIR_ENV,
-    HOME_DIR_NAME,
     PROMPT_FILE_NAME,
     agent_cli_dir,
     cli_agents,
@@ -37,6 +36,7 @@ from aka.cli import app
 from aka.device import detect_device
 from aka.errors import ConfigError
 from aka.results.task_result import FailureKind, TaskResult, TaskStatus
+from aka.run.layout import AGENT_HOME_DIR
 from aka.run.runner import run_experiment
 
 pytestmark = pytest.mark.slow
@@ -425,7 +425,7 @@ def cursor_stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable
 
 
 def stand_in_record(workspace: Path) -> Path:
-    return workspace / HOME_DIR_NAME / "stand_in_record.json"
+    return workspace / AGENT_HOME_DIR / "stand_in_record.json"
 
 
 def test_cursor_launcher_with_a_stand_in(

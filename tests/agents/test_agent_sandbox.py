@@ -102,10 +102,13 @@ def test_sandbox_option_is_validated(write_run_config, make_toy_task) -> None:
 
 ESCAPER = textwrap.dedent("""\
     #!{python}
-    import json, subprocess, sys
+    import json, os, subprocess, sys, time
     # a process of its own session, without the run's marker variable or the CLI's output pipe
     loop = "while :; do echo tick >> {ticks}; sleep 0.1; done"
     subprocess.Popen(["env", "-i", "setsid", "sh", "-c", loop], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not os.path.exists("{ticks}") and time.monotonic() < deadline:  # it runs before the CLI ends
+        time.sleep(0.05)
     print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": "left"}}), flush=True)
 """)
 

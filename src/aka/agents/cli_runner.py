@@ -48,7 +48,6 @@ RUN_MARKER_ENV = "AKA_AGENT_RUN_ID"
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PROMPT_FILE_NAME = "AKA_PROMPT.md"
 TRANSCRIPT_NAME = "agent_transcript.jsonl"
-HOME_DIR_NAME = AGENT_HOME_DIR
 DEFAULT_TIMEOUT_SECONDS = 3600.0
 LOCAL_ENDPOINT_KEY = "aka-local-endpoint"
 MESSAGE_CHARS = 1000
@@ -218,7 +217,7 @@ def new_request(
 ) -> CliRequest:
     """A request with a fresh, empty home beside `log_path`; the CLI's environment is `base_env`
     (default: this process's) with that home."""
-    home = log_path.parent / HOME_DIR_NAME
+    home = log_path.parent / AGENT_HOME_DIR
     remove_tree(home)
     (home / "tmp").mkdir(parents=True)
     return CliRequest(
@@ -252,7 +251,7 @@ def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) ->
     binary = find_binary(spec.package.binary)
     if binary is None:
         return not_installed(spec)
-    home = context.log_path.parent / HOME_DIR_NAME
+    home = context.log_path.parent / AGENT_HOME_DIR
     try:
         sandbox = (
             bwrap_prefix(workspace.resolve(), home.resolve(), hidden_from_agent(context))

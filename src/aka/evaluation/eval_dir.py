@@ -28,13 +28,12 @@ def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[s
         for rel in task.config.source_file_path:
             target = dest / rel
             try:
-                data = read_agent_file(candidate_dir, rel)
-                why = f"{rel}: missing" if data is None else None
+                data, why = read_agent_file(candidate_dir, rel), f"{rel}: missing"
             except UnusableFileError as exc:
                 data, why = None, str(exc)
             if data is None:
                 target.unlink(missing_ok=True)
-                unusable.append(why or rel)
+                unusable.append(why)
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)

@@ -89,16 +89,9 @@ def free_agent_scratch(workspace: Path, kept: Iterable[str]) -> int:
                 pending.append(entry)
             elif entry not in keep:
                 doomed.append(path)
-    freed = sum(tree_usage(path) if path.is_dir() and not path.is_symlink() else _size(path) for path in doomed)
+    freed = sum(tree_usage(path) for path in doomed)
     for path in doomed:
         remove_tree(path)
     if freed:
         logger.warning("the disk is low: removed %.1f MiB of agent scratch in %s", freed / 2**20, workspace)
     return freed
-
-
-def _size(path: Path) -> int:
-    try:
-        return os.lstat(path).st_blocks * 512
-    except OSError:
-        return 0

@@ -100,8 +100,10 @@ class ScriptedModelServer:
         lifetime_seconds: float = 300.0,
         input_tokens: int = 120,
         output_tokens: int = 12,
+        host: str = "127.0.0.1",
     ) -> None:
         self.script = list(script)
+        self.host = host
         self.side_text, self.final_text, self.hang = side_text, final_text, hang
         self.lifetime_seconds = lifetime_seconds
         self.input_tokens, self.output_tokens = input_tokens, output_tokens
@@ -115,7 +117,8 @@ class ScriptedModelServer:
     @property
     def base_url(self) -> str:
         assert self._httpd is not None, "start the server first"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self._httpd.server_address[1]}"
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -127,7 +130,7 @@ class ScriptedModelServer:
         return [r for r in self.requests if r.agent_turn]
 
     def start(self) -> ScriptedModelServer:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_class(self))
+        self._httpd = ThreadingHTTPServer((self.host, 0), _handler_class(self))
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
         timer = threading.Timer(self.lifetime_seconds, self.stop)

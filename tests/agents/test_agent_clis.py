@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import processes_under
+from network_services import RecordingService, machine_ipv4, probe_results, write_probe
 from scripted_model_server import RecordedRequest, Reply, ScriptedModelServer
 from typer.testing import CliRunner
 
@@ -294,6 +295,41 @@ def test_timeout_kills_the_cli_and_its_tools(
     # 45 s: a node CLI took over 25 s to send its first request on a loaded two-core machine
     assert 44 <= out.wall_seconds < 90 and server.agent_requests, "the CLI never reached the server"
     assert processes_under(tmp_path) == [], "a CLI or tool process outlived the timeout"
+
+
+@pytest.mark.parametrize("agent", CLI_AGENTS)
+def test_every_cli_reaches_a_remote_model_through_the_gate_and_nothing_else(
+    agent: str,
+    agent_clis: Path,
+    model_server: ServerFactory,
+    make_toy_task,
+    write_run_config,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The model endpoint on this machine's own address, as a remote one would be (no relay listens
+    for it inside): the CLI reaches it only through the proxy its environment names (the gate opens
+    it as a named endpoint); its shell reaches no service on the machine's loopback."""
+    node_address = machine_ipv4()
+    if node_address is None:
+        pytest.skip("this machine has no address but loopback")
+    monkeypatch.setenv("AKA_TEST_MODEL_KEY", KEY)
+    cluster = RecordingService()
+    probe = f'python3 {write_probe(tmp_path)} "$HOME/net_probe.json" {cluster.url}'
+    try:
+        server = model_server(_shell(agent, probe), Reply.final("Probed."), host=node_address)
+        result, workspace = _run_one(
+            make_toy_task, write_run_config, _agent_section(agent, server, timeout_seconds=240)
+        )
+    finally:
+        cluster.stop()
+    out = result.agent
+    assert out is not None and (out.ok, out.exit_reason) == (True, "finished"), (
+        f"{out and out.message}\n{(workspace / 'agent.log').read_text()[-3000:]}"
+    )
+    assert len(server.agent_requests) == 2, "the CLI reached its model only through the gate"
+    seen = probe_results(workspace / AGENT_HOME_DIR / "net_probe.json")
+    assert cluster.paths == [] and len(seen) == 2 and all(v.startswith("closed") for v in seen.values()), seen
 
 
 @pytest.mark.parametrize("agent", ["claude_code", "codex"])

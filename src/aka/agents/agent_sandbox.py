@@ -4,7 +4,10 @@ By default (`sandbox: none`) an agent CLI sees the machine's files as its user d
 (`guard_prefix`, bubblewrap): the whole file system read-only but its workspace and home (which
 holds its TMPDIR), a read-only /dev of its own with only the GPUs' device files of the host and a
 sized /dev/shm, the cluster's credentials hidden, no capability left, and a PID namespace of its
-own (the network is the host's: docs/evaluation.md, Known gaps). What it may write is then exactly
+own, and a network namespace of its own whose only way out is the platform's egress gate
+(`AgentNetwork`, `aka.agents.egress`: the model endpoints and public addresses, never this machine
+or its private network; a red team's agent reached the run's Ray cluster and rewrote its own
+result from a root actor outside the guard). What it may write is then exactly
 what the judge frees and never runs. Before, an agent could edit the judge, the pristine task it is
 judged from, its frozen baselines and other tasks' results; and with the capabilities dropped but
 every file writable, a red team's agent (uid 0) replaced /usr/bin/unshare, which the judge ran with
@@ -12,7 +15,8 @@ full privileges for the next step: 25x for an untouched kernel. When the CLI (it
 process) ends or is killed, the kernel kills everything left in it: a process that left the CLI's
 group and environment (`env -i setsid ...`) outlived the step before and throttled the evaluation
 after it (16x unearned); nothing inside can see or signal the judge.
-Without bubblewrap only the PID namespace stays (`pid_namespace_prefix`), with a warning.
+Without bubblewrap only the PID namespace stays (`pid_namespace_prefix`), with a warning (the
+network is then the host's).
 
 `sandbox: bwrap` also hides other runs, sibling experiments, the task suite and the solutions.
 """
@@ -24,10 +28,15 @@ import glob
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
+from aka.agents import egress_relay
+from aka.agents.egress import PROXY_PORT, Destination
 from aka.agents.registry import AgentContext
+from aka.evaluation.device_lock import lock_dir
 from aka.evaluation.sandbox import command_succeeds, cuda_works_behind
 
 logger = logging.getLogger(__name__)
@@ -62,6 +71,55 @@ def pid_namespace_prefix() -> tuple[str, ...]:
 
 
 _GUARD_TAIL = ["--proc", "/proc", "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+
+
+@dataclass(frozen=True)
+class AgentNetwork:
+    """An agent's own network namespace: only loopback, where the relay (`aka.agents.egress_relay`,
+    which then execs the CLI) listens and hands every connection to the gate's Unix socket.
+    `loopback_endpoints` are model endpoints on the host's loopback: the relay serves each on its
+    own port inside, for CLIs that never use a proxy for loopback."""
+
+    gate_socket: Path
+    loopback_endpoints: tuple[Destination, ...] = ()
+
+    @property
+    def proxy_port(self) -> int:
+        taken = {endpoint.port for endpoint in self.loopback_endpoints}
+        return next(port for port in range(PROXY_PORT, 65536) if port not in taken)
+
+    def bwrap_args(self) -> list[str]:
+        """A network namespace of its own, the gate's folder visible (also under a hidden one)."""
+        folder = str(self.gate_socket.parent)
+        return ["--unshare-net", "--ro-bind", folder, folder]
+
+    def relay_argv(self) -> list[str]:
+        """The relay, up to its `--` (the CLI's argv follows)."""
+        forwards = [arg for endpoint in self.loopback_endpoints for arg in ("--forward", str(endpoint))]
+        return [
+            sys.executable,
+            "-I",
+            "-S",
+            str(Path(egress_relay.__file__).resolve()),
+            "--gate",
+            str(self.gate_socket),
+            "--proxy-port",
+            str(self.proxy_port),
+            *forwards,
+            "--",
+        ]
+
+    def environment(self) -> dict[str, str]:
+        """The proxy variables every CLI and tool honours (loopback goes direct, to the relay)."""
+        proxy = f"http://127.0.0.1:{self.proxy_port}"
+        direct = ",".join(_LOOPBACK_NAMES)
+        return {**dict.fromkeys(_PROXY_VARIABLES, proxy), "NO_PROXY": direct, "no_proxy": direct}
+
+
+def on_loopback(endpoint: Destination) -> bool:
+    return endpoint.host in _LOOPBACK_NAMES or endpoint.host.startswith("127.")
 
 
 AGENT_SHM_BYTES = 2**30
@@ -77,6 +135,7 @@ def _read_only_machine() -> list[str]:
         devices += ["--dev-bind", path, path]
     shm = ["--size", str(AGENT_SHM_BYTES), "--tmpfs", "/dev/shm"]
     hidden = [arg for path in _cluster_credentials() for arg in ("--tmpfs", str(path))]
+    hidden += ["--tmpfs", str(lock_dir())]  # an agent holding a GPU's lock would stall others' timed steps
     return ["--ro-bind", "/", "/", "--dev", "/dev", *devices, "--remount-ro", "/dev", *shm, *hidden]
 
 
@@ -100,23 +159,46 @@ def _guarding_bwrap() -> str | None:
     return None
 
 
-def guard_prefix(workspace: Path, home: Path) -> tuple[str, ...]:
+def guard_prefix(workspace: Path, home: Path, network: AgentNetwork | None = None) -> tuple[str, ...]:
     """The default wrapper of an agent CLI (see the module docstring): only `workspace` and
-    `home` writable. Only a PID namespace (`pid_namespace_prefix`) where bubblewrap is missing or
-    does not work here."""
+    `home` writable, and `network` (else the host's). Only a PID namespace
+    (`pid_namespace_prefix`) where bubblewrap is missing or does not work here."""
     binary = _guarding_bwrap()
     if binary is None:
         _warn_unguarded()
         return pid_namespace_prefix()
     writable = ["--bind", str(workspace), str(workspace), "--bind", str(home), str(home)]
-    return (binary, *_read_only_machine(), *writable, *_GUARD_TAIL, "--chdir", str(workspace))
+    own_network = network.bwrap_args() if network else []
+    relay = network.relay_argv() if network else []
+    return (binary, *_read_only_machine(), *writable, *own_network, *_GUARD_TAIL, "--chdir", str(workspace), *relay)
+
+
+def guarded() -> bool:
+    """Whether `guard_prefix` gives bubblewrap here (not only a PID namespace)."""
+    return _guarding_bwrap() is not None
+
+
+@functools.cache
+def network_namespace_works() -> bool:
+    """Whether bubblewrap gives an agent a network namespace of its own here (probed once; a
+    warning where not: the agent then shares the machine's network)."""
+    binary = shutil.which("bwrap")
+    if binary is not None and os.environ.get("AKA_NO_SANDBOX") != "1":
+        if command_succeeds([binary, *_read_only_machine(), "--unshare-net", *_GUARD_TAIL, "true"]):
+            return True
+    logger.warning(
+        "agent CLIs share the machine's network (its services, a cluster's included, are reachable "
+        "from them): bubblewrap is missing or cannot make a network namespace here"
+    )
+    return False
 
 
 @functools.cache
 def _warn_unguarded() -> None:
     logger.warning(
         "agent CLIs can write anything their user can (the platform's code, the task suite, the "
-        "runs, programs the judge runs): bubblewrap is missing or does not work here "
+        "runs, programs the judge runs) and reach the machine's network services: bubblewrap is "
+        "missing or does not work here "
         "(apt-get install bubblewrap)"
     )
 
@@ -147,10 +229,12 @@ def _experiments_in(folder: Path) -> list[Path]:
     return found
 
 
-def bwrap_prefix(workspace: Path, home: Path, hidden: Iterable[Path]) -> tuple[str, ...]:
+def bwrap_prefix(
+    workspace: Path, home: Path, hidden: Iterable[Path], network: AgentNetwork | None = None
+) -> tuple[str, ...]:
     """bubblewrap: the file system read-only, the hidden folders replaced by empty ones, only the
-    workspace and the agent's home (which holds its TMPDIR) writable, its own PID namespace; the
-    network stays (the model API is on it)."""
+    workspace and the agent's home (which holds its TMPDIR) writable, its own PID namespace, and
+    `network` (else the host's)."""
     binary = shutil.which("bwrap")
     if binary is None:
         raise SandboxUnavailableError(
@@ -159,6 +243,7 @@ def bwrap_prefix(workspace: Path, home: Path, hidden: Iterable[Path]) -> tuple[s
     argv = [binary, *_read_only_machine(), "--proc", "/proc"]
     for path in hidden:
         argv += ["--tmpfs", str(path)]
+    argv += network.bwrap_args() if network else []
     argv += [
         "--bind",
         str(workspace),
@@ -172,5 +257,6 @@ def bwrap_prefix(workspace: Path, home: Path, hidden: Iterable[Path]) -> tuple[s
         "ALL",
         "--chdir",
         str(workspace),
+        *(network.relay_argv() if network else []),
     ]
     return tuple(argv)

@@ -14,27 +14,33 @@ carries the run's marker variable (tools in sessions of their own).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import signal
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from aka.agents.agent_environment import agent_environment
 from aka.agents.agent_sandbox import (
+    AgentNetwork,
     SandboxUnavailableError,
     bwrap_prefix,
     guard_prefix,
+    guarded,
     hidden_from_agent,
+    network_namespace_works,
+    on_loopback,
 )
 from aka.agents.cli_stream import EventStream
 from aka.agents.cli_turns import JsonEvent, MarkEvent, TurnCounter
+from aka.agents.egress import Destination, EgressGate, parse_destination
 from aka.agents.registry import AgentContext, AgentSettings, load_agents, register_agent
 from aka.process import CommandOutcome, StartedCommand
 from aka.results.task_result import AgentOutcome
@@ -59,12 +65,27 @@ class CliSetupError(Exception):
 
 
 class CliOptions(BaseModel):
-    """`agent:` options shared by the CLI agents. `sandbox: bwrap` runs the CLI in bubblewrap."""
+    """`agent:` options shared by the CLI agents. `sandbox: bwrap` runs the CLI in bubblewrap.
+    `network: gated` (default) gives the CLI a network namespace whose only way out is the egress
+    gate (`aka.agents.egress`: model endpoints, `network_allow`, public addresses); `host` shares
+    the machine's network (its services, a cluster's included, are then reachable)."""
 
     model_config = ConfigDict(extra="forbid")
 
     api_key_env: str | None = None
     sandbox: Literal["none", "bwrap"] = "none"
+    network: Literal["gated", "host"] = "gated"
+    network_allow: list[str] = []
+
+    @field_validator("network_allow")
+    @classmethod
+    def _destinations(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                parse_destination(entry)
+            except ValueError as exc:
+                raise ValueError(f"network_allow: {exc}") from None
+        return value
 
 
 class EndpointOptions(CliOptions):
@@ -98,6 +119,7 @@ class CliRequest:
     binary: Path
     env: dict[str, str]
     sandbox: tuple[str, ...] = ()
+    sandbox_env: Mapping[str, str] = field(default_factory=dict)
 
     def api_key(self) -> str | None:
         """The key named by `api_key_env`, if that option is set (the CLI's own variables pass through)."""
@@ -251,21 +273,61 @@ def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) ->
     binary = find_binary(spec.package.binary)
     if binary is None:
         return not_installed(spec)
-    home = context.log_path.parent / AGENT_HOME_DIR
-    try:
-        sandbox = (
-            bwrap_prefix(workspace.resolve(), home.resolve(), hidden_from_agent(context))
-            if context.options.sandbox == "bwrap"
-            else guard_prefix(workspace.resolve(), home.resolve())
-        )
-    except SandboxUnavailableError as exc:
-        return AgentOutcome.ended(spec.name, "not_configured", None, message=str(exc))
-    keep = [context.options.api_key_env] if context.options.api_key_env else []
+    options = context.options
+    keep = [options.api_key_env] if options.api_key_env else []
     base_env = agent_environment(context.task, context.device, workspace, keep)
-    request = new_request(
-        workspace, context.log_path, context.prompt, context.settings, context.options, binary, sandbox, base_env
-    )
-    return run_headless(spec, request)
+    endpoints = model_endpoints(spec, options, base_env)
+    bubblewrap = options.sandbox == "bwrap" or guarded()
+    own_network = options.network == "gated" and bubblewrap and network_namespace_works()
+    with EgressGate(endpoints, map(parse_destination, options.network_allow)) if own_network else _no_gate() as gate:
+        network = AgentNetwork(gate.socket_path, tuple(filter(on_loopback, endpoints))) if gate else None
+        try:
+            sandbox = _sandbox(context, workspace, network)
+        except SandboxUnavailableError as exc:
+            return AgentOutcome.ended(spec.name, "not_configured", None, message=str(exc))
+        request = new_request(
+            workspace, context.log_path, context.prompt, context.settings, options, binary, sandbox, base_env
+        )
+        if network:
+            request = replace(request, sandbox_env=network.environment())
+        outcome = run_headless(spec, request)
+        if gate and gate.refused:
+            _log_refusals(context.log_path, gate.refused)
+        return outcome
+
+
+def model_endpoints(spec: CliAgentSpec, options: CliOptions, env: Mapping[str, str]) -> list[Destination]:
+    """Where the CLI's model is: its `base_url` option and its endpoint variable (a malformed one is
+    left to the CLI to report)."""
+    urls = [getattr(options, "base_url", None), env.get(spec.endpoint_var) if spec.endpoint_var else None]
+    found = []
+    for url in filter(None, urls):
+        try:
+            found.append(parse_destination(url))
+        except ValueError:
+            continue
+    return found
+
+
+def _sandbox(context: AgentContext, workspace: Path, network: AgentNetwork | None) -> tuple[str, ...]:
+    home = (context.log_path.parent / AGENT_HOME_DIR).resolve()
+    assert isinstance(context.options, CliOptions)
+    if context.options.sandbox == "bwrap":
+        return bwrap_prefix(workspace.resolve(), home, hidden_from_agent(context), network)
+    return guard_prefix(workspace.resolve(), home, network)
+
+
+@contextlib.contextmanager
+def _no_gate() -> Iterator[None]:
+    yield None
+
+
+def _log_refusals(log_path: Path, refused: list[str]) -> None:
+    """What the gate refused, at the end of the agent's log (a CLI's own error rarely says)."""
+    lines = [f"aka egress gate refused: {why}" for why in dict.fromkeys(refused)]
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write("\n".join(lines[:50]) + "\n")
+    logger.info("the agent's network gate refused %d connection(s); see %s", len(refused), log_path)
 
 
 def run_headless(spec: CliAgentSpec, request: CliRequest) -> AgentOutcome:
@@ -286,7 +348,7 @@ def run_headless(spec: CliAgentSpec, request: CliRequest) -> AgentOutcome:
             started = StartedCommand(
                 argv,
                 request.workspace,
-                {**command.env, RUN_MARKER_ENV: marker},
+                {**command.env, **request.sandbox_env, RUN_MARKER_ENV: marker},
                 request.log_path,
                 command.stdin is not None,
                 pass_fds=(stream.write_fd,),

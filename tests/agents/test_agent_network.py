@@ -1,0 +1,204 @@
+"""An agent's network: its own namespace behind the guard, whose only way out is the egress gate.
+
+A red team's agent reached the run's tokenless Ray cluster on the host's loopback, ran a detached
+actor as root outside the guard and rewrote its task's result. Here a stand-in CLI probes
+services on this machine's loopback and on its own address, directly and through the proxy its
+environment names; the gate itself is driven over its Unix socket.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from network_services import RecordingService, machine_ipv4, probe_results, write_probe
+
+from aka.agents.egress import (
+    Destination,
+    EgressGate,
+    EgressPolicy,
+    EgressRefused,
+    origin_form,
+    parse_destination,
+)
+from aka.errors import ConfigError
+from aka.run.layout import AGENT_HOME_DIR
+from aka.run.runner import run_experiment
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None and os.environ.get("CI") != "true",
+    reason="bubblewrap is not installed (CI installs it)",
+)
+
+
+def test_destinations_parse_from_urls_and_host_port() -> None:
+    assert parse_destination("https://API.example.com/v1") == Destination("api.example.com", 443)
+    assert parse_destination("http://127.0.0.1:8123/v1") == Destination("127.0.0.1", 8123)
+    assert parse_destination("http://[::1]:9/x") == Destination("::1", 9)
+    assert parse_destination("pypi.internal:8443") == Destination("pypi.internal", 8443)
+    assert str(Destination("::1", 9)) == "[::1]:9"
+    for bad in ("pypi.internal", "host:0", "host:99999", "ftp://x/", ":80"):
+        with pytest.raises(ValueError):
+            parse_destination(bad)
+
+
+def test_the_policy_closes_this_machine_and_private_networks() -> None:
+    policy = EgressPolicy(frozenset({Destination("10.1.2.3", 8000)}), own_addresses=frozenset({"203.0.113.9"}))
+    assert policy.why_closed("8.8.8.8") is None
+    assert policy.why_closed("2606:4700::1111") is None
+    for private in ("127.0.0.1", "10.0.0.5", "192.168.1.1", "172.16.0.1", "169.254.169.254", "::1", "fd00::2"):
+        assert policy.why_closed(private) == "a private or local address", private
+    assert policy.why_closed("::ffff:127.0.0.1") == "a private or local address"
+    assert policy.why_closed("203.0.113.9") == "this machine", "a node's own address, public or not"
+    assert policy.resolve(Destination("10.1.2.3", 8000)) == [(socket.AF_INET, "10.1.2.3")], "a named endpoint"
+    with pytest.raises(EgressRefused, match="private or local"):
+        policy.resolve(Destination("10.1.2.3", 8001))
+
+
+def test_a_name_opens_only_its_checked_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name that resolves to the endpoint's address and to this machine's loopback is opened on
+    the endpoint's address only; one that resolves to a public and a private one on the public one."""
+    answers = {
+        "mixed.example": ["10.1.2.3", "127.0.0.1"],
+        "half.example": ["127.0.0.1", "8.8.8.8"],
+        "local.example": ["127.0.0.1"],
+    }
+
+    def fake(host: str, port: int, **kwargs: object) -> list[tuple[object, ...]]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in answers[host]]
+
+    monkeypatch.setattr(socket, "getaddrinfo", fake)
+    policy = EgressPolicy(frozenset({Destination("10.1.2.3", 8000)}), own_addresses=frozenset())
+    assert policy.resolve(Destination("mixed.example", 8000)) == [(socket.AF_INET, "10.1.2.3")]
+    assert policy.resolve(Destination("half.example", 443)) == [(socket.AF_INET, "8.8.8.8")]
+    with pytest.raises(EgressRefused, match="local.example:80 is a private or local address"):
+        policy.resolve(Destination("local.example", 80))
+
+
+def test_absolute_form_requests_reach_the_server_in_origin_form() -> None:
+    head = b"POST http://h:1/v1/messages?beta=1 HTTP/1.1\r\nHost: h:1\r\nProxy-Connection: keep-alive\r\nX-Key: k"
+    sent = origin_form(head, "/v1/messages?beta=1")
+    assert sent.startswith(b"POST /v1/messages?beta=1 HTTP/1.1\r\nHost: h:1\r\nX-Key: k\r\n")
+    assert sent.endswith(b"Connection: close\r\n\r\n") and b"Proxy-" not in sent
+
+
+@pytest.fixture
+def service() -> Iterator[RecordingService]:
+    running = RecordingService()
+    yield running
+    running.stop()
+
+
+def _through_gate(gate: EgressGate, request: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.settimeout(20)
+        client.connect(str(gate.socket_path))
+        client.sendall(request)
+        answer = b""
+        while chunk := client.recv(65536):
+            answer += chunk
+            if b"service reached" in answer or b"aka egress gate" in answer:
+                break
+        return answer
+
+
+def test_the_gate_opens_named_endpoints_and_refuses_the_machine(service: RecordingService) -> None:
+    port = int(service.url.split(":")[2].split("/")[0])
+    with EgressGate([]) as gate:
+        refused = _through_gate(gate, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+        assert refused.startswith(b"HTTP/1.1 403") and b"127.0.0.1" in refused and gate.refused
+        assert _through_gate(gate, b"GET /x HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 400")
+    assert service.paths == []
+    with EgressGate([Destination("127.0.0.1", port)]) as gate:
+        tunnel = f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\nGET /tunnel HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        assert b"service reached" in _through_gate(gate, tunnel)
+        absolute = f"GET http://127.0.0.1:{port}/absolute?q=1 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        assert b"service reached" in _through_gate(gate, absolute)
+        assert gate.refused == []
+        folder = gate.socket_path.parent
+    assert service.paths == ["/tunnel", "/absolute?q=1"] and not folder.exists()
+
+
+STAND_IN = textwrap.dedent("""\
+    #!{python}
+    import json, os, subprocess, sys
+    subprocess.run([sys.executable, {probe!r}, os.path.join(os.environ["HOME"], "net_probe.json"), *{urls!r}])
+    env = {{name: os.environ.get(name) for name in ("HTTPS_PROXY", "NO_PROXY")}}
+    print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": json.dumps(env)}}))
+""")
+
+
+def _run_stand_in(
+    urls: list[str], agent: dict[str, object], make_toy_task, write_run_config, tmp_path: Path, monkeypatch
+) -> tuple[dict[str, str], Path]:
+    make_toy_task()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    stand_in = bin_dir / "cursor-agent"
+    stand_in.write_text(STAND_IN.format(python=sys.executable, probe=str(write_probe(tmp_path)), urls=urls))
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("AKA_AGENT_CLI_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("CURSOR_API_KEY", "k")
+    outcome = run_experiment(write_run_config(agent={"template": "cursor", **agent}))
+    workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_answer_"))
+    assert outcome.results[0].agent is not None and outcome.results[0].agent.exit_reason == "finished"
+    return probe_results(workspace / AGENT_HOME_DIR / "net_probe.json"), workspace
+
+
+@needs_bwrap
+def test_a_guarded_agent_reaches_no_service_of_this_machine(
+    service: RecordingService, make_toy_task, write_run_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node_address = machine_ipv4()
+    on_node = RecordingService(node_address) if node_address else None
+    try:
+        urls = [service.url, *([on_node.url] if on_node else [])]
+        seen, workspace = _run_stand_in(urls, {}, make_toy_task, write_run_config, tmp_path, monkeypatch)
+    finally:
+        if on_node:
+            on_node.stop()
+    assert service.paths == [] and (on_node is None or on_node.paths == []), seen
+    assert len(seen) == 2 * len(urls) and all(answer.startswith("closed") for answer in seen.values()), seen
+    if on_node:
+        assert "403" in seen[f"proxied {on_node.url}"], "the gate refused the node's address"
+        log = (workspace / "agent.log").read_text()
+        assert "aka egress gate refused:" in log and "this machine" in log
+
+
+@needs_bwrap
+def test_network_allow_opens_a_private_destination_and_host_shares_the_network(
+    service: RecordingService, make_toy_task, write_run_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node_address = machine_ipv4()
+    if node_address is None:
+        pytest.skip("this machine has no address but loopback")
+    on_node = RecordingService(node_address)
+    try:
+        port = on_node.url.split(":")[2].split("/")[0]
+        allowed: dict[str, object] = {"network_allow": [f"{node_address}:{port}"]}
+        seen, _ = _run_stand_in([on_node.url], allowed, make_toy_task, write_run_config, tmp_path, monkeypatch)
+        assert seen[f"proxied {on_node.url}"] == "open service reached"
+        assert seen[f"direct {on_node.url}"].startswith("closed"), "only through the gate"
+        shutil.rmtree(tmp_path / "tasks")
+        (tmp_path / "tasks").mkdir()
+        seen, _ = _run_stand_in(
+            [service.url], {"network": "host"}, make_toy_task, write_run_config, tmp_path, monkeypatch
+        )
+        assert seen[f"direct {service.url}"] == "open service reached", "network: host is the machine's"
+    finally:
+        on_node.stop()
+
+
+def test_network_options_are_validated(write_run_config, make_toy_task) -> None:
+    make_toy_task()
+    with pytest.raises(ConfigError, match="network_allow.*HOST:PORT"):
+        run_experiment(write_run_config(agent={"template": "cursor", "network_allow": ["pypi.internal"]}))
+    with pytest.raises(ConfigError, match="agent.network"):
+        run_experiment(write_run_config(agent={"template": "cursor", "network": "none"}))

@@ -13,12 +13,14 @@ import shutil
 import socket
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from network_services import RecordingService, machine_ipv4, probe_results, write_probe
 
+from aka.agents import egress
 from aka.agents.egress import (
     Destination,
     EgressGate,
@@ -202,3 +204,25 @@ def test_network_options_are_validated(write_run_config, make_toy_task) -> None:
         run_experiment(write_run_config(agent={"template": "cursor", "network_allow": ["pypi.internal"]}))
     with pytest.raises(ConfigError, match="agent.network"):
         run_experiment(write_run_config(agent={"template": "cursor", "network": "none"}))
+
+
+def test_the_gate_serves_a_bounded_number_of_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each connection is a thread of the judge's process: past the bound one is closed unanswered,
+    and a slot that ends serves the next."""
+    monkeypatch.setattr(egress, "MAX_CONNECTIONS", 2)
+    with EgressGate([]) as gate:
+        idle = []
+        for _ in range(2):
+            held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            held.connect(str(gate.socket_path))
+            idle.append(held)
+        time.sleep(0.3)
+        assert _through_gate(gate, b"CONNECT 127.0.0.1:9 HTTP/1.1\r\n\r\n") == b"", "past the bound: closed"
+        idle.pop().close()
+        deadline = time.monotonic() + 10
+        while (answer := _through_gate(gate, b"CONNECT 127.0.0.1:9 HTTP/1.1\r\n\r\n")) == b"":
+            assert time.monotonic() < deadline, "the ended connection's slot never came back"
+            time.sleep(0.1)
+        assert answer.startswith(b"HTTP/1.1 403")
+        for held in idle:
+            held.close()

@@ -40,6 +40,9 @@ logger = logging.getLogger(__name__)
 HEAD_LIMIT_BYTES = 65536
 HEAD_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 30.0
+MAX_CONNECTIONS = 256
+"""Connections one gate serves at once (each is a thread of the judge's process: an agent opening
+thousands would take them from it); more are closed unanswered until some end."""
 PROXY_PORT = 3128
 """Where the relay listens for proxy requests inside the agent's namespace (another where an
 endpoint on the host's loopback uses it)."""
@@ -200,21 +203,37 @@ class EgressGate:
     process until `close` (a context manager). `refused` lists what it refused and why."""
 
     def __init__(self, endpoints: Iterable[Destination], allowed: Iterable[Destination] = ()) -> None:
-        self.policy = EgressPolicy(frozenset([*endpoints, *allowed]))
+        named = [*endpoints, *allowed]
+        loopback = [Destination(ip, d.port) for d in named if d.host == "localhost" for ip in ("127.0.0.1", "::1")]
+        self.policy = EgressPolicy(frozenset([*named, *loopback]))
         self.folder = Path(tempfile.mkdtemp(prefix="aka-egress-"))
         self.folder.chmod(0o755)
         self.socket_path = self.folder / "gate.sock"
         self.refused: list[str] = []
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         gate = self
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
-                gate.handle(self.request)
+                try:
+                    gate.handle(self.request)
+                finally:
+                    gate._slots.release()
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
+
+            def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+                if not gate._slots.acquire(blocking=False):
+                    self.shutdown_request(request)
+                    return
+                try:
+                    super().process_request(request, client_address)
+                except BaseException:
+                    gate._slots.release()
+                    raise
 
         self._server = Server(str(self.socket_path), Handler)
         self.socket_path.chmod(0o666)  # an agent running as another user connects too

@@ -8,11 +8,13 @@ environment names; the gate itself is driven over its Unix socket.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import socket
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -226,3 +228,50 @@ def test_the_gate_serves_a_bounded_number_of_connections(monkeypatch: pytest.Mon
         assert answer.startswith(b"HTTP/1.1 403")
         for held in idle:
             held.close()
+
+
+class _MachineProxy:
+    """The machine's own proxy (a cluster that reaches the internet only through one): records each
+    request's head and answers a tunnel with 200 then a greeting, a plain request with a page."""
+
+    def __init__(self) -> None:
+        self.heads: list[bytes] = []
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://user:p%40ss@127.0.0.1:{self.server.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(4096)
+                self.heads.append(head)
+                if head.startswith(b"CONNECT"):
+                    conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\nservice reached")
+                else:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\nservice reached")
+
+
+def test_the_gate_goes_through_the_machines_own_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    proxy = _MachineProxy()
+    for name in ("HTTPS_PROXY", "HTTP_PROXY"):
+        monkeypatch.setenv(name, proxy.url)
+    monkeypatch.setenv("NO_PROXY", "bypassed.invalid")
+    with EgressGate([]) as gate:
+        assert b"service reached" in _through_gate(gate, b"CONNECT api.model.invalid:443 HTTP/1.1\r\n\r\n")
+        plain = b"GET http://mirror.invalid/simple/ HTTP/1.1\r\nHost: mirror.invalid\r\nProxy-Connection: keep-alive"
+        plain += b"\r\n\r\n"
+        assert b"service reached" in _through_gate(gate, plain)
+        for closed in (b"CONNECT 10.1.2.3:443", b"CONNECT localhost:9", b"CONNECT bypassed.invalid:443"):
+            assert _through_gate(gate, closed + b" HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 403"), closed
+    auth = b"Proxy-Authorization: Basic " + base64.b64encode(b"user:p@ss")
+    tunnel, forwarded = proxy.heads
+    assert tunnel.startswith(b"CONNECT api.model.invalid:443 HTTP/1.1\r\n") and auth in tunnel
+    assert forwarded.startswith(b"GET http://mirror.invalid/simple/ HTTP/1.1\r\nHost: mirror.invalid\r\n")
+    assert auth in forwarded and b"Connection: close" in forwarded and b"Proxy-Connection" not in forwarded
+    proxy.server.close()

@@ -14,23 +14,26 @@ name cannot resolve to a public address for the check and a private one for the 
 
 The gate speaks what CLIs send to an `HTTP(S)_PROXY`: `CONNECT host:port` (HTTPS, passed through
 untouched) and absolute-form requests (`GET http://host:port/path`, forwarded in origin form with
-`Connection: close`). A refusal is an HTTP 403 whose body says why; refusals are kept for the
-agent's log.
+`Connection: close`). Where aka's own environment names a proxy (`HTTPS_PROXY`, `HTTP_PROXY`,
+`NO_PROXY`), the gate goes through it, never for loopback. A refusal is an HTTP 403 whose body
+says why; refusals are kept for the agent's log.
 """
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import logging
 import socket
 import socketserver
 import tempfile
 import threading
+import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from aka.agents.egress_relay import join
 from aka.trees import remove_tree
@@ -135,6 +138,25 @@ class EgressPolicy:
             )
         return opened
 
+    def check_name(self, destination: Destination) -> None:
+        """For a destination reached through the machine's proxy, which resolves it itself: a name
+        that resolves here to any closed address is refused; one that does not resolve here is
+        the proxy's to find (it is not this machine)."""
+        if destination in self.named:
+            return
+        try:
+            infos = socket.getaddrinfo(destination.host, destination.port, type=socket.SOCK_STREAM)
+        except OSError:
+            return
+        for info in infos:
+            address = str(info[4][0])
+            why = self.why_closed(address)
+            if why and Destination(address, destination.port) not in self.named:
+                raise EgressRefused(
+                    f"{destination} is {why} ({address}); agents reach their model endpoints and public "
+                    "addresses only (agent option network_allow adds a HOST:PORT)"
+                )
+
     def why_closed(self, address: str) -> str | None:
         ip = ipaddress.ip_address(address.split("%")[0])
         if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
@@ -183,10 +205,48 @@ def origin_form(head: bytes, path: str) -> bytes:
     """An absolute-form request head as a server expects it: the path only, no proxy or hop
     headers, and `Connection: close` (the next request on the client's connection may be for
     another host)."""
-    first, *headers = head.split(b"\r\n")
-    method, _, version = first.split(b" ", 2)
+    method, _, version = head.split(b"\r\n", 1)[0].split(b" ", 2)
+    return rewritten(head, method + b" " + path.encode() + b" " + version)
+
+
+def rewritten(head: bytes, first_line: bytes, extra: list[bytes] | None = None) -> bytes:
+    """`head` with `first_line`, without hop-by-hop and proxy headers, with `extra` and
+    `Connection: close`."""
+    headers = head.split(b"\r\n")[1:]
     kept = [h for h in headers if h.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS]
-    return b"\r\n".join([method + b" " + path.encode() + b" " + version, *kept, b"Connection: close"]) + b"\r\n\r\n"
+    return b"\r\n".join([first_line, *kept, *(extra or []), b"Connection: close"]) + b"\r\n\r\n"
+
+
+def target_path(target: str) -> str:
+    parts = urlsplit(target)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def through_proxy(proxy_url: str, destination: Destination, head: bytes | None) -> tuple[socket.socket, bytes, bytes]:
+    """A connection through the machine's proxy, with what to send it and what it already sent
+    back: a tunnel to `destination` (`head` None), else the absolute-form request `head` as the
+    proxy expects it (hop headers replaced, its credentials added)."""
+    parts = urlsplit(proxy_url)
+    sock = socket.create_connection((parts.hostname or "", parts.port or 80), timeout=CONNECT_TIMEOUT_S)
+    auth = []
+    if parts.username is not None:
+        credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        auth = [b"Proxy-Authorization: Basic " + base64.b64encode(credentials)]
+    if head is not None:
+        sock.settimeout(None)
+        return sock, rewritten(head, head.split(b"\r\n", 1)[0], auth), b""
+    try:
+        sock.sendall(b"\r\n".join([f"CONNECT {destination} HTTP/1.1".encode(), f"Host: {destination}".encode(), *auth]))
+        sock.sendall(b"\r\n\r\n")
+        answer_head, early = read_head(sock)
+    except (OSError, ValueError):
+        sock.close()
+        raise
+    status = answer_head.split(b"\r\n", 1)[0].decode("latin-1")
+    if status.split(" ")[1:2] != ["200"]:
+        sock.close()
+        raise OSError(f"the machine's proxy {parts.hostname}:{parts.port} answered {status!r} for {destination}")
+    return sock, b"", early
 
 
 def answer(client: socket.socket, status: str, text: str) -> None:
@@ -210,6 +270,7 @@ class EgressGate:
         self.folder.chmod(0o755)
         self.socket_path = self.folder / "gate.sock"
         self.refused: list[str] = []
+        self._proxies = urllib.request.getproxies_environment()
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
@@ -245,17 +306,20 @@ class EgressGate:
             head, rest = read_head(client)
             first = head.split(b"\r\n", 1)[0].decode("latin-1")
             method, target, _ = (first.split(" ", 2) + ["", ""])[:3]
-            if method.upper() == "CONNECT":
-                destination, forward = parse_destination(target), rest
-            elif target.lower().startswith("http://"):
-                parts = urlsplit(target)
-                destination = parse_destination(target)
-                path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-                forward = origin_form(head, path) + rest
-            else:
+            tunnel = method.upper() == "CONNECT"
+            if not tunnel and not target.lower().startswith("http://"):
                 answer(client, "400 Bad Request", f"aka egress gate: expected CONNECT or an http:// URL, got {first!r}")
                 return
-            upstream = open_destination(self.policy, destination)
+            destination = parse_destination(target)
+            proxy = self.machine_proxy(destination, "https" if tunnel else "http")
+            early = b""
+            if proxy is None:
+                upstream = open_destination(self.policy, destination)
+                forward = rest if tunnel else origin_form(head, target_path(target)) + rest
+            else:
+                self.policy.check_name(destination)
+                upstream, forward, early = through_proxy(proxy, destination, None if tunnel else head)
+                forward += rest
         except EgressRefused as exc:
             with self._lock:
                 self.refused.append(str(exc))
@@ -267,8 +331,8 @@ class EgressGate:
         with self._lock:
             self._open.update((client, upstream))
         try:
-            if method.upper() == "CONNECT":
-                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            if tunnel:
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n" + early)
             if forward:
                 upstream.sendall(forward)
             join(client, upstream)
@@ -277,6 +341,20 @@ class EgressGate:
         finally:
             with self._lock:
                 self._open.difference_update((client, upstream))
+
+    def machine_proxy(self, destination: Destination, scheme: str) -> str | None:
+        """The proxy this machine's own environment names for `destination` (`HTTPS_PROXY` for a
+        tunnel, `HTTP_PROXY` for plain HTTP, none where `NO_PROXY` matches): a machine that reaches
+        the internet only through one is reached through it; never for loopback, as Go's clients)."""
+        url = self._proxies.get(scheme)
+        if (
+            not url
+            or destination.host in ("localhost", "::1")
+            or destination.host.startswith("127.")
+            or urllib.request.proxy_bypass_environment(destination.host, self._proxies)
+        ):  # type: ignore[attr-defined]
+            return None
+        return url if "://" in url else f"http://{url}"
 
     def close(self) -> None:
         self._server.shutdown()

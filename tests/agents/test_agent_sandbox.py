@@ -284,3 +284,53 @@ def test_an_agent_still_checks_its_kernel_with_the_real_harness_behind_the_guard
     assert done.stdout.strip().splitlines()[-1] == "['none', 'none', 'none']", done.stdout[-3000:]
     log = (workspace / "work" / "scratch" / "evaluation.log").read_text()
     assert "worker set up (not isolated" in log
+
+
+FORKER = textwrap.dedent("""\
+    #!{python}
+    import json, os, time
+    forked, why = 0, None
+    while forked < 5000:
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            why = str(exc)
+            break
+        if pid == 0:
+            time.sleep(120)
+            os._exit(0)
+        forked += 1
+    with open(os.path.join(os.environ["HOME"], "forked.json"), "w") as out:
+        json.dump([forked, why], out)
+    print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": "forked"}}))
+""")
+
+
+def test_an_agents_fork_bomb_stops_at_its_ceiling(
+    make_toy_task, write_run_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork bomb in an agent's shell took the machine's process IDs (every evaluation beside it
+    failed to start anything) until its step's timeout; now its pids group stops it, and what it
+    left is killed with the group."""
+    from aka.agents import cli_runner
+    from aka.evaluation.pids_limit import groups_folder
+
+    folder = groups_folder()
+    if folder is None:
+        pytest.skip("no pids cgroup can be made on this machine")
+    monkeypatch.setattr(cli_runner, "AGENT_TASKS_MAX", 64)
+    make_toy_task()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cursor-agent").write_text(FORKER.format(python=sys.executable))
+    (bin_dir / "cursor-agent").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv(AGENT_CLI_DIR_ENV, str(tmp_path / "none"))
+    monkeypatch.setenv("CURSOR_API_KEY", "k")
+    started = time.monotonic()
+    outcome = run_experiment(write_run_config(agent={"template": "cursor", "timeout_seconds": 60}))
+    workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_answer_"))
+    forked, why = json.loads((workspace / "agent_home" / "forked.json").read_text())
+    assert 0 < forked < 64 and "Resource temporarily unavailable" in why, (forked, why)
+    assert time.monotonic() - started < 60, "its sleeping children ended with the step, not after"
+    assert not [p for p in folder.iterdir() if p.name.startswith(f"aka-step-{os.getpid()}-")]

@@ -15,6 +15,7 @@ carries the run's marker variable (tools in sessions of their own).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -42,6 +43,7 @@ from aka.agents.cli_stream import EventStream
 from aka.agents.cli_turns import JsonEvent, MarkEvent, TurnCounter
 from aka.agents.egress import Destination, EgressGate, parse_destination
 from aka.agents.registry import AgentContext, AgentSettings, load_agents, register_agent
+from aka.evaluation.pids_limit import join_group, new_group, remove_group
 from aka.process import CommandOutcome, StartedCommand
 from aka.results.task_result import AgentOutcome
 from aka.run.layout import AGENT_HOME_DIR
@@ -57,6 +59,9 @@ TRANSCRIPT_NAME = "agent_transcript.jsonl"
 DEFAULT_TIMEOUT_SECONDS = 3600.0
 LOCAL_ENDPOINT_KEY = "aka-local-endpoint"
 MESSAGE_CHARS = 1000
+AGENT_TASKS_MAX = 8192
+"""Processes and threads an agent CLI and everything it starts may hold at once (its pids group,
+`aka.evaluation.pids_limit`): a fork bomb in its shell stops there, not at the machine's pid_max."""
 _REDIRECT_STDOUT = 'fd=$1; shift; exec "$@" >&"$fd" {fd}>&-'
 
 
@@ -342,6 +347,7 @@ def run_headless(spec: CliAgentSpec, request: CliRequest) -> AgentOutcome:
     marker = uuid.uuid4().hex
     turn_limit = None if spec.own_turn_limit else request.settings.max_iterations
     stream = EventStream(request.transcript, TurnCounter(spec.marks), turn_limit)
+    group = new_group(AGENT_TASKS_MAX)
     try:
         argv = ["/bin/bash", "-c", _REDIRECT_STDOUT, "aka-agent", str(stream.write_fd), *request.sandbox, *command.argv]
         try:
@@ -352,6 +358,7 @@ def run_headless(spec: CliAgentSpec, request: CliRequest) -> AgentOutcome:
                 request.log_path,
                 command.stdin is not None,
                 pass_fds=(stream.write_fd,),
+                preexec=functools.partial(join_group, str(group)) if group else None,
             )
         except BaseException:
             stream.abandon()
@@ -363,6 +370,8 @@ def run_headless(spec: CliAgentSpec, request: CliRequest) -> AgentOutcome:
             kill_escaped(marker)
             events = stream.close()
     finally:
+        if group is not None:
+            remove_group(group)  # and whatever of the agent's still runs in it
         if command.prompt_file:
             prompt_path.unlink(missing_ok=True)
     summary = spec.summarize(events, request.settings)

@@ -249,6 +249,11 @@ def through_proxy(proxy_url: str, destination: Destination, head: bytes | None) 
     return sock, b"", early
 
 
+def _bypassed(host: str, proxies: dict[str, str]) -> bool:
+    """`NO_PROXY` matching as urllib does it (not in the standard library's stubs)."""
+    return bool(urllib.request.proxy_bypass_environment(host, proxies))  # type: ignore[attr-defined]
+
+
 def answer(client: socket.socket, status: str, text: str) -> None:
     body = (text + "\n").encode()
     head = f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
@@ -347,12 +352,8 @@ class EgressGate:
         tunnel, `HTTP_PROXY` for plain HTTP, none where `NO_PROXY` matches): a machine that reaches
         the internet only through one is reached through it; never for loopback, as Go's clients)."""
         url = self._proxies.get(scheme)
-        if (
-            not url
-            or destination.host in ("localhost", "::1")
-            or destination.host.startswith("127.")
-            or urllib.request.proxy_bypass_environment(destination.host, self._proxies)
-        ):  # type: ignore[attr-defined]
+        loopback = destination.host in ("localhost", "::1") or destination.host.startswith("127.")
+        if not url or loopback or _bypassed(destination.host, self._proxies):
             return None
         return url if "://" in url else f"http://{url}"
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aka.evaluation.disk_quota import STEP_FILE_BYTES
+from aka.evaluation.pids_limit import PIDS_FEATURE, groups_folder, join_group
 
 _UNSHARE_FLAGS = ["--pid", "--net", "--ipc", "--fork", "--mount-proc", "--kill-child"]
 CPU_MEMORY_LIMIT_BYTES = 16 * 1024**3
@@ -118,7 +119,8 @@ def detect_sandbox() -> Sandbox:
     for extra in ([], ["--user", "--map-root-user"]):
         prefix = [unshare, *extra, *_UNSHARE_FLAGS]
         if command_succeeds([*prefix, "true"]):
-            return Sandbox(tuple(prefix), ("pid-namespace", "no-network", *_confinement(prefix)))
+            pids = [PIDS_FEATURE] if groups_folder() is not None else []
+            return Sandbox(tuple(prefix), ("pid-namespace", "no-network", *_confinement(prefix), *pids))
     return Sandbox((), ())
 
 
@@ -129,8 +131,11 @@ class ResourceLimits:
     cpu_seconds: int
     memory_bytes: int | None
     file_bytes: int | None = None
+    pids_group: str | None = None  # a pids cgroup the step's first process joins (`aka.evaluation.pids_limit`)
 
     def apply(self) -> None:
+        if self.pids_group is not None:
+            join_group(self.pids_group)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds, self.cpu_seconds + 5))
         if self.file_bytes is not None:
@@ -139,10 +144,14 @@ class ResourceLimits:
             resource.setrlimit(resource.RLIMIT_AS, (self.memory_bytes, self.memory_bytes))
 
 
-def step_limits(timeout_seconds: float, on_gpu: bool) -> ResourceLimits:
+def step_limits(timeout_seconds: float, on_gpu: bool, pids_group: Path | None = None) -> ResourceLimits:
     """CPU time: the wall budget times the cores (threads count too); memory only on the CPU; each
-    file it writes, its log included, at most `STEP_FILE_BYTES`."""
+    file it writes, its log included, at most `STEP_FILE_BYTES`; its tasks at most those of
+    `pids_group`."""
     cores = max(os.cpu_count() or 1, 2)
     return ResourceLimits(
-        int(timeout_seconds * cores) + 10, None if on_gpu else CPU_MEMORY_LIMIT_BYTES, STEP_FILE_BYTES
+        int(timeout_seconds * cores) + 10,
+        None if on_gpu else CPU_MEMORY_LIMIT_BYTES,
+        STEP_FILE_BYTES,
+        str(pids_group) if pids_group is not None else None,
     )

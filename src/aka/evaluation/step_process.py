@@ -20,6 +20,7 @@ from aka.evaluation.channel import ResultPipe
 from aka.evaluation.device_lock import Turn
 from aka.evaluation.disk_quota import STEP_OUTPUT_LIMIT_BYTES, DiskQuota
 from aka.evaluation.phased_turn import phased_turns
+from aka.evaluation.pids_limit import PIDS_FEATURE, new_group, remove_group
 from aka.evaluation.sandbox import ResourceLimits, detect_sandbox, step_limits
 from aka.evaluation.step_spec import Step, Target, step_commands, step_environment, step_timeout
 from aka.evaluation.warm_parent import ForkedProcess, WarmParent, script_argv, step_sandbox
@@ -129,6 +130,7 @@ class StepProcess:
     scratch: Path | None = None
     writable: tuple[Path, ...] = ()  # what it may write: held to the step's disk quota while it runs
     turn_socket: socket.socket | None = None  # a timed step's phases (aka.evaluation.phased_turn)
+    pids_group: Path | None = None  # its ceiling on processes (aka.evaluation.pids_limit)
 
     def abandon(self) -> None:
         """Kill it if it still runs (it will never get its turn, or its turn was cut) and remove its
@@ -140,10 +142,13 @@ class StepProcess:
         self.remove_private_dirs()
 
     def remove_private_dirs(self) -> None:
-        """Its Triton cache and temporary directory (after its turn, or when it never gets one)."""
+        """Its Triton cache and temporary directory (after its turn, or when it never gets one), and
+        its pids group."""
         for path in (self.cache, self.scratch):
             if path is not None:
                 remove_tree(path)
+        if self.pids_group is not None:
+            remove_group(self.pids_group)
 
 
 def start_isolated(
@@ -180,12 +185,13 @@ def start_isolated(
     if theirs is not None:
         private[ENV_TURN_FD] = str(theirs.fileno())
     passed = [pipe.write_fd, *([theirs.fileno()] if theirs is not None else [])]
+    group = new_group() if PIDS_FEATURE in sandbox.features else None
     try:
         if sandbox.confines:
             cache.mkdir(mode=0o700)
         writable = [eval_dir, cache, scratch, *([caches.shared] if caches.shared else [])]
         env = {**setup.environment(step, target), **private}
-        limits = step_limits(timeout, setup.device.is_gpu)
+        limits = step_limits(timeout, setup.device.is_gpu, group)
         started = StartedCommand(
             command,
             eval_dir,
@@ -200,6 +206,8 @@ def start_isolated(
     except BaseException:
         remove_tree(cache)
         remove_tree(scratch)
+        if group is not None:
+            remove_group(group)
         if ours is not None:
             ours.close()
         raise
@@ -220,6 +228,7 @@ def start_isolated(
         scratch,
         tuple(writable),
         ours,
+        group,
     )
 
 

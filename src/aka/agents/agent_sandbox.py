@@ -118,10 +118,6 @@ class AgentNetwork:
         return {**dict.fromkeys(_PROXY_VARIABLES, proxy), "NO_PROXY": direct, "no_proxy": direct}
 
 
-def on_loopback(endpoint: Destination) -> bool:
-    return endpoint.host in _LOOPBACK_NAMES or endpoint.host.startswith("127.")
-
-
 AGENT_SHM_BYTES = 2**30
 """The agent's /dev/shm: memory it may hold past its files (its /dev is otherwise read-only)."""
 

@@ -37,7 +37,6 @@ from aka.agents.agent_sandbox import (
     guarded,
     hidden_from_agent,
     network_namespace_works,
-    on_loopback,
 )
 from aka.agents.cli_stream import EventStream
 from aka.agents.cli_turns import JsonEvent, MarkEvent, TurnCounter
@@ -285,7 +284,7 @@ def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) ->
     bubblewrap = options.sandbox == "bwrap" or guarded()
     own_network = options.network == "gated" and bubblewrap and network_namespace_works()
     with EgressGate(endpoints, map(parse_destination, options.network_allow)) if own_network else _no_gate() as gate:
-        network = AgentNetwork(gate.socket_path, tuple(filter(on_loopback, endpoints))) if gate else None
+        network = AgentNetwork(gate.socket_path, tuple(e for e in endpoints if e.on_loopback)) if gate else None
         try:
             sandbox = _sandbox(context, workspace, network)
         except SandboxUnavailableError as exc:

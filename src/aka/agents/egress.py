@@ -64,6 +64,17 @@ class Destination:
     def __str__(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
+    @property
+    def on_loopback(self) -> bool:
+        return self.host in ("localhost", "::1") or self.host.startswith("127.")
+
+
+def refusal(destination: Destination, why: str, address: str) -> EgressRefused:
+    return EgressRefused(
+        f"{destination} is {why} ({address}); agents reach their model endpoints and public addresses "
+        "only (agent option network_allow adds a HOST:PORT)"
+    )
+
 
 def parse_destination(text: str, default_port: int | None = None) -> Destination:
     """`host:port`, `[v6]:port`, or a URL (`https://api.example.com/v1`: its port or the scheme's)."""
@@ -132,10 +143,7 @@ class EgressPolicy:
         ]
         if not opened:  # only the checked addresses: a name may mix a public one with this machine's
             address = addresses[0][1]
-            raise EgressRefused(
-                f"{destination} is {self.why_closed(address)} ({address}); agents reach their model endpoints "
-                "and public addresses only (agent option network_allow adds a HOST:PORT)"
-            )
+            raise refusal(destination, self.why_closed(address) or "closed", address)
         return opened
 
     def check_name(self, destination: Destination) -> None:
@@ -152,10 +160,7 @@ class EgressPolicy:
             address = str(info[4][0])
             why = self.why_closed(address)
             if why and Destination(address, destination.port) not in self.named:
-                raise EgressRefused(
-                    f"{destination} is {why} ({address}); agents reach their model endpoints and public "
-                    "addresses only (agent option network_allow adds a HOST:PORT)"
-                )
+                raise refusal(destination, why, address)
 
     def why_closed(self, address: str) -> str | None:
         ip = ipaddress.ip_address(address.split("%")[0])
@@ -352,8 +357,7 @@ class EgressGate:
         tunnel, `HTTP_PROXY` for plain HTTP, none where `NO_PROXY` matches): a machine that reaches
         the internet only through one is reached through it; never for loopback, as Go's clients)."""
         url = self._proxies.get(scheme)
-        loopback = destination.host in ("localhost", "::1") or destination.host.startswith("127.")
-        if not url or loopback or _bypassed(destination.host, self._proxies):
+        if not url or destination.on_loopback or _bypassed(destination.host, self._proxies):
             return None
         return url if "://" in url else f"http://{url}"
 

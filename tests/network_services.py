@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -12,11 +13,20 @@ from pathlib import Path
 from aka.agents.egress import machine_addresses
 
 PROBE_SCRIPT = """\
-import json, os, sys, urllib.request
+import json, os, socket, sys, urllib.request
 direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 proxied = urllib.request.build_opener()  # HTTP(S)_PROXY and NO_PROXY as the agent has them
 seen = {}
 for url in sys.argv[2:]:
+    if url.startswith("unix:"):  # a service's socket file (a Docker daemon's, say)
+        try:
+            with socket.socket(socket.AF_UNIX) as client:
+                client.settimeout(15)
+                client.connect(url[5:])
+                seen[url] = "open " + client.recv(100).decode()
+        except Exception as exc:
+            seen[url] = "closed " + str(exc)
+        continue
     for name, opener in (("direct", direct), ("proxied", proxied)):
         try:
             seen[name + " " + url] = "open " + opener.open(url, timeout=15).read().decode()
@@ -55,6 +65,37 @@ class RecordingService:
     def stop(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+class UnixService:
+    """A service on a Unix socket file of this machine (as a Docker daemon's): greets each caller
+    and counts them."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.callers = 0
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(path))
+        self._server.listen()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"unix:{self.path}"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                caller, _ = self._server.accept()
+            except OSError:
+                return
+            self.callers += 1
+            with caller:
+                caller.sendall(b"service reached")
+
+    def stop(self) -> None:
+        self._server.close()
+        self.path.unlink(missing_ok=True)
 
 
 def machine_ipv4() -> str | None:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from network_services import RecordingService, machine_ipv4, probe_results, write_probe
+from network_services import RecordingService, UnixService, machine_ipv4, probe_results, write_probe
 
 from aka.agents import egress
 from aka.agents.egress import (
@@ -165,14 +165,22 @@ def test_a_guarded_agent_reaches_no_service_of_this_machine(
 ) -> None:
     node_address = machine_ipv4()
     on_node = RecordingService(node_address) if node_address else None
+    socket_file = UnixService(tmp_path / "daemon.sock")  # a service's socket file, as Docker's
+    with socket.socket(socket.AF_UNIX) as caller:
+        caller.connect(str(socket_file.path))
+        assert caller.recv(100) == b"service reached", "the service answers outside the guard"
     try:
         urls = [service.url, *([on_node.url] if on_node else [])]
-        seen, workspace = _run_stand_in(urls, {}, make_toy_task, write_run_config, tmp_path, monkeypatch)
+        seen, workspace = _run_stand_in(
+            [*urls, socket_file.url], {}, make_toy_task, write_run_config, tmp_path, monkeypatch
+        )
     finally:
+        socket_file.stop()
         if on_node:
             on_node.stop()
-    assert service.paths == [] and (on_node is None or on_node.paths == []), seen
-    assert len(seen) == 2 * len(urls) and all(answer.startswith("closed") for answer in seen.values()), seen
+    assert service.paths == [] and (on_node is None or on_node.paths == []) and socket_file.callers == 1, seen
+    assert len(seen) == 2 * len(urls) + 1 and all(answer.startswith("closed") for answer in seen.values()), seen
+    assert "refused" in seen[socket_file.url], "the socket file is masked"
     if on_node:
         assert "403" in seen[f"proxied {on_node.url}"], "the gate refused the node's address"
         log = (workspace / "agent.log").read_text()

@@ -78,10 +78,13 @@ def test_arguments_are_writable_paths_then_the_command() -> None:
         False,
         ["sh", "-c", "--"],
         False,
+        (),
     )
-    assert parse_args(["--", "true"]) == ([], False, ["true"], False)
-    assert parse_args(["--host-dev", "--writable", "/a", "--", "true"]) == (["/a"], True, ["true"], False)
-    assert parse_args(["--keep-admin", "--writable", "/a", "--", "true"]) == (["/a"], False, ["true"], True)
+    assert parse_args(["--", "true"]) == ([], False, ["true"], False, ())
+    assert parse_args(["--host-dev", "--writable", "/a", "--", "true"]) == (["/a"], True, ["true"], False, ())
+    assert parse_args(["--keep-admin", "--writable", "/a", "--", "true"]) == (["/a"], False, ["true"], True, ())
+    masked = parse_args(["--mask", "/run/d.sock", "--writable", "/a", "--mask", "/s", "--", "true"])
+    assert masked == (["/a"], False, ["true"], False, ("/run/d.sock", "/s"))
     for bad in (
         ["true"],
         ["--writable", "/a", "--"],
@@ -92,7 +95,8 @@ def test_arguments_are_writable_paths_then_the_command() -> None:
         assert parse_args(bad) is None, bad
 
 
-def test_wrap_adds_confinement_only_where_it_works() -> None:
+def test_wrap_adds_confinement_only_where_it_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(isolation, "bound_sockets", lambda: [])  # other tests' services share the table
     plain = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network"))
     assert plain.wrap(["true"], ["/w"]) == ["unshare", "--pid", "true"]
     confine = [sys.executable, "-I", "-S", str(CONFINE_SCRIPT)]
@@ -109,6 +113,68 @@ def test_wrap_adds_confinement_only_where_it_works() -> None:
         "--",
         "true",
     ]
+
+
+def test_the_machines_bound_sockets_come_from_its_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Socket files only (not abstract names, nor relative ones, which name nothing from here),
+    once each and in order, never the accelerator's own (CUDA's MPS pipes, its persistence daemon)."""
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", "/srv/mps")
+    table = tmp_path / "unix"
+    table.write_text(
+        "Num       RefCount Protocol Flags    Type St Inode Path\n"
+        "0000: 00000002 00000000 00010000 0001 01 1001 /run/docker.sock\n"
+        "0000: 00000002 00000000 00010000 0001 01 1002 @/tmp/.X11-unix/X0\n"
+        "0000: 00000003 00000000 00000000 0001 03 1003\n"
+        "0000: 00000002 00000000 00010000 0001 01 1004 /tmp/with space/s.sock\n"
+        "0000: 00000002 00000000 00010000 0001 01 1005 /run/docker.sock\n"
+        "0000: 00000002 00000000 00010000 0001 01 1006 relative.sock\n"
+        "0000: 00000002 00000000 00010000 0001 01 1007 /tmp/nvidia-mps/control\n"
+        "0000: 00000002 00000000 00010000 0001 01 1008 /srv/mps/control\n"
+        "0000: 00000002 00000000 00000000 0002 01 1009 /run/systemd/notify\n"
+    )
+    assert confine.bound_sockets(str(table)) == ["/run/docker.sock", "/tmp/with space/s.sock", "/run/systemd/notify"]
+    assert confine.bound_sockets(str(tmp_path / "absent")) == []
+
+
+@needs_confinement
+def test_a_step_cannot_reach_the_machines_socket_files(tmp_path: Path) -> None:
+    """A socket file reaches its service from any network namespace, and a read-only mount does
+    not stop `connect`: the step sees /dev/null there instead (one in its writable folder too)."""
+    import socket
+
+    probe = (
+        "import socket, sys\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n"
+        "        socket.socket(socket.AF_UNIX).connect(path); print(path, 'reached')\n"
+        "    except OSError as exc:\n"
+        "        print(path, type(exc).__name__)\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    paths = [tmp_path / "daemon.sock", work / "in_work.sock"]
+    servers = []
+    for path in paths:
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        server.listen()
+        servers.append(server)
+    try:
+        argv = [sys.executable, "-c", probe, *map(str, paths)]
+        outside = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+        inside = subprocess.run(
+            SANDBOX.wrap(argv, [work]), capture_output=True, text=True, timeout=60, check=False, cwd=work
+        )
+    finally:
+        for server in servers:
+            server.close()
+    assert outside.stdout.split() == [str(paths[0]), "reached", str(paths[1]), "reached"]
+    assert inside.stdout.split() == [
+        str(paths[0]),
+        "ConnectionRefusedError",
+        str(paths[1]),
+        "ConnectionRefusedError",
+    ], inside.stderr
 
 
 def test_a_refused_read_only_bind_of_a_kernel_tunable_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:

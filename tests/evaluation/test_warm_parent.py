@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -45,10 +46,25 @@ try:
     print("network", "reached", file=out)
 except OSError as exc:
     print("network", type(exc).__name__, file=out)
+try:
+    with socket.socket(socket.AF_UNIX) as client:
+        client.connect(os.environ["AKA_TEST_SOCKET"])
+        print("unix", "reached", file=out)
+except OSError as exc:
+    print("unix", type(exc).__name__, file=out)
 print("printed to the log")
 out.close()
 raise SystemExit(3)
 """
+
+
+def _host_service(path: Path) -> socket.socket:
+    """A service's socket file on this machine (as a Docker daemon's): bound before the step's
+    sandbox is described, as the machine's services are."""
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    return server
 
 
 def _run(tmp_path: Path, sandbox: StepSandbox) -> tuple[int | None, dict[str, str], str]:
@@ -56,7 +72,7 @@ def _run(tmp_path: Path, sandbox: StepSandbox) -> tuple[int | None, dict[str, st
     work.mkdir()
     outside.mkdir()
     (work / "probe.py").write_text(PROBE)
-    env = {**os.environ, "AKA_TEST_VALUE": "seen"}
+    env = {**os.environ, "AKA_TEST_VALUE": "seen", "AKA_TEST_SOCKET": str(tmp_path / "host.sock")}
     parent = WarmParent.for_env(env)
     assert parent is not None
     read, write = os.pipe()
@@ -80,8 +96,10 @@ def _run(tmp_path: Path, sandbox: StepSandbox) -> tuple[int | None, dict[str, st
 
 
 def test_a_forked_step_gets_its_arguments_environment_descriptors_and_exit_status(tmp_path: Path) -> None:
-    status, seen, log = _run(tmp_path, StepSandbox())
+    with _host_service(tmp_path / "host.sock"):
+        status, seen, log = _run(tmp_path, StepSandbox())
     assert status == 3
+    assert seen["unix"] == "reached", "unsandboxed, the machine's socket files are reachable"
     assert seen["argv"] == "first" and seen["env"] == "seen" and seen["stdin"] == "the-token"
     assert seen["torch"] == "True", "the warm parent imported torch before forking"
     assert "printed to the log" in log
@@ -89,14 +107,18 @@ def test_a_forked_step_gets_its_arguments_environment_descriptors_and_exit_statu
 
 @pytest.mark.skipif(not detect_sandbox().confines, reason="no namespaces and read-only file system on this machine")
 def test_a_forked_step_gets_the_sandbox_an_exec_step_gets(tmp_path: Path) -> None:
-    """PID namespace (it is process 1), no network, read-only file system but its writable path."""
-    sandbox = step_sandbox(detect_sandbox(), [], keep_admin=False)
-    status, seen, _ = _run(tmp_path, sandbox)
+    """PID namespace (it is process 1), no network, read-only file system but its writable path,
+    the machine's socket files masked."""
+    with _host_service(tmp_path / "host.sock"):
+        sandbox = step_sandbox(detect_sandbox(), [], keep_admin=False)
+        assert str(tmp_path / "host.sock") in sandbox.masked
+        status, seen, _ = _run(tmp_path, sandbox)
     assert status == 3
     assert seen["pid"] == "1"
     assert (tmp_path / "work" / "written").is_file()
     assert not (tmp_path / "outside" / "written").exists()
     assert seen["network"] != "reached"
+    assert seen["unix"] == "ConnectionRefusedError", "the socket file is /dev/null in the step"
 
 
 CLIENT = """

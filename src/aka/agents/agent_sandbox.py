@@ -3,8 +3,9 @@
 By default (`sandbox: none`) an agent CLI sees the machine's files as its user does, behind a guard
 (`guard_prefix`, bubblewrap): the whole file system read-only but its workspace and home (which
 holds its TMPDIR), a read-only /dev of its own with only the GPUs' device files of the host and a
-sized /dev/shm, the cluster's credentials hidden, no capability left, and a PID namespace of its
-own, and a network namespace of its own whose only way out is the platform's egress gate
+sized /dev/shm, the cluster's credentials hidden, the machine's bound Unix sockets masked (a
+Docker socket would give it the host), no capability left, and a PID namespace of its own, and a
+network namespace of its own whose only way out is the platform's egress gate
 (`AgentNetwork`, `aka.agents.egress`: the model endpoints and public addresses, never this machine
 or its private network; a red team's agent reached the run's Ray cluster and rewrote its own
 result from a root actor outside the guard). What it may write is then exactly
@@ -23,11 +24,13 @@ network is then the host's).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import logging
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,6 +39,7 @@ from pathlib import Path
 from aka.agents import egress_relay
 from aka.agents.egress import PROXY_PORT, Destination
 from aka.agents.registry import AgentContext
+from aka.evaluation.confine import bound_sockets
 from aka.evaluation.device_lock import lock_dir
 from aka.evaluation.sandbox import command_succeeds, cuda_works_behind
 
@@ -135,6 +139,22 @@ def _read_only_machine() -> list[str]:
     return ["--ro-bind", "/", "/", "--dev", "/dev", *devices, "--remount-ro", "/dev", *shm, *hidden]
 
 
+def _masked_sockets(network: AgentNetwork | None) -> list[str]:
+    """/dev/null over each Unix socket bound on the machine (a Docker or container runtime's would
+    give the agent the host; a read-only mount does not stop `connect`, and a socket file reaches
+    its service from any network namespace), except the egress gate's own. After every other
+    mount, so a socket in a folder bound back (the workspace) is covered too."""
+    gate_folder = str(network.gate_socket.parent) if network else None
+    argv = []
+    for path in bound_sockets():
+        if gate_folder and (path == gate_folder or path.startswith(gate_folder + "/")):
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.lstat(path).st_mode):  # bubblewrap would fail creating a missing target
+                argv += ["--ro-bind", "/dev/null", path]
+    return argv
+
+
 def _cluster_credentials() -> list[Path]:
     """Where the machine keeps what lets a process use its cluster services (Ray's session and
     token, Slurm's munge socket): hidden from agents. Partial: the network is shared (see
@@ -166,7 +186,9 @@ def guard_prefix(workspace: Path, home: Path, network: AgentNetwork | None = Non
     writable = ["--bind", str(workspace), str(workspace), "--bind", str(home), str(home)]
     own_network = network.bwrap_args() if network else []
     relay = network.relay_argv() if network else []
-    return (binary, *_read_only_machine(), *writable, *own_network, *_GUARD_TAIL, "--chdir", str(workspace), *relay)
+    masked = _masked_sockets(network)
+    tail = (*_GUARD_TAIL, "--chdir", str(workspace), *relay)
+    return (binary, *_read_only_machine(), *writable, *masked, *own_network, *tail)
 
 
 def guarded() -> bool:
@@ -247,6 +269,7 @@ def bwrap_prefix(
         "--bind",
         str(home),
         str(home),
+        *_masked_sockets(network),
         "--unshare-pid",
         "--die-with-parent",
         "--cap-drop",  # run as root, bubblewrap keeps them: a root inside could unmount what hides

@@ -10,7 +10,11 @@ poison every LATER evaluation. The evaluator runs this as root of the `unshare` 
 (aka.evaluation.sandbox); it
 
 1. moves into a private mount namespace of its own, so it can never change the caller's mounts;
-2. bind-mounts each existing writable PATH onto itself (a read-write mount of its own);
+2. bind-mounts each existing writable PATH onto itself (a read-write mount of its own), then
+   /dev/null over each `--mask` PATH that is a Unix socket: the machine's bound sockets
+   (`bound_sockets`, read outside the step's network namespace). A read-only mount does not stop
+   `connect`, and a socket file reaches its service from any network namespace: a Docker or
+   container runtime's socket would give the candidate the host;
 3. replaces /dev with a private one (a read-only tmpfs) holding only the character devices a
    step needs: null, zero, full, random, urandom, tty and the accelerators' nodes (nvidia*, as
    NVIDIA's container toolkit passes them; dri and kfd for ROCm), plus a private /dev/shm. No
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import sys
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -75,7 +80,13 @@ DEV_LINKS = (
 _KEPT_FLAGS = {b"nosuid": MS_NOSUID, b"nodev": MS_NODEV, b"noexec": MS_NOEXEC}
 KERNEL_TREES = ("/proc", "/dev")  # handled on their own (/sys is remounted read-only like the rest)
 EXIT_NOT_CONFINED = 126
-USAGE = "usage: python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] [--writable PATH]... -- CMD ARGS..."
+USAGE = (
+    "usage: python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] [--writable PATH]... [--mask PATH]... "
+    "-- CMD ARGS..."
+)
+MAX_MASKED_SOCKETS = 4096  # a step's masks travel in its argv or the warm parent's request
+# The accelerator's own services, which CUDA may connect to like it opens /dev/nvidia*: never masked.
+ACCELERATOR_SOCKET_FOLDERS = ("/tmp/nvidia-mps", "/run/nvidia-persistenced", "/var/run/nvidia-persistenced")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -195,6 +206,46 @@ def _private_dev() -> None:
     _mount(None, "/dev", MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
 
 
+def bound_sockets(table: str = "/proc/net/unix") -> list[str]:
+    """The file system paths of the Unix sockets bound in the caller's network namespace (the
+    machine's services: a runtime's, a cluster's, a desktop's), absolute and outside the
+    accelerator's own folders. Read before a step's network namespace is made: inside it the table
+    lists only the step's."""
+    folders = (*ACCELERATOR_SOCKET_FOLDERS, os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps")
+    try:
+        with open(table, "rb") as rows:
+            lines = rows.read().splitlines()[1:]
+    except OSError:
+        return []
+    found: dict[str, None] = {}
+    for line in lines:
+        fields = line.split(maxsplit=7)  # Num RefCount Protocol Flags Type St Inode Path
+        if len(fields) == 8 and fields[7].startswith(b"/"):
+            path = os.fsdecode(fields[7])
+            if not any(_under(path, folder) for folder in folders):
+                found[path] = None
+    return list(found)[:MAX_MASKED_SOCKETS]
+
+
+def _mask_sockets(paths: Sequence[str]) -> list[str]:
+    """/dev/null bound over each of `paths` that is a Unix socket here (`connect` to it is then
+    refused); returns warnings for those that stay."""
+    warnings = []
+    null = os.open("/dev/null", O_PATH)
+    try:
+        for path in paths:
+            try:
+                if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                    continue
+                _mount(f"/proc/self/fd/{null}", path, MS_BIND)
+            except (OSError, ConfineError) as exc:
+                if not isinstance(exc, FileNotFoundError):
+                    warnings.append(f"aka.evaluation.confine: warning: socket {path} stays reachable: {exc}")
+    finally:
+        os.close(null)
+    return warnings
+
+
 def _read_only_kernel_tunables() -> list[str]:
     """The step's own /proc (a PID namespace's) still reaches the host's sysctls: bind those
     read-only. Returns warnings: where that fails (a container's /proc usually has them read-only
@@ -229,8 +280,11 @@ def private_shm(size: int = WORKER_SHM_BYTES) -> str | None:
     return None
 
 
-def confine(writable: Sequence[str], host_dev: bool = False, keep_admin: bool = False) -> list[str]:
-    """Make everything but `writable` read-only here; returns warnings (mounts left writable).
+def confine(
+    writable: Sequence[str], host_dev: bool = False, keep_admin: bool = False, masked: Sequence[str] = ()
+) -> list[str]:
+    """Make everything but `writable` read-only here and the sockets of `masked` unreachable;
+    returns warnings (mounts left writable, sockets left reachable).
 
     `keep_admin` keeps CAP_SYS_ADMIN, for an aka.harness judge only: it runs no candidate code,
     and it needs the capability to start each worker in fresh PID and mount namespaces with a
@@ -241,12 +295,13 @@ def confine(writable: Sequence[str], host_dev: bool = False, keep_admin: bool = 
     keep = [os.path.realpath(p) for p in writable if os.path.exists(p)]
     for path in keep:
         _mount(path, path, MS_BIND | MS_REC)
+    warnings = _mask_sockets(masked)
     if not host_dev:
         try:
             _private_dev()
         except OSError as exc:
             raise ConfineError(f"private /dev: {exc}") from exc
-    warnings = _read_only_kernel_tunables()
+    warnings += _read_only_kernel_tunables()
     try:
         os.chdir(os.getcwd())  # a working directory under a writable path: onto its new mount
     except OSError:
@@ -270,20 +325,24 @@ class Arguments(NamedTuple):
     host_dev: bool
     command: list[str]
     keep_admin: bool = False
+    masked: tuple[str, ...] = ()
 
 
 def parse_args(args: Sequence[str]) -> Arguments | None:
-    """`[--host-dev] [--keep-admin] [--writable PATH]... -- CMD ARGS...`; None when malformed.
-    By hand, not argparse: its imports would double this module's start-up."""
+    """`[--host-dev] [--keep-admin] [--writable PATH]... [--mask PATH]... -- CMD ARGS...`; None when
+    malformed. By hand, not argparse: its imports would double this module's start-up."""
     if "--" not in args:
         return None
     split = list(args).index("--")
     options, command = list(args[:split]), list(args[split + 1 :])
     flags = {flag: flag in options for flag in ("--host-dev", "--keep-admin")}
     options = [option for option in options if option not in flags]
-    if not command or len(options) % 2 or any(flag != "--writable" for flag in options[::2]):
+    if not command or len(options) % 2 or any(flag not in ("--writable", "--mask") for flag in options[::2]):
         return None
-    return Arguments(options[1::2], flags["--host-dev"], command, flags["--keep-admin"])
+    pairs = list(zip(options[::2], options[1::2], strict=True))
+    writable = [path for flag, path in pairs if flag == "--writable"]
+    masked = [path for flag, path in pairs if flag == "--mask"]
+    return Arguments(writable, flags["--host-dev"], command, flags["--keep-admin"], tuple(masked))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -291,9 +350,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parsed is None:
         print(USAGE, file=sys.stderr)
         return 2
-    writable, host_dev, command, keep_admin = parsed
+    writable, host_dev, command, keep_admin, masked = parsed
     try:
-        for warning in confine(writable, host_dev, keep_admin):
+        for warning in confine(writable, host_dev, keep_admin, masked):
             print(warning, file=sys.stderr)
     except ConfineError as exc:
         print(f"aka.evaluation.confine: cannot confine the file system: {exc}", file=sys.stderr)

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from aka.evaluation.confine import bound_sockets
 from aka.evaluation.disk_quota import STEP_FILE_BYTES
 from aka.evaluation.pids_limit import PIDS_FEATURE, groups_folder, join_group
 
@@ -46,10 +47,13 @@ CUDA_INIT_PROBE = (
 log = logging.getLogger(__name__)
 
 
-def confine_argv(writable: Sequence[str | Path], host_dev: bool = False, keep_admin: bool = False) -> list[str]:
+def confine_argv(
+    writable: Sequence[str | Path], host_dev: bool = False, keep_admin: bool = False, masked: Sequence[str] = ()
+) -> list[str]:
     """`aka.evaluation.confine` in isolated mode (no working directory, `PYTHON*` variables or site on its
     path: it runs with every capability until it execs), up to its `--`."""
     paths = [arg for path in writable for arg in ("--writable", str(path))]
+    paths += [arg for path in masked for arg in ("--mask", path)]
     flags = [*(["--host-dev"] if host_dev else []), *(["--keep-admin"] if keep_admin else [])]
     return [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), *flags, *paths, "--"]
 
@@ -68,13 +72,11 @@ class Sandbox:
 
     def wrap(self, argv: Sequence[str], writable: Sequence[str | Path] = (), keep_admin: bool = False) -> list[str]:
         """`argv` inside the namespaces and, where this machine allows it, behind `aka.evaluation.confine`
-        with only the existing paths of `writable` writable. An empty `argv` gives the prefix.
-        `keep_admin`: an aka.harness judge, which starts its workers in namespaces of their own."""
-        confine = (
-            confine_argv(writable, host_dev=PRIVATE_DEV not in self.features, keep_admin=keep_admin)
-            if self.confines
-            else []
-        )
+        with only the existing paths of `writable` writable and the machine's bound Unix sockets
+        masked (listed now, from outside the step's network namespace). An empty `argv` gives the
+        prefix. `keep_admin`: an aka.harness judge, which starts its workers in namespaces of their own."""
+        host_dev = PRIVATE_DEV not in self.features
+        confine = confine_argv(writable, host_dev, keep_admin, bound_sockets()) if self.confines else []
         return [*self.prefix, *confine, *argv]
 
 

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from aka.evaluation.confine import bound_sockets
 from aka.evaluation.sandbox import PRIVATE_DEV, ResourceLimits, Sandbox
 
 ENV_WARM_STEPS = "AKA_WARM_STEPS"
@@ -69,6 +70,7 @@ class StepSandbox:
     writable: tuple[str, ...] = ()
     host_dev: bool = False
     keep_admin: bool = False
+    masked: tuple[str, ...] = ()  # the machine's bound Unix sockets, listed outside the step's namespace
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,7 @@ def _child(request: ForkRequest, received: list[int]) -> None:
         if sandbox.confine:
             from aka.evaluation.confine import confine
 
-            for warning in confine(list(sandbox.writable), sandbox.host_dev, sandbox.keep_admin):
+            for warning in confine(list(sandbox.writable), sandbox.host_dev, sandbox.keep_admin, sandbox.masked):
                 print(warning, file=sys.stderr)
             os.chdir(request.cwd)
     except BaseException as exc:  # the sandbox could not be had: fail closed, as the exec path does
@@ -226,7 +228,9 @@ def serve(sock: socket.socket) -> int:
             limits = raw.pop("limits")
             request = ForkRequest(
                 **raw,
-                sandbox=StepSandbox(**{**sandbox, "writable": tuple(sandbox["writable"])}),
+                sandbox=StepSandbox(
+                    **{**sandbox, "writable": tuple(sandbox["writable"]), "masked": tuple(sandbox["masked"])}
+                ),
                 limits=ResourceLimits(**limits) if limits else None,
             )
             pid = os.fork()
@@ -447,6 +451,7 @@ def step_sandbox(sandbox: Sandbox, writable: Sequence[str | Path], keep_admin: b
         writable=tuple(str(p) for p in writable if os.path.exists(p)),
         host_dev=PRIVATE_DEV not in sandbox.features,
         keep_admin=keep_admin,
+        masked=tuple(bound_sockets()) if sandbox.confines else (),
     )
 
 

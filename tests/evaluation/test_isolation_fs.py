@@ -136,6 +136,49 @@ def test_the_machines_bound_sockets_come_from_its_table(tmp_path: Path, monkeypa
     assert confine.bound_sockets(str(tmp_path / "absent")) == []
 
 
+def test_a_step_masked_to_one_gpu_keeps_only_that_gpus_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As NVIDIA's container toolkit passes one GPU: the control and memory nodes stay, of the
+    GPUs' own nodes only the step's (by its UUID's minor in the driver's table); every GPU's
+    where the driver's table does not name it (a MIG instance) or no GPU is named."""
+    from aka.evaluation.step_spec import Step, Target, step_environment
+
+    dev, gpus = tmp_path / "dev", tmp_path / "gpus"
+    dev.mkdir()
+    for name in ("null", "zero", "nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia2", "nvidia10", "sda"):
+        (dev / name).touch()
+    (dev / "nvidia-caps").mkdir()
+    for bus, minor, uuid in (("0000:18:00.0", 0, "GPU-aaa"), ("0000:2a:00.0", 10, "GPU-bbb")):
+        (gpus / bus).mkdir(parents=True)
+        (gpus / bus / "information").write_text(
+            f"Model: \t\t NVIDIA H200\nIRQ:   \t\t 42\nGPU UUID: \t {uuid}\nDevice Minor: \t {minor}\n"
+        )
+    every = ["null", "zero", "nvidia-caps", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia10", "nvidia2", "nvidiactl"]
+    assert confine.device_nodes(None, str(dev), str(gpus)) == every
+    assert confine.device_nodes("GPU-bbb", str(dev), str(gpus)) == [
+        "null",
+        "zero",
+        "nvidia-caps",
+        "nvidia-uvm",
+        "nvidia10",
+        "nvidiactl",
+    ]
+    assert confine.device_nodes("MIG-ccc", str(dev), str(gpus)) == every
+    assert confine.gpu_minor("GPU-aaa", str(gpus)) == 0 and confine.gpu_minor("GPU-aaa", str(tmp_path / "no")) is None
+
+    task = copy_gelu_task(tmp_path / "tasks")
+    one = DeviceInfo("cuda", "h200", "NVIDIA H200", "sm_90", 4, uuid="GPU-bbb", index=2)
+    default = DeviceInfo("cuda", "h200", "NVIDIA H200", "sm_90", 4, uuid="GPU-aaa")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv(confine.ENV_GPU_UUID, "GPU-forged")  # the machine's AKA_ variables do not reach a step
+    environment = lambda device: step_environment(task, device, Step.CORRECTNESS, Target.CANDIDATE, tmp_path)  # noqa: E731
+    assert environment(one)[confine.ENV_GPU_UUID] == "GPU-bbb"
+    assert confine.ENV_GPU_UUID not in environment(default), "every GPU visible: every GPU's node"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a parallel worker's slot
+    assert environment(default)[confine.ENV_GPU_UUID] == "GPU-aaa"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert confine.ENV_GPU_UUID not in environment(default)
+
+
 @needs_confinement
 def test_a_step_cannot_reach_the_machines_socket_files(tmp_path: Path) -> None:
     """A socket file reaches its service from any network namespace, and a read-only mount does

@@ -84,6 +84,7 @@ USAGE = (
     "usage: python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] [--writable PATH]... [--mask PATH]... "
     "-- CMD ARGS..."
 )
+ENV_GPU_UUID = "AKA_GPU_UUID"  # the step's GPU (`GPU-...`), set by the evaluator: its /dev keeps only that one
 MAX_MASKED_SOCKETS = 4096  # a step's masks travel in its argv or the warm parent's request
 # The accelerator's own services, which CUDA may connect to like it opens /dev/nvidia*: never masked.
 ACCELERATOR_SOCKET_FOLDERS = ("/tmp/nvidia-mps", "/run/nvidia-persistenced", "/var/run/nvidia-persistenced")
@@ -174,19 +175,47 @@ def _drop_capabilities(keep_admin: bool = False) -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
 
 
-def _device_nodes() -> list[str]:
-    """Names under the host's /dev that the private /dev keeps."""
+def gpu_minor(uuid: str, driver_folder: str = "/proc/driver/nvidia/gpus") -> int | None:
+    """The minor number (`/dev/nvidiaN`) of the NVIDIA GPU with `uuid` (`GPU-...`), from the
+    driver's own table; None where it does not say (no table, a MIG instance's UUID)."""
+    try:
+        buses = os.listdir(driver_folder)
+    except OSError:
+        return None
+    for bus in buses:
+        try:
+            with open(os.path.join(driver_folder, bus, "information")) as text:
+                fields = dict(line.split(":", 1) for line in text.read().splitlines() if ":" in line)
+        except (OSError, ValueError):
+            continue
+        if fields.get("GPU UUID", "").strip() == uuid:
+            try:
+                return int(fields.get("Device Minor", ""))
+            except ValueError:
+                return None
+    return None
+
+
+def device_nodes(gpu_uuid: str | None = None, dev: str = "/dev", gpus: str = "/proc/driver/nvidia/gpus") -> list[str]:
+    """Names under the host's /dev that a private /dev keeps: the plain character devices and the
+    accelerators'. Given the step's GPU (`gpu_uuid`, whose minor the driver names), of the NVIDIA
+    GPUs' own nodes (`nvidiaN`) only its own, as NVIDIA's container toolkit passes one GPU: the
+    others' stay out of reach of code that would unset `CUDA_VISIBLE_DEVICES` and run on them
+    beside other evaluations' timed steps. Every GPU's where the driver does not say."""
     import glob  # only here: the module stays quick to start
 
-    names = [n for n in DEVICE_NODES if os.path.exists(f"/dev/{n}")]
+    names = [n for n in DEVICE_NODES if os.path.exists(f"{dev}/{n}")]
     for pattern in ACCELERATOR_NODES:
-        names += sorted(os.path.basename(p) for p in glob.glob(f"/dev/{pattern}"))
-    return [n for n in names if not os.path.islink(f"/dev/{n}")]
+        names += sorted(os.path.basename(p) for p in glob.glob(f"{dev}/{pattern}"))
+    minor = gpu_minor(gpu_uuid, gpus) if gpu_uuid else None
+    if minor is not None:
+        names = [n for n in names if not (n.startswith("nvidia") and n[6:].isdigit()) or n == f"nvidia{minor}"]
+    return [n for n in names if not os.path.islink(f"{dev}/{n}")]
 
 
-def _private_dev() -> None:
-    """A read-only tmpfs over /dev with only `_device_nodes()` (bound from the host's) and its own /dev/shm."""
-    kept = {name: os.open(f"/dev/{name}", O_PATH | os.O_NOFOLLOW) for name in _device_nodes()}
+def _private_dev(gpu_uuid: str | None) -> None:
+    """A read-only tmpfs over /dev with only `device_nodes(gpu_uuid)` (bound from the host's) and its own /dev/shm."""
+    kept = {name: os.open(f"/dev/{name}", O_PATH | os.O_NOFOLLOW) for name in device_nodes(gpu_uuid)}
     try:
         _mount("tmpfs", "/dev", MS_NOSUID | MS_NOEXEC, "tmpfs", "mode=0755,size=64k")
         for name, fd in kept.items():
@@ -281,9 +310,14 @@ def private_shm(size: int = WORKER_SHM_BYTES) -> str | None:
 
 
 def confine(
-    writable: Sequence[str], host_dev: bool = False, keep_admin: bool = False, masked: Sequence[str] = ()
+    writable: Sequence[str],
+    host_dev: bool = False,
+    keep_admin: bool = False,
+    masked: Sequence[str] = (),
+    gpu_uuid: str | None = None,
 ) -> list[str]:
-    """Make everything but `writable` read-only here and the sockets of `masked` unreachable;
+    """Make everything but `writable` read-only here and the sockets of `masked` unreachable, and
+    of the GPUs' nodes keep only `gpu_uuid`'s where it is given (the step's `ENV_GPU_UUID`);
     returns warnings (mounts left writable, sockets left reachable).
 
     `keep_admin` keeps CAP_SYS_ADMIN, for an aka.harness judge only: it runs no candidate code,
@@ -298,7 +332,7 @@ def confine(
     warnings = _mask_sockets(masked)
     if not host_dev:
         try:
-            _private_dev()
+            _private_dev(gpu_uuid)
         except OSError as exc:
             raise ConfineError(f"private /dev: {exc}") from exc
     warnings += _read_only_kernel_tunables()
@@ -352,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     writable, host_dev, command, keep_admin, masked = parsed
     try:
-        for warning in confine(writable, host_dev, keep_admin, masked):
+        for warning in confine(writable, host_dev, keep_admin, masked, os.environ.get(ENV_GPU_UUID)):
             print(warning, file=sys.stderr)
     except ConfineError as exc:
         print(f"aka.evaluation.confine: cannot confine the file system: {exc}", file=sys.stderr)

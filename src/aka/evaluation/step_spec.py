@@ -11,6 +11,7 @@ from pathlib import Path
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.errors import ConfigError, PreflightError
+from aka.evaluation.confine import ENV_GPU_UUID
 from aka.evaluation.wire import (
     BASELINE_SOURCES_DIR,
     ENV_BASELINE,
@@ -91,6 +92,9 @@ def step_environment(
         }
     )
     env.update(device.mask)
+    visible = env.get("CUDA_VISIBLE_DEVICES", "")
+    if device.is_gpu and device.uuid and visible.strip() and "," not in visible:  # masked to its one GPU
+        env[ENV_GPU_UUID] = device.uuid
     if device.is_gpu and device.arch:
         env[ENV_CUDA_ARCH] = device.arch
     else:

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from aka.evaluation.confine import bound_sockets
+from aka.evaluation.confine import ENV_GPU_UUID, bound_sockets
 from aka.evaluation.sandbox import PRIVATE_DEV, ResourceLimits, Sandbox
 
 ENV_WARM_STEPS = "AKA_WARM_STEPS"
@@ -180,7 +180,13 @@ def _child(request: ForkRequest, received: list[int]) -> None:
         if sandbox.confine:
             from aka.evaluation.confine import confine
 
-            for warning in confine(list(sandbox.writable), sandbox.host_dev, sandbox.keep_admin, sandbox.masked):
+            for warning in confine(
+                list(sandbox.writable),
+                sandbox.host_dev,
+                sandbox.keep_admin,
+                sandbox.masked,
+                request.env.get(ENV_GPU_UUID),
+            ):
                 print(warning, file=sys.stderr)
             os.chdir(request.cwd)
     except BaseException as exc:  # the sandbox could not be had: fail closed, as the exec path does

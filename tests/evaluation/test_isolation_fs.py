@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -164,6 +165,15 @@ def test_a_step_masked_to_one_gpu_keeps_only_that_gpus_node(tmp_path: Path, monk
     ]
     assert confine.device_nodes("MIG-ccc", str(dev), str(gpus)) == every
     assert confine.gpu_minor("GPU-aaa", str(gpus)) == 0 and confine.gpu_minor("GPU-aaa", str(tmp_path / "no")) is None
+    renamed = tmp_path / "renamed"  # a container that names its one GPU's node nvidia0, whatever its minor
+    renamed.mkdir()
+    try:
+        os.mknod(renamed / "nvidia0", 0o600 | stat.S_IFCHR, os.makedev(195, 10))
+        os.mknod(renamed / "nvidia10", 0o600 | stat.S_IFCHR, os.makedev(195, 0))
+    except PermissionError:
+        pass  # no mknod here: the names stand in for the device numbers above
+    else:
+        assert confine.device_nodes("GPU-bbb", str(renamed), str(gpus)) == ["nvidia0"], "by device number"
 
     task = copy_gelu_task(tmp_path / "tasks")
     one = DeviceInfo("cuda", "h200", "NVIDIA H200", "sm_90", 4, uuid="GPU-bbb", index=2)

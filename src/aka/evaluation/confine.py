@@ -209,8 +209,18 @@ def device_nodes(gpu_uuid: str | None = None, dev: str = "/dev", gpus: str = "/p
         names += sorted(os.path.basename(p) for p in glob.glob(f"{dev}/{pattern}"))
     minor = gpu_minor(gpu_uuid, gpus) if gpu_uuid else None
     if minor is not None:
-        names = [n for n in names if not (n.startswith("nvidia") and n[6:].isdigit()) or n == f"nvidia{minor}"]
+        names = [n for n in names if not (n.startswith("nvidia") and n[6:].isdigit()) or _minor(dev, n) == minor]
     return [n for n in names if not os.path.islink(f"{dev}/{n}")]
+
+
+def _minor(dev: str, name: str) -> int:
+    """A GPU node's minor number: its device number's (a container may name a node otherwise),
+    else its name's."""
+    try:
+        found = os.stat(f"{dev}/{name}")
+    except OSError:
+        return -1
+    return os.minor(found.st_rdev) if stat.S_ISCHR(found.st_mode) else int(name[6:])
 
 
 def _private_dev(gpu_uuid: str | None) -> None:

@@ -321,8 +321,9 @@ class StartedCommand:
     ) -> CommandOutcome:
         """Feed `stdin`, wait at most `timeout` seconds, then kill whatever is left in the group.
         A group whose process stays stopped for two checks in a row is killed at once, and so is
-        one whose `watch` (called every check) names a reason, and one that printed more than
-        `output_limit` bytes (its log would fill the disk; only its tail is ever read back).
+        one whose `watch` (called every check, and once more when it ends) names a reason, and one
+        that printed more than `output_limit` bytes (its log would fill the disk; only its tail is
+        ever read back).
         Time stopped by `pauses` extends the timeout, but never past `not_after` (monotonic)."""
         start = time.monotonic()
         timed_out = stopped = flooded = False
@@ -356,6 +357,8 @@ class StartedCommand:
         except BaseException:  # interrupted (SIGTERM, Ctrl-C): the command never outlives its waiter
             self.abandon()
             raise
+        if watch is not None and not (stopped or timed_out or breach or flooded):
+            breach = watch()  # it ended between checks: what it did meanwhile (or what killed it) still counts
         _kill_group(self.proc.pid)
         if stopped or timed_out or breach or flooded:
             try:

@@ -18,9 +18,13 @@ or spins on the CPU) would otherwise keep every timed step on its GPU waiting un
 timeout (on the H200, five minutes in which no evaluation was timed). Once a timed step has waited
 `YIELD_AFTER_S` for it (`$AKA_DEVICE_YIELD_AFTER_S`), the shared holder stops its steps'
 processes (SIGSTOP, parents first), gives what they queued `DRAIN_S` to finish, lets the lock go,
-waits its turn again and continues them (SIGCONT, children first). A process of theirs that stood
-stopped and ran meanwhile (its scheduler clock moved: `aka.stillness`) was continued by
-candidate code beside the timed step: its step is killed as `tampering` (`Turn.ran_aside`). The stopped
+waits its turn again and continues them (SIGCONT, children first). It lets the lock go only once
+every thread of theirs stands stopped (at most `STOP_WAIT_S`), and watches them while the timed
+step runs: a process that does not stop, or stood stopped and then ran (its scheduler clock
+moved: `aka.stillness`; continued by candidate code, a timer's SIGCONT or a helper that escaped
+the stop), is killed at once with its step's whole tree, and the step is `tampering`
+(`Turn.ran_aside`). Before session 47 such helpers ran beside the timed step to its end, and an
+honest evaluation timed then failed (its baseline late in every pair, on an H100). The stopped
 time counts neither against the step's timeout nor as a stopped step (`aka.process.PauseClock`).
 A stopped process keeps its GPU memory and cannot launch kernels; kernels it had already queued
 still run, and the timed step's interference check is what guards against them.
@@ -44,7 +48,7 @@ from pathlib import Path
 from aka.device import DeviceInfo
 from aka.errors import ConfigError
 from aka.evaluation.wire import DRAIN_S
-from aka.process import continue_processes, stop_trees
+from aka.process import continue_processes, process_table, stop_trees, tree
 from aka.stillness import Stillness
 
 ENV_LOCK_DIR = "AKA_DEVICE_LOCK_DIR"
@@ -52,6 +56,7 @@ ENV_YIELD_AFTER = "AKA_DEVICE_YIELD_AFTER_S"  # overrides YIELD_AFTER_S (seconds
 YIELD_AFTER_S = 5.0  # how long a timed step waits for a shared holder before it steps aside
 WATCH_S = 0.25  # how often a shared holder looks for a waiting timed step
 RETRY_S = 0.01  # how often a turn that stepped aside tries for the lock again
+MOVE_WATCH_S = 0.05  # how often a turn that stepped aside checks that its stopped processes stand still
 
 
 def yield_after_s() -> float:
@@ -283,22 +288,57 @@ class SharedTurn(Turn):
             stop = stop_trees(self._roots)
         try:
             time.sleep(DRAIN_S)
+            # the device goes only once every thread stands stopped: a process that does not
+            # (helpers that continue each other) is killed first, never left beside the timed step
+            still = Stillness.take(stop.seen)
+            if still.unstopped:
+                self._kill(stop.seen, still.lenient() or "processes did not stop")
             os.close(self._fd)
             self._fd = -1
-            still = Stillness.take(stop.seen)  # while the timed step runs: it does not wait for this
-            fd = self._lock.enter_unless(self._done)
+            fd = self._enter_watching(still, stop.seen)
             self._fd = -1 if fd is None else fd
-            # a process that stood stopped and ran meanwhile was continued by candidate code (a
-            # timer's SIGCONT): it ran beside the timed step; its step is killed (`step_process`)
-            moved = still.lenient()
-            if moved is not None and self._ran_aside is None:
-                self._ran_aside = f"stopped for another evaluation's timed step, its {moved}"
+            moved = still.lenient()  # one that moved in the last watch's interval
+            if moved is not None:
+                self._kill(stop.seen, moved)
         finally:
             continue_processes(stop.signalled)
             with self._guard:
                 self._paused += time.monotonic() - self._since
                 self._pausing = False
                 self.pauses += 1
+
+    def _enter_watching(self, still: Stillness, pids: Sequence[int]) -> int | None:
+        """The lock again, once the timed step is done; meanwhile a stopped process that moves
+        (continued by candidate code: a timer's SIGCONT, a helper that escaped the stop) is
+        killed within `MOVE_WATCH_S` instead of running beside the timed step to its end."""
+        entered = threading.Event()
+
+        def watch() -> None:
+            while not entered.wait(MOVE_WATCH_S):
+                moved = still.lenient()
+                if moved is not None:
+                    self._kill(pids, moved)
+                    return
+
+        watcher = threading.Thread(target=watch, name="aka-device-turn-watch", daemon=True)
+        watcher.start()
+        try:
+            return self._lock.enter_unless(self._done)
+        finally:
+            entered.set()
+            watcher.join()
+
+    def _kill(self, pids: Sequence[int], why: str) -> None:
+        """Record why (the step is `tampering`: `ran_aside`), then SIGKILL `pids` and whatever
+        the trees under this turn's roots hold now."""
+        with self._guard:
+            if self._ran_aside is None:
+                self._ran_aside = f"stopped for another evaluation's timed step, its {why}"
+            roots = dict(self._roots)
+        table = process_table()
+        for pid in dict.fromkeys([*pids, *(p for root in roots if root in table for p in tree(root, table))]):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager

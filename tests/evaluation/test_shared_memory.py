@@ -418,3 +418,37 @@ def test_an_answer_no_parser_reads_is_tampering_not_a_crash(answer: bytes) -> No
     finally:
         judge.close()
         worker.close()
+
+
+def test_a_judge_whose_gpu_is_full_before_candidate_code_ran_is_the_platforms_fault() -> None:
+    """On an H100, beside another evaluation's candidate that held 76 GiB, three neighbours'
+    compile steps failed in the judge's first CUDA call (`mem_get_info`: out of memory) before
+    their candidates' code loaded, and were charged `compile_error`. The judge never runs candidate
+    code, so its own out-of-memory before the load is another process's doing: `infra_error`
+    (exit TASK_FAULT), judged again. Once candidate code has run, or for any other error, it stays
+    the step's (HARNESS_BUG, charged like a crash)."""
+    from types import SimpleNamespace
+
+    from aka.harness import runner
+
+    def raised(error: BaseException) -> BaseException:
+        try:
+            try:
+                raise error
+            except BaseException as inner:
+                raise RuntimeError("during the load") from inner
+        except BaseException as outer:
+            return outer
+
+    full = raised(torch.AcceleratorError("CUDA error: out of memory"))
+    illegal = raised(torch.AcceleratorError("CUDA error: an illegal memory access was encountered"))
+    gpu, cpu = torch.device("cuda"), torch.device("cpu")
+    unloaded = SimpleNamespace(candidate=SimpleNamespace(loaded=False))
+    loaded = SimpleNamespace(candidate=SimpleNamespace(loaded=True))
+    assert runner._gpu_full_before_candidate_code(full, gpu, unloaded)  # type: ignore[arg-type]
+    assert runner._gpu_full_before_candidate_code(full, gpu, None)  # workers not even started
+    assert runner._gpu_full_before_candidate_code(raised(torch.OutOfMemoryError("x")), gpu, unloaded)  # type: ignore[arg-type]
+    assert not runner._gpu_full_before_candidate_code(full, gpu, loaded)  # type: ignore[arg-type]
+    assert not runner._gpu_full_before_candidate_code(illegal, gpu, unloaded)  # type: ignore[arg-type]
+    assert not runner._gpu_full_before_candidate_code(full, cpu, unloaded)  # type: ignore[arg-type]
+    assert not runner._gpu_full_before_candidate_code(full, None, unloaded)  # type: ignore[arg-type]

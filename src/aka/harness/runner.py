@@ -215,8 +215,10 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
     args = list(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ if environ is None else environ)
     workers: StepWorkers | None = None
+    device: torch.device | None = None
     try:
         ctx = StepContext.from_env(args[0] if args else env.get(ENV_STEP, ""), env)
+        device = ctx.device
         workers = StepWorkers.start(ctx, env)  # they start up while this step waits for its turn
         log.info("workers forked")
         workers.wait_started(ctx)  # then this step says it is ready for its turn
@@ -232,7 +234,10 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
     except HarnessError as exc:
         log.error("%s: %s", task.name, exc)
         return StepExit.TASK_FAULT
-    except Exception:
+    except Exception as exc:
+        if _gpu_full_before_candidate_code(exc, device, workers):
+            log.exception("%s: the GPU had no memory left for the judge before candidate code ran here", task.name)
+            return StepExit.TASK_FAULT  # another process holds it: an infra_error, judged again
         log.exception("%s: unexpected error in the judge", task.name)
         return StepExit.HARNESS_BUG
     finally:
@@ -252,6 +257,26 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
         return StepExit.REPORTED
     sys.stderr.write(verdict(result) + "\n")
     return StepExit.FAILED_BY_HAND if result.status == "failed" else StepExit.REPORTED
+
+
+def _gpu_full_before_candidate_code(
+    exc: BaseException, device: torch.device | None, workers: StepWorkers | None
+) -> bool:
+    """The judge's own CUDA call failed for want of GPU memory while no candidate code had run in
+    this step (its worker not loaded): the GPU was full of another process's memory (another
+    evaluation's hoarding candidate: on an H100 its neighbours' compile steps were charged
+    `compile_error`). The judge never runs candidate code, so its exception is its own; once the
+    candidate's code has loaded, `_short_of_memory` and `_blame_full_gpu` decide instead."""
+    if device is None or device.type != "cuda":
+        return False
+    if workers is not None and workers.candidate is not None and workers.candidate.loaded:
+        return False
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (torch.OutOfMemoryError, CudaOutOfMemoryError)) or "out of memory" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def verdict(result: StepResult) -> str:

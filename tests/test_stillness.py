@@ -119,3 +119,21 @@ def test_a_process_running_at_the_check_is_caught_even_before_its_clock_is_compa
     os.kill(busy.pid, signal.SIGCONT)
     time.sleep(0.05)
     assert f"process {busy.pid} ran while it was paused (threads" in (still.broken() or "")
+
+
+@pytest.mark.parametrize("state, escaped", [("D", False), ("R", True), ("S", True), (None, False)])
+def test_a_thread_in_uninterruptible_sleep_has_not_escaped_its_stop(
+    monkeypatch: pytest.MonkeyPatch, state: str | None, escaped: bool
+) -> None:
+    """A shared turn kills what did not stand stopped before it lets the device go: not a thread
+    blocked in the kernel (disk I/O, `D`), which runs nothing of its own and stops as it returns,
+    nor one gone meanwhile; one that runs (`R`) or sleeps where a signal reaches it (`S`: it
+    would have stopped, so something continued it) has."""
+    from aka import stillness
+
+    monkeypatch.setattr(stillness, "_moving_threads", lambda pid: ["7"])
+    monkeypatch.setattr(stillness, "_state", lambda path: state)
+    found = Stillness(unstopped={4242: ["7"]}).escaped()
+    assert (found is not None) == escaped
+    if escaped:
+        assert found == "process 4242 did not stop while it was paused (thread 7)"

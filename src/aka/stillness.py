@@ -107,6 +107,16 @@ class Stillness:
                 return f"process {pid} did not stop while it was paused"
         return self._running() or self._moved(LATE_NS)
 
+    def escaped(self) -> str | None:
+        """A process with a thread that did not stand stopped and could run its own code: any
+        state but uninterruptible sleep (disk I/O, a slow network file system), which stops as it
+        returns from the kernel and runs nothing of its own meanwhile (`lenient` sees it later)."""
+        for pid in self.unstopped:
+            for task in _moving_threads(pid):
+                if _state(f"/proc/{pid}/task/{task}/stat") not in (None, "D"):
+                    return f"process {pid} did not stop while it was paused (thread {task})"
+        return None
+
     def _running(self) -> str | None:
         """A process seen stopped whose threads run now (continued, and not yet stopped again)."""
         for pid in self.clocks:

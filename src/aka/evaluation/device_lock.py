@@ -291,8 +291,9 @@ class SharedTurn(Turn):
             # the device goes only once every thread stands stopped: a process that does not
             # (helpers that continue each other) is killed first, never left beside the timed step
             still = Stillness.take(stop.seen)
-            if still.unstopped:
-                self._kill(stop.seen, still.lenient() or "processes did not stop")
+            escaped = still.escaped()
+            if escaped is not None:
+                self._kill(stop.seen, escaped)
             os.close(self._fd)
             self._fd = -1
             fd = self._enter_watching(still, stop.seen)

@@ -429,3 +429,28 @@ def test_a_candidate_late_exactly_when_slow_cannot_choose_which_pairs_count() ->
     honest = _run(_Source(_Side(0.2), _Side(0.2, seed=1)), max_pairs=200)
     assert honest.speedup == pytest.approx(1.0, rel=0.01)
     assert result.speedup < 0.9 and result.late_pairs == 0  # its slow pairs counted, none left out
+
+
+def test_a_baseline_as_slow_alone_once_the_candidate_is_gone_means_the_device_was_not_quiet() -> None:
+    """On an H100 both sides' hand-overs grew by 1.1 ms in the pairs beside evaluations stopped
+    mid-work (another process's GPU work time-slicing with the timed turn), and an untouched
+    candidate was judged `tampering`. The judge now times the baseline alone again once the
+    candidate's worker (and what it queued) is gone: as slow as in the pairs, the device was not
+    quiet (`HarnessError`: an `infra_error`, judged again); fast again, the slowness was the
+    candidate's (`tampering`)."""
+    from aka.harness import perf
+    from aka.harness.cases import Case
+    from aka.harness.task import HarnessError
+
+    settings = PairedConfig(budget_s=0.05, target_rel_halfwidth=1e-9, max_pairs=400)
+    quiet = _Source(_Side(0.2), _Side(0.2, seed=1))
+    calibration = calibrate(quiet, settings, True)
+    busy = _Source(_Side(0.2, overhead_ms=1.2, seed=3), _Side(0.2, overhead_ms=1.2, seed=4))
+    timed = perf.TimedCase(Case("c"), take_pairs(busy, settings, True, settings.hold_ms), None)
+    with pytest.raises(HarnessError, match="the device was not quiet"):
+        perf._judge_case(timed, calibration, settings, True, lambda: calibrate(busy, settings, True))
+    caused = perf._judge_case(
+        timed, calibration, settings, True, lambda: calibrate(_Source(_Side(0.2, seed=5), _Side(0.2)), settings, True)
+    )
+    assert caused.kind == "tampering" and "more of the judge's span" in (caused.message or "")
+    assert perf._judge_case(timed, calibration, settings, True).kind == "tampering"  # not asked again: as before

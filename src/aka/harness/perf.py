@@ -28,7 +28,7 @@ import dataclasses
 import logging
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -248,12 +248,24 @@ def _failed(case: Case, exc: Exception) -> CaseResult:
     return CaseResult(case, correct=False, message=f"[{kind}] {message}", kind=kind)
 
 
-def _judge_case(timed: TimedCase, calibration: Calibration, config: PairedConfig, gpu: bool) -> CaseResult:
-    """The case's pairs held to the judge's spans and the baseline's calibration, its time to the floor."""
+def _judge_case(
+    timed: TimedCase,
+    calibration: Calibration,
+    config: PairedConfig,
+    gpu: bool,
+    recalibrate: Callable[[], Calibration] | None = None,
+) -> CaseResult:
+    """The case's pairs held to the judge's spans and the baseline's calibration, its time to the
+    floor. A baseline slower in the pairs than alone is asked again with `recalibrate` (the
+    baseline alone once the candidate's worker is gone) where given: see `_not_quiet`."""
     case, floor = timed.case, timed.floor
     try:
         paired = judge_pairs(timed.pairs, calibration, config, gpu)
-    except (UnexplainedTimeError, InterferenceError) as exc:
+    except InterferenceError as exc:
+        if recalibrate is not None:
+            _not_quiet(timed, recalibrate(), config, gpu, exc)
+        return _failed(case, exc)
+    except UnexplainedTimeError as exc:
         return _failed(case, exc)
     if floor is not None and floor.rejects(paired.candidate_ms):
         return CaseResult(
@@ -281,6 +293,24 @@ def _judge_case(timed: TimedCase, calibration: Calibration, config: PairedConfig
     )
 
 
+def _not_quiet(timed: TimedCase, fresh: Calibration, config: PairedConfig, gpu: bool, exc: InterferenceError) -> None:
+    """Raise `HarnessError` (an `infra_error`, judged again) where the baseline alone, timed again
+    after the candidate's worker and everything it queued on the GPU are gone, is as slow as in the
+    pairs: the slowness was not the candidate's but the device's (another process's GPU work time
+    slicing with the timed turn: on an H100 both sides' hand-overs grew by 1.1 ms beside
+    evaluations stopped mid-work, and an untouched candidate was judged `tampering`)."""
+    try:
+        judge_pairs(timed.pairs, fresh, config, gpu)
+    except InterferenceError:
+        return  # still slower next to the candidate than alone: its doing
+    except UnexplainedTimeError:
+        pass  # the interference is gone against the fresh calibration: the rest is not the question here
+    raise HarnessError(
+        f"{timed.case.id}: the device was not quiet while the pairs were timed ({exc}; the baseline "
+        "alone after the candidate's worker ended was as slow): another process's GPU work ran then"
+    )
+
+
 def _timed_cases(
     task: KernelTask,
     ctx: StepContext,
@@ -301,7 +331,20 @@ def _timed_cases(
     for case in _while_alive(candidate, cases):
         calibration = calibrations[case.id]
         timed = _take_case(task, ctx, baseline, candidate, case, config, phases, calibration.hold_ms, set_up_shared)
-        results.append(timed if isinstance(timed, CaseResult) else _judge_case(timed, calibration, config, gpu))
+
+        def recalibrate(case: Case = case) -> Calibration:
+            candidate.kill()  # its GPU context and what it queued go with it; the step fails either way
+            time.sleep(DRAIN_S)
+            phases.want(ALONE)
+            log.info("%s: the baseline was slower next to the candidate; timed alone again without it", case.id)
+            return _calibrate(baseline, task, ctx, [case], config)[case.id]
+
+        judged = (
+            _judge_case(timed, calibration, config, gpu, recalibrate if gpu else None)
+            if isinstance(timed, TimedCase)
+            else timed
+        )
+        results.append(judged)
         _log_case(results[-1])
     return _every_case(results, cases)
 

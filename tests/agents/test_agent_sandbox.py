@@ -334,3 +334,29 @@ def test_an_agents_fork_bomb_stops_at_its_ceiling(
     assert 0 < forked < 64 and "Resource temporarily unavailable" in why, (forked, why)
     assert time.monotonic() - started < 60, "its sleeping children ended with the step, not after"
     assert not [p for p in folder.iterdir() if p.name.startswith(f"aka-step-{os.getpid()}-")]
+
+
+def test_an_agent_masked_to_one_gpu_gets_only_that_gpus_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a candidate's step: a parallel worker's agent (its CUDA_VISIBLE_DEVICES names one GPU)
+    gets the control nodes and its own GPU's, never the GPUs other workers time on."""
+    from aka.agents import agent_sandbox
+    from aka.device import DeviceInfo
+    from aka.evaluation.step_spec import own_gpu
+
+    nodes = {None: ["null", "nvidia-uvm", "nvidia0", "nvidia1", "nvidiactl"], "GPU-b": ["null", "nvidia1", "nvidiactl"]}
+    monkeypatch.setattr(agent_sandbox, "device_nodes", lambda uuid=None: nodes[uuid])
+
+    def bound(args: list[str]) -> list[str]:
+        return [args[i + 1] for i, arg in enumerate(args) if arg == "--dev-bind"]
+
+    assert bound(agent_sandbox._read_only_machine()) == [
+        "/dev/nvidia-uvm",
+        "/dev/nvidia0",
+        "/dev/nvidia1",
+        "/dev/nvidiactl",
+    ]
+    assert bound(agent_sandbox._read_only_machine("GPU-b")) == ["/dev/nvidia1", "/dev/nvidiactl"]
+    gpu = DeviceInfo("cuda", "h200", "NVIDIA H200", "sm_90", 2, uuid="GPU-b")
+    assert own_gpu(gpu, {"CUDA_VISIBLE_DEVICES": "1"}) == "GPU-b"
+    assert own_gpu(gpu, {}) is None and own_gpu(gpu, {"CUDA_VISIBLE_DEVICES": "0,1"}) is None
+    assert own_gpu(DeviceInfo("cpu", "cpu", "cpu", None, 0), {"CUDA_VISIBLE_DEVICES": "1"}) is None

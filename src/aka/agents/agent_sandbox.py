@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import glob
 import logging
 import os
 import shutil
@@ -39,7 +38,7 @@ from pathlib import Path
 from aka.agents import egress_relay
 from aka.agents.egress import PROXY_PORT, Destination
 from aka.agents.registry import AgentContext
-from aka.evaluation.confine import bound_sockets
+from aka.evaluation.confine import bound_sockets, device_nodes
 from aka.evaluation.device_lock import lock_dir
 from aka.evaluation.sandbox import command_succeeds, cuda_works_behind
 
@@ -126,13 +125,15 @@ AGENT_SHM_BYTES = 2**30
 """The agent's /dev/shm: memory it may hold past its files (its /dev is otherwise read-only)."""
 
 
-def _read_only_machine() -> list[str]:
+def _read_only_machine(gpu_uuid: str | None = None) -> list[str]:
     """The host's file system read-only and a /dev of bubblewrap's own (the host's gives a root
-    without capabilities its raw disks) with the host's NVIDIA device files bound in, read-only
-    but a sized /dev/shm (a root could fill the /dev tmpfs with half the machine's memory)."""
+    without capabilities its raw disks) with the host's NVIDIA device files bound in (of the GPUs'
+    own nodes only `gpu_uuid`'s where given and the driver names it: `confine.device_nodes`),
+    read-only but a sized /dev/shm (a root could fill the /dev tmpfs with half the machine's memory)."""
     devices = []
-    for path in sorted(glob.glob("/dev/nvidia*")):
-        devices += ["--dev-bind", path, path]
+    for name in device_nodes(gpu_uuid):
+        if name.startswith("nvidia"):
+            devices += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
     shm = ["--size", str(AGENT_SHM_BYTES), "--tmpfs", "/dev/shm"]
     hidden = [arg for path in _cluster_credentials() for arg in ("--tmpfs", str(path))]
     hidden += ["--tmpfs", str(lock_dir())]  # an agent holding a GPU's lock would stall others' timed steps
@@ -175,10 +176,12 @@ def _guarding_bwrap() -> str | None:
     return None
 
 
-def guard_prefix(workspace: Path, home: Path, network: AgentNetwork | None = None) -> tuple[str, ...]:
+def guard_prefix(
+    workspace: Path, home: Path, network: AgentNetwork | None = None, gpu_uuid: str | None = None
+) -> tuple[str, ...]:
     """The default wrapper of an agent CLI (see the module docstring): only `workspace` and
-    `home` writable, and `network` (else the host's). Only a PID namespace
-    (`pid_namespace_prefix`) where bubblewrap is missing or does not work here."""
+    `home` writable, `network` (else the host's), and of the GPUs only `gpu_uuid`'s where given.
+    Only a PID namespace (`pid_namespace_prefix`) where bubblewrap is missing or does not work here."""
     binary = _guarding_bwrap()
     if binary is None:
         _warn_unguarded()
@@ -188,7 +191,7 @@ def guard_prefix(workspace: Path, home: Path, network: AgentNetwork | None = Non
     relay = network.relay_argv() if network else []
     masked = _masked_sockets(network)
     tail = (*_GUARD_TAIL, "--chdir", str(workspace), *relay)
-    return (binary, *_read_only_machine(), *writable, *masked, *own_network, *tail)
+    return (binary, *_read_only_machine(gpu_uuid), *writable, *masked, *own_network, *tail)
 
 
 def guarded() -> bool:
@@ -248,7 +251,11 @@ def _experiments_in(folder: Path) -> list[Path]:
 
 
 def bwrap_prefix(
-    workspace: Path, home: Path, hidden: Iterable[Path], network: AgentNetwork | None = None
+    workspace: Path,
+    home: Path,
+    hidden: Iterable[Path],
+    network: AgentNetwork | None = None,
+    gpu_uuid: str | None = None,
 ) -> tuple[str, ...]:
     """bubblewrap: the file system read-only, the hidden folders replaced by empty ones, only the
     workspace and the agent's home (which holds its TMPDIR) writable, its own PID namespace, and
@@ -258,7 +265,7 @@ def bwrap_prefix(
         raise SandboxUnavailableError(
             "agent option sandbox=bwrap, but bubblewrap is not installed (apt-get install bubblewrap)"
         )
-    argv = [binary, *_read_only_machine(), "--proc", "/proc"]
+    argv = [binary, *_read_only_machine(gpu_uuid), "--proc", "/proc"]
     for path in hidden:
         argv += ["--tmpfs", str(path)]
     argv += network.bwrap_args() if network else []

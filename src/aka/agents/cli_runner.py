@@ -43,6 +43,7 @@ from aka.agents.cli_turns import JsonEvent, MarkEvent, TurnCounter
 from aka.agents.egress import Destination, EgressGate, parse_destination
 from aka.agents.registry import AgentContext, AgentSettings, load_agents, register_agent
 from aka.evaluation.pids_limit import join_group, new_group, remove_group
+from aka.evaluation.step_spec import own_gpu
 from aka.process import CommandOutcome, StartedCommand
 from aka.results.task_result import AgentOutcome
 from aka.run.layout import AGENT_HOME_DIR
@@ -316,9 +317,10 @@ def model_endpoints(spec: CliAgentSpec, options: CliOptions, env: Mapping[str, s
 def _sandbox(context: AgentContext, workspace: Path, network: AgentNetwork | None) -> tuple[str, ...]:
     home = (context.log_path.parent / AGENT_HOME_DIR).resolve()
     assert isinstance(context.options, CliOptions)
+    gpu = own_gpu(context.device, os.environ)  # a parallel worker's agent sees only its own GPU's node
     if context.options.sandbox == "bwrap":
-        return bwrap_prefix(workspace.resolve(), home, hidden_from_agent(context), network)
-    return guard_prefix(workspace.resolve(), home, network)
+        return bwrap_prefix(workspace.resolve(), home, hidden_from_agent(context), network, gpu)
+    return guard_prefix(workspace.resolve(), home, network, gpu)
 
 
 @contextlib.contextmanager

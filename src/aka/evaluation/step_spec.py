@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
 
@@ -66,6 +67,15 @@ def case_profile(device: DeviceInfo, heldout: bool = False) -> str:
     return ("heldout" if base == "full" else "heldout_ci") if heldout else base
 
 
+def own_gpu(device: DeviceInfo, env: Mapping[str, str]) -> str | None:
+    """The UUID of the one GPU that `env` masks its processes to (`CUDA_VISIBLE_DEVICES` names
+    one: a device of several, a parallel worker's slot), else None (every GPU visible)."""
+    visible = env.get("CUDA_VISIBLE_DEVICES", "")
+    if device.is_gpu and device.uuid and visible.strip() and "," not in visible:
+        return device.uuid
+    return None
+
+
 def step_environment(
     task: Task, device: DeviceInfo, step: Step, target: Target, eval_dir: Path, extra: dict[str, str] | None = None
 ) -> dict[str, str]:
@@ -92,9 +102,8 @@ def step_environment(
         }
     )
     env.update(device.mask)
-    visible = env.get("CUDA_VISIBLE_DEVICES", "")
-    if device.is_gpu and device.uuid and visible.strip() and "," not in visible:  # masked to its one GPU
-        env[ENV_GPU_UUID] = device.uuid
+    if (uuid := own_gpu(device, env)) is not None:
+        env[ENV_GPU_UUID] = uuid
     if device.is_gpu and device.arch:
         env[ENV_CUDA_ARCH] = device.arch
     else:

@@ -341,6 +341,7 @@ def test_an_agent_masked_to_one_gpu_gets_only_that_gpus_node(monkeypatch: pytest
     gets the control nodes and its own GPU's, never the GPUs other workers time on."""
     from aka.agents import agent_sandbox
     from aka.device import DeviceInfo
+    from aka.evaluation import step_spec
     from aka.evaluation.step_spec import own_gpu
 
     nodes = {None: ["null", "nvidia-uvm", "nvidia0", "nvidia1", "nvidiactl"], "GPU-b": ["null", "nvidia1", "nvidiactl"]}
@@ -356,7 +357,9 @@ def test_an_agent_masked_to_one_gpu_gets_only_that_gpus_node(monkeypatch: pytest
         "/dev/nvidiactl",
     ]
     assert bound(agent_sandbox._read_only_machine("GPU-b")) == ["/dev/nvidia1", "/dev/nvidiactl"]
+    monkeypatch.setattr(step_spec, "gpu_minor", lambda uuid: 1 if uuid == "GPU-b" else None)  # the driver's table
     gpu = DeviceInfo("cuda", "h200", "NVIDIA H200", "sm_90", 2, uuid="GPU-b")
     assert own_gpu(gpu, {"CUDA_VISIBLE_DEVICES": "1"}) == "GPU-b"
     assert own_gpu(gpu, {}) is None and own_gpu(gpu, {"CUDA_VISIBLE_DEVICES": "0,1"}) is None
     assert own_gpu(DeviceInfo("cpu", "cpu", "cpu", None, 0), {"CUDA_VISIBLE_DEVICES": "1"}) is None
+    assert own_gpu(DeviceInfo("cuda", "mi300", "AMD", None, 2, uuid="GPU-r"), {"CUDA_VISIBLE_DEVICES": "1"}) is None

@@ -141,6 +141,7 @@ def test_a_step_masked_to_one_gpu_keeps_only_that_gpus_node(tmp_path: Path, monk
     """As NVIDIA's container toolkit passes one GPU: the control and memory nodes stay, of the
     GPUs' own nodes only the step's (by its UUID's minor in the driver's table); every GPU's
     where the driver's table does not name it (a MIG instance) or no GPU is named."""
+    from aka.evaluation import step_spec
     from aka.evaluation.step_spec import Step, Target, step_environment
 
     dev, gpus = tmp_path / "dev", tmp_path / "gpus"
@@ -154,6 +155,7 @@ def test_a_step_masked_to_one_gpu_keeps_only_that_gpus_node(tmp_path: Path, monk
             f"Model: \t\t NVIDIA H200\nIRQ:   \t\t 42\nGPU UUID: \t {uuid}\nDevice Minor: \t {minor}\n"
         )
     every = ["null", "zero", "nvidia-caps", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia10", "nvidia2", "nvidiactl"]
+    monkeypatch.setattr(step_spec, "gpu_minor", lambda uuid: confine.gpu_minor(uuid, str(gpus)))  # the fake table
     assert confine.device_nodes(None, str(dev), str(gpus)) == every
     assert confine.device_nodes("GPU-bbb", str(dev), str(gpus)) == [
         "null",
@@ -185,6 +187,10 @@ def test_a_step_masked_to_one_gpu_keeps_only_that_gpus_node(tmp_path: Path, monk
     assert confine.ENV_GPU_UUID not in environment(default), "every GPU visible: every GPU's node"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a parallel worker's slot
     assert environment(default)[confine.ENV_GPU_UUID] == "GPU-aaa"
+    # by UUID: with one GPU's node CUDA numbers that GPU 0, and index 3 would name none
+    assert environment(default)["CUDA_VISIBLE_DEVICES"] == "GPU-aaa"
+    unnamed = DeviceInfo("cuda", "h200", "NVIDIA H200", "sm_90", 4, uuid="GPU-zzz")  # no driver table entry
+    assert confine.ENV_GPU_UUID not in environment(unnamed) and environment(unnamed)["CUDA_VISIBLE_DEVICES"] == "3"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     assert confine.ENV_GPU_UUID not in environment(default)
 

@@ -286,15 +286,17 @@ def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) ->
     own_network = options.network == "gated" and bubblewrap and network_namespace_works()
     with EgressGate(endpoints, map(parse_destination, options.network_allow)) if own_network else _no_gate() as gate:
         network = AgentNetwork(gate.socket_path, tuple(e for e in endpoints if e.on_loopback)) if gate else None
+        gpu = own_gpu(context.device, base_env)  # a parallel worker's agent sees only its own GPU's node
         try:
-            sandbox = _sandbox(context, workspace, network)
+            sandbox = _sandbox(context, workspace, network, gpu)
         except SandboxUnavailableError as exc:
             return AgentOutcome.ended(spec.name, "not_configured", None, message=str(exc))
         request = new_request(
             workspace, context.log_path, context.prompt, context.settings, options, binary, sandbox, base_env
         )
-        if network:
-            request = replace(request, sandbox_env=network.environment())
+        # by UUID: with one GPU's node, CUDA numbers that GPU 0, and the slot's index would name none
+        sandbox_env = {**(network.environment() if network else {}), **({"CUDA_VISIBLE_DEVICES": gpu} if gpu else {})}
+        request = replace(request, sandbox_env=sandbox_env)
         outcome = run_headless(spec, request)
         if gate and gate.refused:
             _log_refusals(context.log_path, gate.refused)
@@ -314,10 +316,9 @@ def model_endpoints(spec: CliAgentSpec, options: CliOptions, env: Mapping[str, s
     return found
 
 
-def _sandbox(context: AgentContext, workspace: Path, network: AgentNetwork | None) -> tuple[str, ...]:
+def _sandbox(context: AgentContext, workspace: Path, network: AgentNetwork | None, gpu: str | None) -> tuple[str, ...]:
     home = (context.log_path.parent / AGENT_HOME_DIR).resolve()
     assert isinstance(context.options, CliOptions)
-    gpu = own_gpu(context.device, os.environ)  # a parallel worker's agent sees only its own GPU's node
     if context.options.sandbox == "bwrap":
         return bwrap_prefix(workspace.resolve(), home, hidden_from_agent(context), network, gpu)
     return guard_prefix(workspace.resolve(), home, network, gpu)

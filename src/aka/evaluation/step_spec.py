@@ -12,7 +12,7 @@ from pathlib import Path
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.errors import ConfigError, PreflightError
-from aka.evaluation.confine import ENV_GPU_UUID
+from aka.evaluation.confine import ENV_GPU_UUID, gpu_minor
 from aka.evaluation.wire import (
     BASELINE_SOURCES_DIR,
     ENV_BASELINE,
@@ -68,10 +68,11 @@ def case_profile(device: DeviceInfo, heldout: bool = False) -> str:
 
 
 def own_gpu(device: DeviceInfo, env: Mapping[str, str]) -> str | None:
-    """The UUID of the one GPU that `env` masks its processes to (`CUDA_VISIBLE_DEVICES` names
-    one: a device of several, a parallel worker's slot), else None (every GPU visible)."""
+    """The UUID of the one NVIDIA GPU that `env` masks its processes to (`CUDA_VISIBLE_DEVICES`
+    names one: a device of several, a parallel worker's slot) and whose node the driver's table
+    names, else None (every GPU visible, or no table: a ROCm machine, a MIG instance)."""
     visible = env.get("CUDA_VISIBLE_DEVICES", "")
-    if device.is_gpu and device.uuid and visible.strip() and "," not in visible:
+    if device.is_gpu and device.uuid and visible.strip() and "," not in visible and gpu_minor(device.uuid) is not None:
         return device.uuid
     return None
 
@@ -102,8 +103,8 @@ def step_environment(
         }
     )
     env.update(device.mask)
-    if (uuid := own_gpu(device, env)) is not None:
-        env[ENV_GPU_UUID] = uuid
+    if (uuid := own_gpu(device, env)) is not None:  # its /dev keeps only this GPU's node (`confine`)
+        env[ENV_GPU_UUID] = env["CUDA_VISIBLE_DEVICES"] = uuid  # by UUID: CUDA then numbers it 0
     if device.is_gpu and device.arch:
         env[ENV_CUDA_ARCH] = device.arch
     else:

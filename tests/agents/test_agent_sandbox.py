@@ -363,3 +363,32 @@ def test_an_agent_masked_to_one_gpu_gets_only_that_gpus_node(monkeypatch: pytest
     assert own_gpu(gpu, {}) is None and own_gpu(gpu, {"CUDA_VISIBLE_DEVICES": "0,1"}) is None
     assert own_gpu(DeviceInfo("cpu", "cpu", "cpu", None, 0), {"CUDA_VISIBLE_DEVICES": "1"}) is None
     assert own_gpu(DeviceInfo("cuda", "mi300", "AMD", None, 2, uuid="GPU-r"), {"CUDA_VISIBLE_DEVICES": "1"}) is None
+
+
+@needs_bwrap
+def test_a_socket_the_machine_binds_under_dev_does_not_stop_the_guard(tmp_path: Path) -> None:
+    """Sockets are masked by binding /dev/null over them, after /dev (bubblewrap's own) is read-only:
+    one the host binds in its /dev (a syslog daemon's /dev/log) is skipped there, or bubblewrap
+    failed to create its target and no agent started."""
+    import socket
+    import subprocess
+
+    from aka.agents.agent_sandbox import guard_prefix
+
+    path = Path(f"/dev/aka-test-{os.getpid()}.sock")
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(path))
+    except OSError:
+        server.close()
+        pytest.skip("no socket can be bound in this machine's /dev")
+    try:
+        server.listen()
+        (tmp_path / "work").mkdir()
+        (tmp_path / "home").mkdir()
+        prefix = guard_prefix(tmp_path / "work", tmp_path / "home")
+        ran = subprocess.run([*prefix, "true"], capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        server.close()
+        path.unlink(missing_ok=True)
+    assert ran.returncode == 0, ran.stderr

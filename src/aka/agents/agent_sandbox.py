@@ -150,6 +150,8 @@ def _masked_sockets(network: AgentNetwork | None) -> list[str]:
     for path in bound_sockets():
         if gate_folder and (path == gate_folder or path.startswith(gate_folder + "/")):
             continue
+        if path.startswith("/dev/"):  # its /dev is bubblewrap's own (no host socket), and read-only by then
+            continue
         with contextlib.suppress(OSError):
             if stat.S_ISSOCK(os.lstat(path).st_mode):  # bubblewrap would fail creating a missing target
                 argv += ["--ro-bind", "/dev/null", path]

@@ -366,29 +366,40 @@ def test_an_agent_masked_to_one_gpu_gets_only_that_gpus_node(monkeypatch: pytest
 
 
 @needs_bwrap
-def test_a_socket_the_machine_binds_under_dev_does_not_stop_the_guard(tmp_path: Path) -> None:
-    """Sockets are masked by binding /dev/null over them, after /dev (bubblewrap's own) is read-only:
-    one the host binds in its /dev (a syslog daemon's /dev/log) is skipped there, or bubblewrap
-    failed to create its target and no agent started."""
+def test_sockets_bound_under_dev_or_through_a_link_do_not_stop_the_guard(tmp_path: Path) -> None:
+    """Sockets are masked by binding /dev/null over them, after /dev (bubblewrap's own) is
+    read-only: one the host binds in its /dev (a syslog daemon's /dev/log) is skipped, and one
+    bound through a link (/var/run/x.sock) is masked at its real path. Either way bubblewrap
+    failed to create its target before, and no agent started."""
     import socket
     import subprocess
 
     from aka.agents.agent_sandbox import guard_prefix
 
-    path = Path(f"/dev/aka-test-{os.getpid()}.sock")
-    server = socket.socket(socket.AF_UNIX)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")  # as /var/run -> /run: bubblewrap follows no link there
+    linked = tmp_path / "link" / "daemon.sock"
+    in_dev = Path(f"/dev/aka-test-{os.getpid()}.sock")
+    servers = []
+    for path in (linked, in_dev):
+        server = socket.socket(socket.AF_UNIX)
+        try:
+            server.bind(str(path))
+            server.listen()
+            servers.append(server)
+        except OSError:  # this machine's /dev may take no socket: the linked one still counts
+            server.close()
+    probe = (
+        f"import socket\ntry:\n socket.socket(socket.AF_UNIX).connect({str(linked)!r})\nexcept OSError as e: print(e)"
+    )
     try:
-        server.bind(str(path))
-    except OSError:
-        server.close()
-        pytest.skip("no socket can be bound in this machine's /dev")
-    try:
-        server.listen()
         (tmp_path / "work").mkdir()
         (tmp_path / "home").mkdir()
         prefix = guard_prefix(tmp_path / "work", tmp_path / "home")
-        ran = subprocess.run([*prefix, "true"], capture_output=True, text=True, timeout=60, check=False)
+        ran = subprocess.run([*prefix, sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     finally:
-        server.close()
-        path.unlink(missing_ok=True)
+        for server in servers:
+            server.close()
+        in_dev.unlink(missing_ok=True)
     assert ran.returncode == 0, ran.stderr
+    assert "refused" in ran.stdout, "the socket bound through a link is masked too"

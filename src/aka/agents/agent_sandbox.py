@@ -145,9 +145,10 @@ def _masked_sockets(network: AgentNetwork | None) -> list[str]:
     give the agent the host; a read-only mount does not stop `connect`, and a socket file reaches
     its service from any network namespace), except the egress gate's own. After every other
     mount, so a socket in a folder bound back (the workspace) is covered too."""
-    gate_folder = str(network.gate_socket.parent) if network else None
+    gate_folder = os.path.realpath(network.gate_socket.parent) if network else None
     argv = []
-    for path in bound_sockets():
+    for path in dict.fromkeys(os.path.realpath(bound) for bound in bound_sockets()):  # bubblewrap
+        # follows no link in a target (/var/run -> /run): a socket bound through one failed its start
         if gate_folder and (path == gate_folder or path.startswith(gate_folder + "/")):
             continue
         if path.startswith("/dev/"):  # its /dev is bubblewrap's own (no host socket), and read-only by then

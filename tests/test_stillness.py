@@ -135,5 +135,6 @@ def test_a_thread_in_uninterruptible_sleep_has_not_escaped_its_stop(
     monkeypatch.setattr(stillness, "_state", lambda path: state)
     found = Stillness(unstopped={4242: ["7"]}).escaped()
     assert (found is not None) == escaped
+    assert Stillness(unstopped={4242: ["7"]}).moved_so_far() == found  # what the turn's watch asks meanwhile
     if escaped:
         assert found == "process 4242 did not stop while it was paused (thread 7)"

@@ -107,6 +107,11 @@ class Stillness:
                 return f"process {pid} did not stop while it was paused"
         return self._running() or self._moved(LATE_NS)
 
+    def moved_so_far(self) -> str | None:
+        """`lenient` while the pause still runs: a thread still in uninterruptible sleep is not
+        yet a sign (it runs nothing of its own; `lenient` at the pause's end still counts it)."""
+        return self.escaped() or self._running() or self._moved(LATE_NS)
+
     def escaped(self) -> str | None:
         """A process with a thread that did not stand stopped and could run its own code: any
         state but uninterruptible sleep (disk I/O, a slow network file system), which stops as it

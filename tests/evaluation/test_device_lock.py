@@ -267,6 +267,30 @@ with open(sys.argv[1], "a") as out:
 )
 
 
+def _escaping_step_beside_a_timed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, timed_hold: float
+) -> tuple[CommandOutcome, tuple[float, float], list[float]]:
+    """`script` (which ticks into the file it is given) run in a shared turn while a timed step asks
+    for the device after 0.4 s and holds it `timed_hold` s: how it ended, the timed step's
+    interval, its ticks."""
+    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
+    monkeypatch.delenv(device_lock.ENV_YIELD_AFTER, raising=False)
+    monkeypatch.setattr(device_lock, "YIELD_AFTER_S", 0.5)
+    monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
+    ticks_file = tmp_path / "ticks"
+    with device_turn(H200, exclusive=False) as turn:
+        command = StartedCommand(
+            [sys.executable, "-c", script, str(ticks_file)], tmp_path, dict(os.environ), tmp_path / "c.log"
+        )
+        time.sleep(0.4)
+        timed = _holder(tmp_path, "x", "x1", timed_hold)
+        with turn.pausable(command.proc.pid):
+            outcome = command.finish(None, 30.0, watch=turn.ran_aside, pauses=turn)
+    timed.wait(timeout=20)
+    held = _intervals(tmp_path)["x1"]
+    return outcome, (held[0], held[1]), [float(line) for line in ticks_file.read_text().split()]
+
+
 def test_a_step_that_continues_itself_while_it_stands_aside_is_killed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -275,22 +299,7 @@ def test_a_step_that_continues_itself_while_it_stands_aside_is_killed(
     step's end (an honest evaluation timed beside such helpers on an H100 found its baseline
     late in every pair). Its clock, watched while the timed step runs, shows it moved: it is
     killed within a few watches, and its step is `tampering` (`steps._record`)."""
-    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
-    monkeypatch.delenv(device_lock.ENV_YIELD_AFTER, raising=False)
-    monkeypatch.setattr(device_lock, "YIELD_AFTER_S", 0.5)
-    monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
-    ticks_file = tmp_path / "ticks"
-    with device_turn(H200, exclusive=False) as turn:
-        command = StartedCommand(
-            [sys.executable, "-c", CONTINUES_ITSELF, str(ticks_file)], tmp_path, dict(os.environ), tmp_path / "c.log"
-        )
-        time.sleep(0.4)
-        timed = _holder(tmp_path, "x", "x1", 2.0)
-        with turn.pausable(command.proc.pid):
-            outcome = command.finish(None, 30.0, watch=turn.ran_aside, pauses=turn)
-    timed.wait(timeout=20)
-    held = _intervals(tmp_path)["x1"]
-    ticked = [float(line) for line in ticks_file.read_text().split()]
+    outcome, held, ticked = _escaping_step_beside_a_timed_one(tmp_path, monkeypatch, CONTINUES_ITSELF, 2.0)
     assert not [t for t in ticked if held[0] + 0.3 < t], (held, ticked[-5:])  # killed early in the timed turn
     assert outcome.breach is not None and "another evaluation's timed step" in outcome.breach, outcome.describe()
     assert "while it was paused" in outcome.breach and not outcome.timed_out
@@ -317,22 +326,7 @@ def test_helpers_that_continue_each_other_are_killed_before_the_device_goes(
     """Two processes of a shared step that SIGCONT each other never stand stopped together: they
     ran beside the timed step it stood aside for until the step's turn came back. The device now
     goes only once every thread stands stopped, so they are killed first (`tampering`)."""
-    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
-    monkeypatch.delenv(device_lock.ENV_YIELD_AFTER, raising=False)
-    monkeypatch.setattr(device_lock, "YIELD_AFTER_S", 0.5)
-    monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
-    ticks_file = tmp_path / "ticks"
-    with device_turn(H200, exclusive=False) as turn:
-        command = StartedCommand(
-            [sys.executable, "-c", CONTINUE_EACH_OTHER, str(ticks_file)], tmp_path, dict(os.environ), tmp_path / "c.log"
-        )
-        time.sleep(0.4)
-        timed = _holder(tmp_path, "x", "x1", 1.0)
-        with turn.pausable(command.proc.pid):
-            outcome = command.finish(None, 30.0, watch=turn.ran_aside, pauses=turn)
-    timed.wait(timeout=20)
-    held = _intervals(tmp_path)["x1"]
-    ticked = [float(line) for line in ticks_file.read_text().split()]
+    outcome, held, ticked = _escaping_step_beside_a_timed_one(tmp_path, monkeypatch, CONTINUE_EACH_OTHER, 1.0)
     assert ticked and not [t for t in ticked if t > held[0]], (held, ticked[-3:])  # gone before the timed turn
     assert outcome.breach is not None and "another evaluation's timed step" in outcome.breach, outcome.describe()
     assert "did not stop" in outcome.breach and not outcome.timed_out

@@ -79,13 +79,14 @@ def test_arguments_are_writable_paths_then_the_command() -> None:
         False,
         ["sh", "-c", "--"],
         False,
-        (),
+        None,
     )
-    assert parse_args(["--", "true"]) == ([], False, ["true"], False, ())
-    assert parse_args(["--host-dev", "--writable", "/a", "--", "true"]) == (["/a"], True, ["true"], False, ())
-    assert parse_args(["--keep-admin", "--writable", "/a", "--", "true"]) == (["/a"], False, ["true"], True, ())
-    masked = parse_args(["--mask", "/run/d.sock", "--writable", "/a", "--mask", "/s", "--", "true"])
-    assert masked == (["/a"], False, ["true"], False, ("/run/d.sock", "/s"))
+    assert parse_args(["--", "true"]) == ([], False, ["true"], False, None)
+    assert parse_args(["--host-dev", "--writable", "/a", "--", "true"]) == (["/a"], True, ["true"], False, None)
+    assert parse_args(["--keep-admin", "--writable", "/a", "--", "true"]) == (["/a"], False, ["true"], True, None)
+    masked = parse_args(["--mask-file", "/tmp/masks", "--writable", "/a", "--", "true"])
+    assert masked == (["/a"], False, ["true"], False, "/tmp/masks")
+    assert parse_args(["--mask-file", "/m1", "--mask-file", "/m2", "--", "true"]) is None
     for bad in (
         ["true"],
         ["--writable", "/a", "--"],
@@ -221,9 +222,11 @@ def test_a_step_cannot_reach_the_machines_socket_files(tmp_path: Path) -> None:
     try:
         argv = [sys.executable, "-c", probe, *map(str, paths)]
         outside = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
-        inside = subprocess.run(
-            SANDBOX.wrap(argv, [work]), capture_output=True, text=True, timeout=60, check=False, cwd=work
-        )
+        wrapped = SANDBOX.wrap(argv, [work])
+        listed = Path(wrapped[wrapped.index("--mask-file") + 1]).read_text().splitlines()
+        assert set(map(str, paths)) <= set(listed), "in a file, off the command line (every `ps` shows that)"
+        assert all(str(paths[0]) not in arg for arg in wrapped[: wrapped.index("--")])
+        inside = subprocess.run(wrapped, capture_output=True, text=True, timeout=60, check=False, cwd=work)
     finally:
         for server in servers:
             server.close()

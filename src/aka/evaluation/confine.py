@@ -1,7 +1,8 @@
 """Read-only file system for a step command, except the paths it must write, and no way to the kernel's
 raw interfaces.
 
-    python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] --writable PATH [--writable PATH ...] -- CMD ARGS...
+    python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] --writable PATH [--writable PATH ...]
+        [--mask-file FILE] -- CMD ARGS...
 
 Why: a step process imports and runs untrusted candidate code. Without this, that code could
 write wherever the evaluator's user can: the pristine task directory, the aka sources,
@@ -11,8 +12,9 @@ poison every LATER evaluation. The evaluator runs this as root of the `unshare` 
 
 1. moves into a private mount namespace of its own, so it can never change the caller's mounts;
 2. bind-mounts each existing writable PATH onto itself (a read-write mount of its own), then
-   /dev/null over each `--mask` PATH that is a Unix socket: the machine's bound sockets
-   (`bound_sockets`, read outside the step's network namespace). A read-only mount does not stop
+   /dev/null over each path listed in `--mask-file` (one a line) that is a Unix socket: the
+   machine's bound sockets (`bound_sockets`, read outside the step's network namespace; in a file,
+   not the command line, which every `ps` shows). A read-only mount does not stop
    `connect`, and a socket file reaches its service from any network namespace: a Docker or
    container runtime's socket would give the candidate the host;
 3. replaces /dev with a private one (a read-only tmpfs) holding only the character devices a
@@ -81,7 +83,7 @@ _KEPT_FLAGS = {b"nosuid": MS_NOSUID, b"nodev": MS_NODEV, b"noexec": MS_NOEXEC}
 KERNEL_TREES = ("/proc", "/dev")  # handled on their own (/sys is remounted read-only like the rest)
 EXIT_NOT_CONFINED = 126
 USAGE = (
-    "usage: python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] [--writable PATH]... [--mask PATH]... "
+    "usage: python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] [--writable PATH]... [--mask-file FILE] "
     "-- CMD ARGS..."
 )
 ENV_GPU_UUID = "AKA_GPU_UUID"  # the step's GPU (`GPU-...`), set by the evaluator: its /dev keeps only that one
@@ -369,24 +371,26 @@ class Arguments(NamedTuple):
     host_dev: bool
     command: list[str]
     keep_admin: bool = False
-    masked: tuple[str, ...] = ()
+    mask_file: str | None = None
 
 
 def parse_args(args: Sequence[str]) -> Arguments | None:
-    """`[--host-dev] [--keep-admin] [--writable PATH]... [--mask PATH]... -- CMD ARGS...`; None when
-    malformed. By hand, not argparse: its imports would double this module's start-up."""
+    """`[--host-dev] [--keep-admin] [--writable PATH]... [--mask-file FILE] -- CMD ARGS...`; None
+    when malformed. By hand, not argparse: its imports would double this module's start-up."""
     if "--" not in args:
         return None
     split = list(args).index("--")
     options, command = list(args[:split]), list(args[split + 1 :])
     flags = {flag: flag in options for flag in ("--host-dev", "--keep-admin")}
     options = [option for option in options if option not in flags]
-    if not command or len(options) % 2 or any(flag not in ("--writable", "--mask") for flag in options[::2]):
+    if not command or len(options) % 2 or any(flag not in ("--writable", "--mask-file") for flag in options[::2]):
         return None
     pairs = list(zip(options[::2], options[1::2], strict=True))
     writable = [path for flag, path in pairs if flag == "--writable"]
-    masked = [path for flag, path in pairs if flag == "--mask"]
-    return Arguments(writable, flags["--host-dev"], command, flags["--keep-admin"], tuple(masked))
+    mask_files = [path for flag, path in pairs if flag == "--mask-file"]
+    if len(mask_files) > 1:
+        return None
+    return Arguments(writable, flags["--host-dev"], command, flags["--keep-admin"], next(iter(mask_files), None))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -394,11 +398,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parsed is None:
         print(USAGE, file=sys.stderr)
         return 2
-    writable, host_dev, command, keep_admin, masked = parsed
+    writable, host_dev, command, keep_admin, mask_file = parsed
     try:
+        masked: list[str] = []
+        if mask_file is not None:
+            with open(mask_file, "rb") as lines:
+                masked = [os.fsdecode(line) for line in lines.read().splitlines() if line]
         for warning in confine(writable, host_dev, keep_admin, masked, os.environ.get(ENV_GPU_UUID)):
             print(warning, file=sys.stderr)
-    except ConfineError as exc:
+    except (ConfineError, OSError) as exc:
         print(f"aka.evaluation.confine: cannot confine the file system: {exc}", file=sys.stderr)
         return EXIT_NOT_CONFINED
     sys.stderr.flush()

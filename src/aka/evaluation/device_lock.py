@@ -316,7 +316,7 @@ class SharedTurn(Turn):
 
         def watch() -> None:
             while not entered.wait(MOVE_WATCH_S):
-                moved = still.lenient()
+                moved = still.moved_so_far()
                 if moved is not None:
                     self._kill(pids, moved)
                     return

@@ -16,8 +16,10 @@ than it uses, so an address-space limit would break it).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import glob
+import hashlib
 import logging
 import os
 import resource
@@ -25,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,13 +50,35 @@ CUDA_INIT_PROBE = (
 log = logging.getLogger(__name__)
 
 
+@functools.cache
+def _masks_folder() -> Path:
+    """This process's folder of mask lists (only its user may write it; removed at exit)."""
+    folder = Path(tempfile.mkdtemp(prefix="aka-masks-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def mask_file(masked: Sequence[str]) -> str:
+    """A file listing `masked`, one a line, named by its content (written once, atomically): the
+    list `confine` masks, kept off the command line (every `ps` shows it, and a machine's sockets
+    can be thousands)."""
+    text = "".join(f"{path}\n" for path in masked).encode()
+    path = _masks_folder() / hashlib.sha256(text).hexdigest()[:32]
+    if not path.exists():
+        part = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}")
+        part.write_bytes(text)
+        part.chmod(0o644)
+        os.replace(part, path)
+    return str(path)
+
+
 def confine_argv(
     writable: Sequence[str | Path], host_dev: bool = False, keep_admin: bool = False, masked: Sequence[str] = ()
 ) -> list[str]:
     """`aka.evaluation.confine` in isolated mode (no working directory, `PYTHON*` variables or site on its
     path: it runs with every capability until it execs), up to its `--`."""
     paths = [arg for path in writable for arg in ("--writable", str(path))]
-    paths += [arg for path in masked for arg in ("--mask", path)]
+    paths += ["--mask-file", mask_file(masked)] if masked else []
     flags = [*(["--host-dev"] if host_dev else []), *(["--keep-admin"] if keep_admin else [])]
     return [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), *flags, *paths, "--"]
 

@@ -454,3 +454,9 @@ def test_a_baseline_as_slow_alone_once_the_candidate_is_gone_means_the_device_wa
     )
     assert caused.kind == "tampering" and "more of the judge's span" in (caused.message or "")
     assert perf._judge_case(timed, calibration, settings, True).kind == "tampering"  # not asked again: as before
+    hides = _Source(_Side(0.2, overhead_ms=1.2, seed=3), _Side(0.2, reported=0.5, overhead_ms=1.2, seed=4))
+    hidden = perf.TimedCase(Case("h"), take_pairs(hides, settings, True, settings.hold_ms), None)
+    slow_alone = calibrate(_Source(_Side(0.2, overhead_ms=1.2, seed=6), _Side(0.2)), settings, True)
+    assert perf._judge_case(hidden, calibration, settings, True, lambda: slow_alone).kind == "tampering", (
+        "a device not quiet excuses no time the candidate hid"
+    )

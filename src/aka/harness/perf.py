@@ -301,10 +301,8 @@ def _not_quiet(timed: TimedCase, fresh: Calibration, config: PairedConfig, gpu: 
     evaluations stopped mid-work, and an untouched candidate was judged `tampering`)."""
     try:
         judge_pairs(timed.pairs, fresh, config, gpu)
-    except InterferenceError:
-        return  # still slower next to the candidate than alone: its doing
-    except UnexplainedTimeError:
-        pass  # the interference is gone against the fresh calibration: the rest is not the question here
+    except (InterferenceError, UnexplainedTimeError):
+        return  # still slower next to the candidate than alone, or it hid time of its own: its doing
     raise HarnessError(
         f"{timed.case.id}: the device was not quiet while the pairs were timed ({exc}; the baseline "
         "alone after the candidate's worker ended was as slow): another process's GPU work ran then"

@@ -194,6 +194,47 @@ def test_a_case_that_does_not_fit_is_the_harness_limit_not_the_candidates_fault(
     assert turns.input_sets(torch.device("cpu"), [], [], 2, "anything") == turns.LEGACY
 
 
+@pytest.mark.parametrize("gives_back", [True, False], ids=["gives its cache back", "keeps it"])
+def test_a_case_that_does_not_fit_is_sized_again_after_the_worker_gives_its_cache_back(
+    monkeypatch: pytest.MonkeyPatch, gives_back: bool
+) -> None:
+    """On an H100 beside a neighbour's hoard, an honest candidate's worker held 1.8 GiB of blocks
+    its allocator kept from earlier cases, and the next case's buffers did not fit: judged
+    `performance_error`. The judge asks the worker to give them back and sizes the case again; a
+    worker that keeps them is measured as it is (the shortfall stands)."""
+    free = {"gib": 40.0}
+    _gpu_with(monkeypatch, 40.0)
+    monkeypatch.setattr(turns.torch.cuda, "mem_get_info", lambda device: (int(free["gib"] * 2**30), 141 * 2**30))
+    asked: list[str] = []
+
+    class Side:
+        def trim(self) -> None:
+            asked.append("trim")
+            if gives_back:
+                free["gib"] = 100.0
+
+    args = (torch.device("cuda", 0), [_Sized(6)], [_Sized(6)], 2, "paired-relu")
+    if gives_back:
+        assert turns.sized(Side(), *args) == turns.LEGACY  # type: ignore[arg-type]
+    else:
+        with pytest.raises(turns.MemoryShortfall, match="40.0 GiB are free"):
+            turns.sized(Side(), *args)  # type: ignore[arg-type]
+    assert asked == ["trim"]
+    free["gib"] = 170.0
+    assert turns.sized(Side(), *args) == turns.LEGACY  # type: ignore[arg-type]
+    assert asked == ["trim"]  # a case that fits asks nothing
+
+
+def test_the_worker_gives_back_its_kept_outputs_when_asked() -> None:
+    from aka.harness.worker import Worker
+
+    worker = Worker.__new__(Worker)
+    worker.kept = collections.deque([object(), object()])
+    worker.device = torch.device("cpu")
+    assert worker.trim({"op": "trim"}, []) == {"ok": True}
+    assert not worker.kept
+
+
 def test_memory_the_candidate_took_after_loading_is_its_shortfall() -> None:
     gib = 2**30
     assert turns.candidate_took(None, None, 0, None) is None  # no candidate code ran: the GPU's limit
@@ -353,9 +394,21 @@ def test_a_call_is_late_by_the_clock_or_by_the_gpu_having_started_before_its_enq
 
 
 @pytest.mark.parametrize(
-    ("free_now", "holds", "neighbours"),
-    [(2**26, 2**28, True), (2**26, 99 * 2**30, False), (50 * 2**30, 2**28, False)],
-    ids=["a neighbour filled the GPU", "it filled the GPU itself", "the GPU has room: its own request"],
+    ("free_before", "free_now", "holds", "neighbours"),
+    [
+        (100 * 2**30, 2**26, 2**28, r"other processes took 99\.7 GiB and its worker held 0\.2 GiB"),
+        (100 * 2**30, 2**26, 99 * 2**30, None),
+        (100 * 2**30, 50 * 2**30, 2**28, None),
+        (2**29, 2**26, 2**28, r"it had 0\.50 GiB free before the candidate's code loaded and its worker held 0\.2"),
+        (2**29, 2**26, 2 * 2**30, None),
+    ],
+    ids=[
+        "a neighbour filled the GPU",
+        "it filled the GPU itself",
+        "the GPU has room: its own request",
+        "full before its code loaded",
+        "full before, but it holds more than its allowance",
+    ],
 )
 @pytest.mark.parametrize(
     "message",
@@ -368,12 +421,13 @@ def test_a_call_is_late_by_the_clock_or_by_the_gpu_having_started_before_its_enq
     ids=["out of memory", "NVML assert"],
 )
 def test_a_candidate_short_of_gpu_memory_is_excused_only_when_others_filled_the_gpu(
-    monkeypatch: pytest.MonkeyPatch, free_now: int, holds: int, neighbours: bool, message: str
+    monkeypatch: pytest.MonkeyPatch, free_before: int, free_now: int, holds: int, neighbours: str | None, message: str
 ) -> None:
     """The candidate's own load or call ran out of GPU memory (its message says so, which it could
     forge): the harness's fault only where the GPU is full, ending its worker gives back little and
     others took the rest since it loaded (on the H200 beside a hoarding evaluation, a candidate's
-    import failed and was judged `incorrect`)."""
+    import failed and was judged `incorrect`), or the GPU was already full before its code loaded
+    (on an H100 beside a neighbour's 74 GiB, an import judged `compile_error`)."""
     import dataclasses
 
     from aka.harness import runner
@@ -384,7 +438,7 @@ def test_a_candidate_short_of_gpu_memory_is_excused_only_when_others_filled_the_
     failed = StepResult("correctness", "failed", "1 of 1 cases wrong", [CaseResult(case, False, message=message)])
     monkeypatch.setattr(runner, "set_up", lambda *_: None)
     monkeypatch.setattr(runner, "correctness_step", lambda *_: failed)
-    workers = _Workers(100 * 2**30, holds)
+    workers = _Workers(free_before, holds)
     side = workers.candidate
     monkeypatch.setattr(runner, "free_gpu_bytes", lambda device: free_now + (side.holds if side.killed else 0))
     ctx = StepContext.from_env("correctness", {"AKA_DEVICE": "cpu", "AKA_TASK_FAMILY": "e2e"})
@@ -393,7 +447,7 @@ def test_a_candidate_short_of_gpu_memory_is_excused_only_when_others_filled_the_
         name="t", cases=[], make_inputs=lambda *_: (), reference=lambda: None, load_candidate=lambda directory: None
     )
     if neighbours:
-        with pytest.raises(HarnessError, match=r"other processes took 99\.7 GiB and its worker held 0\.2 GiB"):
+        with pytest.raises(HarnessError, match=neighbours):
             runner.run_step(task, ctx, workers, Path("harness.py"))  # type: ignore[arg-type]
         return
     assert runner.run_step(task, ctx, workers, Path("harness.py")) is failed  # type: ignore[arg-type]
@@ -452,3 +506,38 @@ def test_a_judge_whose_gpu_is_full_before_candidate_code_ran_is_the_platforms_fa
     assert not runner._gpu_full_before_candidate_code(illegal, gpu, unloaded)  # type: ignore[arg-type]
     assert not runner._gpu_full_before_candidate_code(full, cpu, unloaded)  # type: ignore[arg-type]
     assert not runner._gpu_full_before_candidate_code(full, None, unloaded)  # type: ignore[arg-type]
+
+
+def test_a_sides_calls_go_through_the_allocation_shifts_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call asks its worker for the next shift (the same on both sides of a pair: their
+    memories count calls alike), checked and timed calls alike; a CPU worker makes no blocks."""
+    from aka.harness.worker import shift_blocks
+
+    memory = turns.CaseMemory.__new__(turns.CaseMemory)
+    memory.name, memory.outputs, memory.count, memory.by_value = "case", ["out0"], 1, frozenset()
+    memory.sets, memory.placements = 2, turns.LEGACY
+    shifts = []
+    for serial in range(1, 2 * 2 * turns.ALLOCATION_SHIFTS + 1):
+        memory.serial = serial
+        shifts.append(memory._request(serial % 2, 0, None, False, [torch.zeros(1)])["shift"])
+    assert sorted(set(shifts)) == list(range(turns.ALLOCATION_SHIFTS))
+    assert shifts[:4] == [0, 1, 1, 2]  # two input sets: each shift meets both
+    assert shift_blocks(3, torch.device("cpu")) == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+def test_a_calls_own_temporaries_land_elsewhere_under_each_shift() -> None:
+    """The temporaries a call allocates (small and large) start at a new address under each shift,
+    where without one the allocator hands the same block back every call."""
+    from aka.harness.worker import shift_blocks
+
+    device = torch.device("cuda")
+    for size in (4096, 3 * 2**20):
+        seen = set()
+        for shift in range(turns.ALLOCATION_SHIFTS):
+            held = shift_blocks(shift, device)
+            seen.add(torch.empty(size, dtype=torch.uint8, device=device).data_ptr())
+            del held
+        assert len(seen) == turns.ALLOCATION_SHIFTS, size
+        unshifted = {torch.empty(size, dtype=torch.uint8, device=device).data_ptr() for _ in range(4)}
+        assert len(unshifted) == 1

@@ -15,6 +15,7 @@ from aka.errors import ConfigError, PreflightError
 from aka.evaluation.confine import ENV_GPU_UUID, gpu_minor
 from aka.evaluation.wire import (
     BASELINE_SOURCES_DIR,
+    ENV_ALLOCATION_SHIFTS,
     ENV_BASELINE,
     ENV_BASELINE_DIR,
     ENV_CASE_PROFILE,
@@ -33,7 +34,14 @@ from aka.evaluation.wire import (
 SRC_ROOT = Path(__file__).resolve().parents[2]
 # The evaluator's own AKA_ settings a step also reads.
 PASSED_THROUGH = frozenset(
-    {"AKA_NO_WORKER_SANDBOX", ENV_PLACEMENTS, ENV_TIMING_BUDGET, ENV_PHASED_SET_UP, ENV_ONE_TURN}
+    {
+        "AKA_NO_WORKER_SANDBOX",
+        ENV_PLACEMENTS,
+        ENV_TIMING_BUDGET,
+        ENV_PHASED_SET_UP,
+        ENV_ONE_TURN,
+        ENV_ALLOCATION_SHIFTS,
+    }
 )
 
 

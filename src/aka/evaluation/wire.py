@@ -84,6 +84,20 @@ def wanted_placements() -> int:
     return max(1, min(16, int(raw))) if raw.isdigit() else DEFAULT_PLACEMENTS
 
 
+ENV_ALLOCATION_SHIFTS = "AKA_ALLOCATION_SHIFTS"  # allocation shifts per side and case (aka.harness.worker)
+DEFAULT_ALLOCATION_SHIFTS = 8
+
+
+def allocation_shifts() -> int:
+    """How many allocation shifts a side's calls go through in turn (`AKA_ALLOCATION_SHIFTS`
+    overrides the default, for experiments; 1 is none). The placements rotate a call's inputs and
+    outputs, not the temporaries it allocates itself, which a worker's allocator hands back at one
+    address every call: an A/A evaluation of a task with a per-call histogram
+    (moe_align_block_size) leaned 1-2% one way for its whole life."""
+    raw = os.environ.get(ENV_ALLOCATION_SHIFTS, "").strip()
+    return max(1, min(64, int(raw))) if raw.isdigit() else DEFAULT_ALLOCATION_SHIFTS
+
+
 class StepExit(IntEnum):
     """How a step process ends. Under the evaluator only `REPORTED` carries a report; the
     candidate's own failures are in it (`status: failed`), never in the exit code. Run by hand

@@ -257,6 +257,15 @@ class RemoteSide:
                 "crash", f"the {self.role}'s worker could not map the judge's memory: {exc}", self.role
             ) from None
 
+    def trim(self, timeout: float = 30.0) -> None:
+        """Ask the worker to give its cached GPU blocks back (its allocator keeps what the judge's
+        poisoning and the kept outputs of earlier cases made). Only a request: a worker that
+        refuses keeps them, and what it holds then stays its own (`turns.candidate_took`)."""
+        if not self.alive():
+            return
+        with contextlib.suppress(WorkerFailure, RemoteError):
+            self.expect_ok({"op": "trim"}, timeout)
+
     def unmap(self, name: str) -> None:
         arena = self.arenas.pop(name, None)
         if arena is None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
+from aka.evaluation.wire import allocation_shifts
 from aka.harness import cuda_driver, host_memory
 from aka.harness.compare import Output
 from aka.harness.link import Reply, WorkerFailure
@@ -43,6 +44,7 @@ CALL_TIMEOUT_S = 300.0  # a call that compiles (the first of each load) may take
 TIMED_CALL_TIMEOUT_S = 30.0
 MEMORY_HEADROOM = 0.9  # of the free GPU memory: the allocators' rounding and the CUDA contexts' growth
 CANDIDATE_MEMORY_ALLOWANCE = 2**30  # what a candidate's code, modules and scratch may take beyond its outputs
+ALLOCATION_SHIFTS = allocation_shifts()  # a side's calls shift their own temporaries in turn (worker.shift_blocks)
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,26 @@ def input_sets(
     )
 
 
+def sized(
+    side: RemoteSide,
+    device: torch.device,
+    inputs: Sequence[torch.Tensor],
+    outputs: Sequence[torch.Tensor],
+    sides: int,
+    name: str,
+    wanted: int = 0,
+) -> Placements:
+    """`input_sets`, once more after asking the side's worker to give back its cached blocks where
+    the case does not fit: its allocator keeps what earlier cases left (the judge's poisoning, kept
+    outputs), and on an H100 beside a neighbour's hoard an honest candidate holding 1.8 GiB so was
+    judged `performance_error`. A worker that keeps them anyway is measured as it is."""
+    try:
+        return input_sets(device, inputs, outputs, sides, name, wanted)
+    except MemoryShortfall:
+        side.trim()
+        return input_sets(device, inputs, outputs, sides, name, wanted)
+
+
 def host_input_sets(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], sides: int, name: str) -> int:
     """`input_sets` on the CPU: the judge's buffers against the host memory it may still take
     (aka.harness.host_memory); a case that fits with neither count is the machine's limit."""
@@ -203,15 +225,25 @@ def others_took(free_before_candidate: int | None, read_free: Callable[[], int],
     memory" is the candidate's to write, the free memory is not), ending its worker gives back no
     more than the allowance, and other processes took more than that since its code loaded: an
     evaluation beside a hoarding one (on the H200 a candidate's import failed so and was judged
-    `incorrect`). Otherwise the candidate's request was its own excess."""
+    `incorrect`). The same where the GPU had less than the allowance free before its code loaded:
+    beside a neighbour's 74 GiB on an H100 a candidate's import failed so, already full, and was
+    judged `compile_error`. Otherwise the candidate's request was its own excess."""
     if free_before_candidate is None:
         return None
     free_now = read_free()
     if free_now >= CANDIDATE_MEMORY_ALLOWANCE:
         return None
     freed = memory_freed_by_ending(side, read_free, free_now)
+    if freed > CANDIDATE_MEMORY_ALLOWANCE:
+        return None
+    if free_before_candidate < CANDIDATE_MEMORY_ALLOWANCE:
+        return (
+            f"the GPU ran out of memory in the candidate's worker with {free_now / 2**30:.2f} GiB free: it had "
+            f"{free_before_candidate / 2**30:.2f} GiB free before the candidate's code loaded and its worker held "
+            f"{freed / 2**30:.1f} GiB (a limit of the shared GPU, not of the candidate)"
+        )
     others = free_before_candidate - free_now - freed
-    if freed > CANDIDATE_MEMORY_ALLOWANCE or others <= CANDIDATE_MEMORY_ALLOWANCE:
+    if others <= CANDIDATE_MEMORY_ALLOWANCE:
         return None
     return (
         f"the GPU ran out of memory in the candidate's worker with {free_now / 2**30:.2f} GiB free: since its "
@@ -259,7 +291,7 @@ class CaseMemory:
     ) -> None:
         self.side, self.device, self.name = side, device, name
         expected_outputs = outputs_of(expected)
-        self.placements = placements or input_sets(device, inputs, expected_outputs, sides, name, wanted)
+        self.placements = placements or sized(side, device, inputs, expected_outputs, sides, name, wanted)
         self.sets = self.placements.sets
         # A GPU task's input that the task makes on the CPU (a 0-dim `k`) goes with each request as a
         # value and reaches the call on the CPU, as the task made it: lent in GPU memory, a kernel that
@@ -308,6 +340,7 @@ class CaseMemory:
             "serial": serial,
             "poison": poison,
             "keep": self.placements.ring,
+            "shift": (self.serial // self.sets) % ALLOCATION_SHIFTS,
         }
 
     def _write(self, which: int, inputs: Sequence[torch.Tensor]) -> None:

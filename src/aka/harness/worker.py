@@ -47,6 +47,22 @@ from aka.harness.task import KernelTask
 CandidateError: tuple[type[BaseException], ...] = (Exception, SystemExit)
 POLICY, NO_LAUNCH, PERSISTING_L2 = "policy_violation", "no_launch", "persisting_l2"
 SPIN_S = 0.002  # on a GPU the next request comes within a few ms
+# A shift's blocks: odd multiples of the caching allocator's 512-byte rounding, one in its small pool
+# (up to 1 MiB) and one in its large pool, so the blocks a call allocates after them start elsewhere.
+SMALL_SHIFT, LARGE_SHIFT, LARGE_BASE = 3 * 512, 65 * 512, 2**20 + 512
+
+
+def shift_blocks(shift: int, device: torch.device) -> list[torch.Tensor]:
+    """Blocks held through one call, `shift` steps long: the temporaries a call allocates itself
+    (a histogram, an intermediate activation) land at another address for each shift, as its
+    inputs and outputs do from the judge's placements, instead of at one address (and one speed)
+    for the worker's whole life. Every call of a side gets them, checked or timed alike."""
+    if shift <= 0 or device.type != "cuda":
+        return []
+    return [
+        torch.empty(shift * SMALL_SHIFT, dtype=torch.uint8, device=device),
+        torch.empty(LARGE_BASE + shift * LARGE_SHIFT, dtype=torch.uint8, device=device),
+    ]
 
 
 def _load_task(path: Path, name: str) -> KernelTask:
@@ -112,6 +128,7 @@ class Worker:
             "load": self.load,
             "map": self.map,
             "unmap": self.unmap,
+            "trim": self.trim,
             "call": self.call,
             "kernels": self.kernel_names,
             "ping": lambda _request, _fds: {"ok": True},  # started: torch imported, CUDA up
@@ -191,6 +208,14 @@ class Worker:
             arena.close()
         return {"ok": True}
 
+    def trim(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """Drop the outputs kept from earlier calls and give the allocator's cached blocks back:
+        the judge asks before it sizes a case's buffers on a GPU that others have filled."""
+        self.kept.clear()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {"ok": True}
+
     @contextlib.contextmanager
     def _guarded(self, findings: list[str]) -> Iterator[None]:
         mode = ForbiddenOps(self.allowed) if self.policy else None
@@ -246,6 +271,7 @@ class Worker:
         if serial is not None and flags is not None:
             cuda_driver.wait_flag(stream, flags.data_ptr(), int(serial))
         start, end = _event(), _event()
+        shifted = shift_blocks(int(request.get("shift") or 0), self.device)
         try:
             start.record()
             with self._guarded(findings):
@@ -256,6 +282,7 @@ class Worker:
         finally:
             if serial is not None and flags is not None:  # the judge's stream waits for this even after a failure
                 cuda_driver.write_flag(stream, flags.data_ptr() + 4, int(serial))
+            del shifted  # back to the allocator once the call's work is enqueued
         enqueued = time.perf_counter()
         # The GPU passed the start event before the last enqueue: it may have waited for launches
         # inside the call's events (a worker descheduled mid-call on a loaded host), which the

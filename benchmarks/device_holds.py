@@ -181,9 +181,12 @@ def turn_parts(times: StepTimes) -> dict[str, float] | None:
         return None
     turn, loaded, calibrated, candidate = (p for p in points if p is not None)
     first, last = times.cases[0], times.cases[-1]
-    ends = (loaded, calibrated, candidate, first, last, times.end)
-    values = [end - start for start, end in zip((turn, *ends[:-1]), ends, strict=True)]
-    parts = {part: value / 1000 for part, value in zip(TURN_PARTS, values, strict=True)}
+    # each part ends at its mark and starts at the mark before it in time: with AKA_ONE_TURN=1 the
+    # baseline is calibrated after the pairs (the candidate loaded first), not between the loads
+    ends = sorted(zip((loaded, calibrated, candidate, first, last, times.end), TURN_PARTS, strict=True))
+    starts = (turn, *(end for end, _ in ends[:-1]))
+    parts = {part: (end - start) / 1000 for start, (end, part) in zip(starts, ends, strict=True)}
+    parts = {part: parts[part] for part in TURN_PARTS}
     parts.update(times.finer)
     if times.alone_s is not None:
         parts["held alone"] = times.alone_s

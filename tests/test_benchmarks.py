@@ -388,6 +388,16 @@ def test_device_holds_splits_the_timed_turn_into_its_parts(tmp_path: Path) -> No
     )
     coarse = module.turn_parts(module.read_log(old).steps["performance"])
     assert coarse is not None and set(coarse) == set(module.TURN_PARTS) and coarse["first case"] == pytest.approx(0.9)
+    # AKA_ONE_TURN=1: the candidate loads before the pairs and the baseline is calibrated after them
+    # (read in the old order, "load candidate" came out negative on an H100, session 48)
+    one_turn = [line for line in perf if "baseline calibrated" not in line]
+    calibrated = "INFO aka.harness.perf +4600ms: baseline calibrated on 2 case(s): set-up 0.010 s, calls 0.040 s"
+    one_turn.insert(-1, calibrated)
+    reordered = tmp_path / "one_turn.log"
+    reordered.write_text("\n".join(one_turn) + "\n")
+    parts = module.turn_parts(module.read_log(reordered).steps["performance"])
+    assert parts is not None and min(parts.values()) >= 0
+    assert (parts["load candidate"], parts["calibrate"], parts["finish"]) == pytest.approx((1.28, 0.05, 0.1))
     summary = module.summarize([module.read_log(log), module.read_log(old)])
     assert summary["timed_turn_s"]["calibrate"]["n"] == 2 and summary["timed_turn_s"]["calibrate: calls"]["n"] == 1
     assert "| first case: set-up | 0.6 / 0.6 / 0.6, 1 |" in module.render(summary)

@@ -509,20 +509,24 @@ def test_a_judge_whose_gpu_is_full_before_candidate_code_ran_is_the_platforms_fa
 
 
 def test_a_sides_calls_go_through_the_allocation_shifts_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each call asks its worker for the next shift (the same on both sides of a pair: their
-    memories count calls alike), checked and timed calls alike; a CPU worker makes no blocks."""
+    """With shifts on, each call asks its worker for the next shift (the same on both sides of a
+    pair: their memories count calls alike), checked and timed calls alike; a CPU worker makes no
+    blocks. Off (the default), every call asks for none."""
     from aka.harness.worker import shift_blocks
 
+    monkeypatch.setattr(turns, "ALLOCATION_SHIFTS", 8)  # AKA_ALLOCATION_SHIFTS=8
     memory = turns.CaseMemory.__new__(turns.CaseMemory)
     memory.name, memory.outputs, memory.count, memory.by_value = "case", ["out0"], 1, frozenset()
     memory.sets, memory.placements = 2, turns.LEGACY
-    shifts = []
+    shifts: list[int] = []
     for serial in range(1, 2 * 2 * turns.ALLOCATION_SHIFTS + 1):
         memory.serial = serial
-        shifts.append(memory._request(serial % 2, 0, None, False, [torch.zeros(1)])["shift"])
+        shifts.append(int(memory._request(serial % 2, 0, None, False, [torch.zeros(1)])["shift"]))  # type: ignore[call-overload]
     assert sorted(set(shifts)) == list(range(turns.ALLOCATION_SHIFTS))
     assert shifts[:4] == [0, 1, 1, 2]  # two input sets: each shift meets both
     assert shift_blocks(3, torch.device("cpu")) == []
+    monkeypatch.setattr(turns, "ALLOCATION_SHIFTS", 1)
+    assert memory._request(0, 0, None, False, [torch.zeros(1)])["shift"] == 0
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
@@ -534,10 +538,22 @@ def test_a_calls_own_temporaries_land_elsewhere_under_each_shift() -> None:
     device = torch.device("cuda")
     for size in (4096, 3 * 2**20):
         seen = set()
-        for shift in range(turns.ALLOCATION_SHIFTS):
+        for shift in range(8):
             held = shift_blocks(shift, device)
             seen.add(torch.empty(size, dtype=torch.uint8, device=device).data_ptr())
             del held
-        assert len(seen) == turns.ALLOCATION_SHIFTS, size
+        assert len(seen) == 8, size
         unshifted = {torch.empty(size, dtype=torch.uint8, device=device).data_ptr() for _ in range(4)}
         assert len(unshifted) == 1
+
+
+def test_the_allocation_shifts_setting_reaches_the_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`AKA_ALLOCATION_SHIFTS` is passed to the step processes (the judge reads it there); a bad
+    value is the default (off), and the count is capped."""
+    from aka.evaluation.step_spec import PASSED_THROUGH
+    from aka.evaluation.wire import ENV_ALLOCATION_SHIFTS, allocation_shifts
+
+    assert ENV_ALLOCATION_SHIFTS in PASSED_THROUGH
+    for raw, shifts in (("8", 8), ("", 1), ("eight", 1), ("0", 1), ("1000", 64)):
+        monkeypatch.setenv(ENV_ALLOCATION_SHIFTS, raw)
+        assert allocation_shifts() == shifts, raw

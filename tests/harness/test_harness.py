@@ -538,6 +538,46 @@ def test_each_worker_builds_into_its_own_cache(tmp_path: Path, monkeypatch, capf
         assert loads == (expected if step == "performance" else {("worker-candidate", str(shared))}), err[-2000:]
 
 
+REACHES_FOR_A_SOCKET = """import socket
+
+
+def double(x):
+    try:
+        socket.socket(socket.AF_UNIX).connect({path!r})
+        reached = "reached"
+    except OSError as exc:
+        reached = exc.errno
+    left, right = socket.socketpair()  # a pair reaches nothing outside: still allowed
+    left.send(b"x")
+    print("aka-probe:", reached, right.recv(1), flush=True)
+    return x * 2
+"""
+
+
+@pytest.mark.skipif(platform.machine() not in syscall_filter.MACHINES, reason="no filter for this machine")
+def test_a_candidates_worker_makes_no_unix_socket(tmp_path: Path, monkeypatch, capfd) -> None:
+    """A socket bound where no mask covers it (here none does: this judge runs without the step's
+    confinement, as a socket bound after a step starts or reached under another name would be)
+    still reaches its service from any network namespace: the worker, once its CUDA is up, makes
+    no Unix socket at all (EACCES), and the judge reads both filters from its /proc."""
+    import errno
+    import socket
+
+    path = tmp_path / "service.sock"
+    service = socket.socket(socket.AF_UNIX)
+    service.bind(str(path))
+    service.listen()
+    try:
+        task = _task_dir(tmp_path / "task", candidate=REACHES_FOR_A_SOCKET.format(path=str(path)))
+        report, err = _run_step(task, "correctness", monkeypatch, capfd)
+    finally:
+        service.close()
+    assert report.status is StepStatus.OK, err[-2000:]
+    probes = {line for line in err.splitlines() if line.startswith("aka-probe:")}
+    assert probes == {f"aka-probe: {errno.EACCES} b'x'"}, err[-2000:]
+    assert syscall_filter.SOCKETS_FEATURE in report.isolation, report.isolation
+
+
 def test_workers_are_started_before_the_steps_turn(tmp_path: Path, monkeypatch, capfd, caplog) -> None:
     """Each worker answers once it has started (torch imported, CUDA up on a GPU) before the judge
     claims its turn: a turn on the device, which keeps other evaluations' timing waiting, is not

@@ -162,3 +162,45 @@ def test_a_worker_whose_cuda_fails_under_the_filter_runs_without_it(tmp_path: Pa
     (tmp_path / "task").mkdir()
     side.setup(tmp_path / "task", "harness.py", "t", "cuda", False, [], [], [], 10.0)
     assert started == [(False, True), (False, False)]  # plain and filtered, then plain without the filter
+
+
+SOCKETS = """
+import json, os, socket
+from aka.harness import syscall_filter
+seen = {"before": syscall_filter._filters(os.getpid())}
+
+def made(family):
+    try:
+        socket.socket(family).close()
+        return 0
+    except OSError as exc:
+        return exc.errno
+
+seen["unix_before"] = made(socket.AF_UNIX)
+seen["install"], seen["close"] = syscall_filter.install(), syscall_filter.close_unix_sockets()
+seen["after"] = syscall_filter._filters(os.getpid())
+seen["unix"], seen["inet"] = made(socket.AF_UNIX), made(socket.AF_INET)
+left, right = socket.socketpair()
+left.send(b"x")
+seen["pair"] = right.recv(1).decode()
+print(json.dumps(seen))
+"""
+
+
+def test_the_second_filter_refuses_unix_sockets_only() -> None:
+    """After `close_unix_sockets` a process makes no Unix socket (EACCES), whatever path it would
+    connect to; other families and socket pairs (which reach nothing outside) still work."""
+    import errno
+
+    done = subprocess.run(
+        [sys.executable, "-c", SOCKETS],
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["install"] is None and seen["close"] is None and seen["after"] == seen["before"] + 2, seen
+    assert (seen["unix_before"], seen["unix"], seen["inet"], seen["pair"]) == (0, errno.EACCES, 0, "x"), seen

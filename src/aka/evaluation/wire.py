@@ -85,15 +85,16 @@ def wanted_placements() -> int:
 
 
 ENV_ALLOCATION_SHIFTS = "AKA_ALLOCATION_SHIFTS"  # allocation shifts per side and case (aka.harness.worker)
-DEFAULT_ALLOCATION_SHIFTS = 8
+DEFAULT_ALLOCATION_SHIFTS = 1
 
 
 def allocation_shifts() -> int:
-    """How many allocation shifts a side's calls go through in turn (`AKA_ALLOCATION_SHIFTS`
-    overrides the default, for experiments; 1 is none). The placements rotate a call's inputs and
-    outputs, not the temporaries it allocates itself, which a worker's allocator hands back at one
-    address every call: an A/A evaluation of a task with a per-call histogram
-    (moe_align_block_size) leaned 1-2% one way for its whole life."""
+    """How many allocation shifts a side's calls go through in turn (`AKA_ALLOCATION_SHIFTS`, e.g.
+    8; 1, the default, is none). The placements rotate a call's inputs and outputs, not the
+    temporaries it allocates itself, which a worker's allocator hands back at one address every
+    call: an A/A evaluation of a task with a per-call histogram (moe_align_block_size) leaned 1-2%
+    one way for its whole life. Off until it is measured side by side on a GPU (the A/A band of
+    such tasks with and without it)."""
     raw = os.environ.get(ENV_ALLOCATION_SHIFTS, "").strip()
     return max(1, min(64, int(raw))) if raw.isdigit() else DEFAULT_ALLOCATION_SHIFTS
 

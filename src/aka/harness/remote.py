@@ -124,6 +124,7 @@ class RemoteSide:
         self.host_before_load: int | None = None  # what the judge could allocate of the host's then
         self.isolated = False  # known once it answers its setup
         self.filtered = False  # under aka.harness.syscall_filter: read from /proc at its setup
+        self.sockets_closed = False  # under the second filter too: no Unix socket made (the kernel's word)
         self.autotunes = False  # its code holds a Triton autotuner (known once it answers its load)
 
     def _start(self, forked: bool, filtered: bool = True) -> None:

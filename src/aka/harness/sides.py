@@ -29,6 +29,7 @@ from aka.harness.remote import NAMESPACE_FEATURE, RemoteError, RemoteSide, adopt
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.task import HELDOUT_MODULE, HarnessError, KernelTask, StepContext, policy_applies
 from aka.harness.turns import free_gpu_bytes
+from aka.process import tree
 from aka.trees import remove_tree
 
 log = logging.getLogger(__name__)
@@ -87,10 +88,13 @@ class StepWorkers:
         return bool(sides) and all(s.isolated for s in sides)
 
     def features(self) -> list[str]:
-        """What the step's `isolation` says of its workers: their own namespaces, their calls filtered."""
+        """What the step's `isolation` says of its workers: their own namespaces, their calls filtered,
+        no Unix socket made by them."""
         sides = [s for s in (self.candidate, self.baseline) if s is not None]
-        return [NAMESPACE_FEATURE] * self.isolated + [syscall_filter.FEATURE] * bool(
-            sides and all(s.filtered for s in sides)
+        return (
+            [NAMESPACE_FEATURE] * self.isolated
+            + [syscall_filter.FEATURE] * bool(sides and all(s.filtered for s in sides))
+            + [syscall_filter.SOCKETS_FEATURE] * bool(sides and all(s.sockets_closed for s in sides))
         )
 
     def close(self) -> None:
@@ -123,6 +127,9 @@ def set_up(side: RemoteSide, task: KernelTask, ctx: StepContext, task_file: Path
     except RemoteError as exc:  # no candidate code has run yet: the task's own files do not import
         raise HarnessError(f"the {role}'s worker cannot import the task: {exc}") from exc
     side.filtered = syscall_filter.filtered(side.process.pid)  # the kernel's word, not the worker's
+    # the process that serves (inside its namespace, under its first process) set the second filter
+    # once its CUDA was up; no side's code has run yet, so each process of the tree is the harness's
+    side.sockets_closed = any(syscall_filter.closed_to_sockets(pid) for pid in tree(side.process.pid))
     log.info(
         "%s's worker set up (%s, %s)",
         role,

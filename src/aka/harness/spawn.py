@@ -155,12 +155,13 @@ def _limit_files() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
 
 
-def _filter_system_calls() -> None:
+def _filter_system_calls() -> bool:
     """Before any side's code: the calls that would let its processes dodge a pause (module
     `aka.harness.syscall_filter`); where the kernel refuses, the worker runs on without them."""
     problem = syscall_filter.install()
     if problem is not None:
         print(f"aka worker: no system call filter: {problem}", file=sys.stderr, flush=True)
+    return problem is None
 
 
 def _limit_files_and_calls() -> None:
@@ -207,12 +208,12 @@ def fork_worker(
     code = EXIT_FAILED
     try:
         _leave_the_judge_behind(socket_fd, output_fd, env)
-        _filter_system_calls()  # this process and the worker under it: the judge reads it here
+        filtered = _filter_system_calls()  # this process and the worker under it: the judge reads it here
         isolated = namespaces and enter_namespaces(writable)
         os.chdir(directory)
         from aka.harness.worker import serve
 
-        code = serve(socket_fd, device, isolated)
+        code = serve(socket_fd, device, isolated, filtered)
     except BaseException:  # noqa: BLE001 - nothing may return into the judge's code from here
         traceback.print_exc()
     finally:
@@ -226,7 +227,8 @@ def start_plain(
     """A fresh interpreter in the judge's namespaces (where CUDA failed inside the worker's own), under
     the system call filter unless `filtered` is False (where CUDA failed under it too)."""
     popen = subprocess.Popen(
-        [sys.executable, "-m", "aka.harness.worker", "--fd", str(socket_fd), "--device", device],
+        [sys.executable, "-m", "aka.harness.worker", "--fd", str(socket_fd), "--device", device]
+        + ["--filtered"] * filtered,
         cwd=directory,
         env=dict(env),
         pass_fds=(socket_fd,),

@@ -16,6 +16,15 @@ process's behalf (a timer's SIGCONT) no filter sees: `aka.stillness` catches wha
 
 The judge reads the filter's presence in /proc (`filtered`), not from the worker's word; where
 the kernel has no seccomp, the worker runs without it and results lack `worker-syscall-filter`.
+
+A second filter (`close_unix_sockets`), set once the worker's CUDA is up and still before any
+side's code, refuses to make a Unix socket (`socket(AF_UNIX, ...)`, EACCES). The step's network
+namespace keeps it off every network and abstract socket, and the evaluator masks the machine's
+socket files it finds when the step starts (`aka.evaluation.confine`), but a socket bound later,
+or reached under another name (a folder bound elsewhere, a hard link), would still connect to its
+service: a container runtime's gives the host. No worker needs one once CUDA is up (an MPS client
+connects while CUDA starts); the pair it talks to the judge on is made before, and pairs stay
+allowed. Results list `worker-no-unix-sockets` where the kernel shows both filters.
 """
 
 from __future__ import annotations
@@ -25,10 +34,13 @@ import errno
 import platform
 import signal
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 FEATURE = "worker-syscall-filter"
+SOCKETS_FEATURE = "worker-no-unix-sockets"
+AF_UNIX = 1
 PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_SET_MODE_FILTER = 1
 SECCOMP_FILTER_FLAG_TSYNC = 1
@@ -88,6 +100,7 @@ MACHINES = {
         317,
         {
             **SHARED_NUMBERS,
+            "socket": 41,
             "ptrace": 101,
             "perf_event_open": 298,
             "bpf": 321,
@@ -113,6 +126,7 @@ MACHINES = {
         277,
         {
             **SHARED_NUMBERS,
+            "socket": 198,
             "ptrace": 117,
             "perf_event_open": 241,
             "bpf": 280,
@@ -155,7 +169,26 @@ def program(machine: Machine) -> bytes:
         code.append((BPF_JEQ_K, machine.numbers[name], 0, 2))
         code.append((BPF_LD_W_ABS, SECCOMP_DATA_ARGS + 8 * argument, 0, 0))
         code.append((BPF_JEQ_K, value, equal, other))
-    code += [(BPF_RET_K, SECCOMP_RET_ALLOW, 0, 0), (BPF_RET_K, SECCOMP_RET_ERRNO | errno.EPERM, 0, 0)]
+    return _assembled(code, errno.EPERM)
+
+
+def socket_program(machine: Machine) -> bytes:
+    """The second filter: `socket(AF_UNIX, ...)` fails with EACCES; everything else runs (a call
+    of another ABI goes on to the first filter, which refuses it)."""
+    code: list[tuple[int, int, int | str, int | str]] = [
+        (BPF_LD_W_ABS, SECCOMP_DATA_ARCH, 0, 0),
+        (BPF_JEQ_K, machine.arch, 0, _ALLOW),
+        (BPF_LD_W_ABS, SECCOMP_DATA_NR, 0, 0),
+        (BPF_JEQ_K, machine.numbers["socket"], 0, _ALLOW),
+        (BPF_LD_W_ABS, SECCOMP_DATA_ARGS, 0, 0),  # the domain's low word
+        (BPF_JEQ_K, AF_UNIX, _DENY, _ALLOW),
+    ]
+    return _assembled(code, errno.EACCES)
+
+
+def _assembled(code: list[tuple[int, int, int | str, int | str]], denied_errno: int) -> bytes:
+    """The program's instructions, ending in allow and deny (with `denied_errno`), jumps resolved."""
+    code = [*code, (BPF_RET_K, SECCOMP_RET_ALLOW, 0, 0), (BPF_RET_K, SECCOMP_RET_ERRNO | denied_errno, 0, 0)]
     at = {_ALLOW: len(code) - 2, _DENY: len(code) - 1}
 
     def skip(index: int, target: int | str) -> int:
@@ -173,11 +206,21 @@ class _SockFprog(ctypes.Structure):
 
 def install() -> str | None:
     """Set the filter on this process and all its threads; None, or why it could not be set."""
+    return _install(program)
+
+
+def close_unix_sockets() -> str | None:
+    """Set the second filter (no Unix socket made from now on) on this process and all its
+    threads; None, or why it could not be set."""
+    return _install(socket_program)
+
+
+def _install(assemble: Callable[[Machine], bytes]) -> str | None:
     machine = MACHINES.get(platform.machine())
     if machine is None:
         return f"no system call filter for {platform.machine()}"
     libc = ctypes.CDLL(None, use_errno=True)
-    code = program(machine)
+    code = assemble(machine)
     buffer = ctypes.create_string_buffer(code, len(code))
     fprog = _SockFprog(len(code) // 8, ctypes.cast(buffer, ctypes.c_void_p))
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
@@ -210,3 +253,9 @@ def filtered(pid: int) -> bool:
     """Whether process `pid` runs under a filter more than this process (the judge, which may run
     under its container's own filter): as the kernel says, not the worker."""
     return _filters(pid) > _filters("self")
+
+
+def closed_to_sockets(pid: int) -> bool:
+    """Whether process `pid` runs under both filters beyond this process's own (a kernel before
+    Linux 5.9 does not count them: then no)."""
+    return _filters(pid) >= _filters("self") + 2

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from aka.harness import cuda_driver
+from aka.harness import cuda_driver, syscall_filter
 from aka.harness.candidates import BASELINE_MODULE_PREFIX, ToolMissingError, separate_load
 from aka.harness.guard import (
     ForbiddenOps,
@@ -365,10 +365,12 @@ def deliver(output: object, slots: list[torch.Tensor], inputs: list[torch.Tensor
     ]
 
 
-def serve(fd: int, device: str, isolated: bool) -> int:
+def serve(fd: int, device: str, isolated: bool, filtered: bool = False) -> int:
     """Serve the judge on the socket `fd` until it says quit or goes away. On a GPU, CUDA is set
     up first (while the judge still waits for its turn); where it fails here, every request is
-    answered with `cuda_unavailable`, and the judge starts a worker elsewhere."""
+    answered with `cuda_unavailable`, and the judge starts a worker elsewhere. A worker under the
+    system call filter (`filtered`) then closes itself to Unix sockets (`syscall_filter`), before
+    any request, so before any side's code."""
     import socket
 
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # nothing beside the worker shadows a module
@@ -382,6 +384,10 @@ def serve(fd: int, device: str, isolated: bool) -> int:
             torch.cuda.current_stream().synchronize()
         except Exception as exc:  # noqa: BLE001 - reported to the judge, which decides
             problem = describe_exception(exc)
+    if filtered and problem is None:
+        refused = syscall_filter.close_unix_sockets()
+        if refused is not None:
+            print(f"aka worker: Unix sockets stay open: {refused}", file=sys.stderr, flush=True)
     try:
         if problem is not None:
             while True:
@@ -399,8 +405,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--filtered", action="store_true", help="started under the system call filter")
     args = parser.parse_args()
-    return serve(args.fd, args.device, isolated=False)
+    return serve(args.fd, args.device, isolated=False, filtered=args.filtered)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,3 @@
+export WORK=/tmp/work1 BATCH_SECONDS=555
+scripts/h200_batch.sh \
+ "0:python3 scripts/gpu_isolation_check.py --out \$WORK/isolation.md > \$WORK/isolation.log 2>&1; python3 scripts/gpu_exploit_suite.py --parallel 3 --skip stalls_forever --keep-logs \$WORK/exploit_logs --out \$WORK/exploits.md > \$WORK/exploits_console.log 2>&1; python3 benchmarks/pause_cost.py --device cuda --json \$WORK/pause_cost.json > \$WORK/pause_cost.log 2>&1; AKA_ONE_TURN=1 python3 scripts/gpu_exploit_suite.py --parallel 3 --skip stalls_forever --keep-logs \$WORK/exploit_logs_one_turn --out \$WORK/exploits_one_turn.md > \$WORK/exploits_one_turn_console.log 2>&1"

@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from aka.compat.spec import EditScope
+from aka.evaluation.kernel_check import parse_python
 
 
 def _bound_names(node: ast.stmt) -> list[str]:
@@ -31,16 +32,20 @@ def _bound_names(node: ast.stmt) -> list[str]:
 
 
 def _shape(path: Path) -> tuple[dict[str, list[str]], Counter[str]] | None:
-    """Per top-level name, the dumps of the statements that bind it; the other statements' dumps."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except SyntaxError:
+    """Per top-level name, the dumps of the statements that bind it; the other statements' dumps.
+    None where the source does not parse, or is nested too deep to dump (the compile step, which
+    imports it, reports why)."""
+    tree = parse_python(path.read_text(encoding="utf-8", errors="replace"))
+    if tree is None:
         return None
     named: dict[str, list[str]] = {}
     others: Counter[str] = Counter()
     for node in tree.body:
         names = _bound_names(node)
-        dump = ast.dump(node)
+        try:
+            dump = ast.dump(node)
+        except (RecursionError, MemoryError):
+            return None
         if names:
             for name in names:
                 named.setdefault(name, []).append(dump)

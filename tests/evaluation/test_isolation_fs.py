@@ -80,12 +80,15 @@ def test_arguments_are_writable_paths_then_the_command() -> None:
         ["sh", "-c", "--"],
         False,
         None,
+        (),
     )
-    assert parse_args(["--", "true"]) == ([], False, ["true"], False, None)
-    assert parse_args(["--host-dev", "--writable", "/a", "--", "true"]) == (["/a"], True, ["true"], False, None)
-    assert parse_args(["--keep-admin", "--writable", "/a", "--", "true"]) == (["/a"], False, ["true"], True, None)
+    assert parse_args(["--", "true"]) == ([], False, ["true"], False, None, ())
+    assert parse_args(["--host-dev", "--writable", "/a", "--", "true"]) == (["/a"], True, ["true"], False, None, ())
+    assert parse_args(["--keep-admin", "--writable", "/a", "--", "true"]) == (["/a"], False, ["true"], True, None, ())
     masked = parse_args(["--mask-file", "/tmp/masks", "--writable", "/a", "--", "true"])
-    assert masked == (["/a"], False, ["true"], False, "/tmp/masks")
+    assert masked == (["/a"], False, ["true"], False, "/tmp/masks", ())
+    hidden = parse_args(["--hide", "/l1", "--writable", "/a", "--hide", "/l2", "--", "true"])
+    assert hidden == (["/a"], False, ["true"], False, None, ("/l1", "/l2"))
     assert parse_args(["--mask-file", "/m1", "--mask-file", "/m2", "--", "true"]) is None
     for bad in (
         ["true"],
@@ -99,11 +102,22 @@ def test_arguments_are_writable_paths_then_the_command() -> None:
 
 def test_wrap_adds_confinement_only_where_it_works(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(isolation, "bound_sockets", lambda: [])  # other tests' services share the table
+    monkeypatch.setenv("AKA_DEVICE_LOCK_DIR", "/locks")
     plain = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network"))
     assert plain.wrap(["true"], ["/w"]) == ["unshare", "--pid", "true"]
     confine = [sys.executable, "-I", "-S", str(CONFINE_SCRIPT)]
     private = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network", READ_ONLY_FILESYSTEM, PRIVATE_DEV))
-    assert private.wrap(["true"], ["/w"]) == ["unshare", "--pid", *confine, "--writable", "/w", "--", "true"]
+    assert private.wrap(["true"], ["/w"]) == [
+        "unshare",
+        "--pid",
+        *confine,
+        "--writable",
+        "/w",
+        "--hide",
+        "/locks",
+        "--",
+        "true",
+    ]
     host_dev = Sandbox(("unshare", "--pid"), ("pid-namespace", "no-network", READ_ONLY_FILESYSTEM))
     assert host_dev.wrap(["true"], ["/w"]) == [
         "unshare",
@@ -112,6 +126,8 @@ def test_wrap_adds_confinement_only_where_it_works(monkeypatch: pytest.MonkeyPat
         "--host-dev",
         "--writable",
         "/w",
+        "--hide",
+        "/locks",
         "--",
         "true",
     ]
@@ -237,6 +253,40 @@ def test_a_step_cannot_reach_the_machines_socket_files(tmp_path: Path) -> None:
         str(paths[1]),
         "ConnectionRefusedError",
     ], inside.stderr
+
+
+@needs_confinement
+def test_a_step_cannot_take_the_machines_device_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock file can be locked through a read-only descriptor: a red team's candidate held a
+    GPU's (`flock`) and every timed step on that GPU waited. A step sees the lock folder empty;
+    a folder to hide that holds a writable path stays visible, with a warning."""
+    from aka.evaluation.device_lock import ENV_LOCK_DIR
+
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    (locks / "GPU-x.lock").write_text("")
+    monkeypatch.setenv(ENV_LOCK_DIR, str(locks))
+    probe = (
+        "import fcntl, os, sys\n"
+        "print(sorted(os.listdir(sys.argv[1])))\n"
+        "try:\n"
+        "    fcntl.flock(os.open(os.path.join(sys.argv[1], 'GPU-x.lock'), os.O_RDONLY), fcntl.LOCK_EX)\n"
+        "    print('locked')\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = [sys.executable, "-c", probe, str(locks)]
+    wrapped = SANDBOX.wrap(argv, [work])
+    assert wrapped[wrapped.index("--hide") + 1] == str(locks)
+    inside = subprocess.run(wrapped, capture_output=True, text=True, timeout=60, check=False, cwd=work)
+    assert inside.stdout.split("\n")[:2] == ["[]", "FileNotFoundError"], inside.stderr
+    assert (locks / "GPU-x.lock").exists(), "hidden from the step only"
+    holding = [*SANDBOX.prefix, *isolation.confine_argv([work], hidden=[str(tmp_path)]), *argv]
+    kept = subprocess.run(holding, capture_output=True, text=True, timeout=60, check=False, cwd=work)
+    assert kept.stdout.split("\n")[:2] == ["['GPU-x.lock']", "locked"], kept.stderr
+    assert f"{tmp_path} stays visible: it holds a writable path" in kept.stderr
 
 
 def test_a_refused_read_only_bind_of_a_kernel_tunable_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,6 +52,7 @@ try:
         print("unix", "reached", file=out)
 except OSError as exc:
     print("unix", type(exc).__name__, file=out)
+print("locks", sorted(os.listdir(os.environ["AKA_DEVICE_LOCK_DIR"])), file=out)
 print("printed to the log")
 out.close()
 raise SystemExit(3)
@@ -73,6 +74,7 @@ def _run(tmp_path: Path, sandbox: StepSandbox) -> tuple[int | None, dict[str, st
     outside.mkdir()
     (work / "probe.py").write_text(PROBE)
     env = {**os.environ, "AKA_TEST_VALUE": "seen", "AKA_TEST_SOCKET": str(tmp_path / "host.sock")}
+    env["AKA_DEVICE_LOCK_DIR"] = str(tmp_path / "locks")
     parent = WarmParent.for_env(env)
     assert parent is not None
     read, write = os.pipe()
@@ -95,23 +97,36 @@ def _run(tmp_path: Path, sandbox: StepSandbox) -> tuple[int | None, dict[str, st
     return process.returncode, lines, log_path.read_text()
 
 
-def test_a_forked_step_gets_its_arguments_environment_descriptors_and_exit_status(tmp_path: Path) -> None:
+def _locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's device locks (one GPU's lock file) in a folder of the test's."""
+    (tmp_path / "locks").mkdir()
+    (tmp_path / "locks" / "GPU-x.lock").write_text("")
+    monkeypatch.setenv("AKA_DEVICE_LOCK_DIR", str(tmp_path / "locks"))
+
+
+def test_a_forked_step_gets_its_arguments_environment_descriptors_and_exit_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _locks(tmp_path, monkeypatch)
     with _host_service(tmp_path / "host.sock"):
         status, seen, log = _run(tmp_path, StepSandbox())
     assert status == 3
     assert seen["unix"] == "reached", "unsandboxed, the machine's socket files are reachable"
+    assert seen["locks"] == "['GPU-x.lock']", "unsandboxed, the machine's device locks are in reach"
     assert seen["argv"] == "first" and seen["env"] == "seen" and seen["stdin"] == "the-token"
     assert seen["torch"] == "True", "the warm parent imported torch before forking"
     assert "printed to the log" in log
 
 
 @pytest.mark.skipif(not detect_sandbox().confines, reason="no namespaces and read-only file system on this machine")
-def test_a_forked_step_gets_the_sandbox_an_exec_step_gets(tmp_path: Path) -> None:
+def test_a_forked_step_gets_the_sandbox_an_exec_step_gets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """PID namespace (it is process 1), no network, read-only file system but its writable path,
-    the machine's socket files masked."""
+    the machine's socket files masked, its device locks hidden."""
+    _locks(tmp_path, monkeypatch)
     with _host_service(tmp_path / "host.sock"):
         sandbox = step_sandbox(detect_sandbox(), [], keep_admin=False)
         assert str(tmp_path / "host.sock") in sandbox.masked
+        assert sandbox.hidden == (str(tmp_path / "locks"),)
         status, seen, _ = _run(tmp_path, sandbox)
     assert status == 3
     assert seen["pid"] == "1"
@@ -119,6 +134,7 @@ def test_a_forked_step_gets_the_sandbox_an_exec_step_gets(tmp_path: Path) -> Non
     assert not (tmp_path / "outside" / "written").exists()
     assert seen["network"] != "reached"
     assert seen["unix"] == "ConnectionRefusedError", "the socket file is /dev/null in the step"
+    assert seen["locks"] == "[]", "the device locks are out of the step's reach"
 
 
 CLIENT = """

@@ -2,7 +2,7 @@
 raw interfaces.
 
     python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] --writable PATH [--writable PATH ...]
-        [--mask-file FILE] -- CMD ARGS...
+        [--mask-file FILE] [--hide DIR ...] -- CMD ARGS...
 
 Why: a step process imports and runs untrusted candidate code. Without this, that code could
 write wherever the evaluator's user can: the pristine task directory, the aka sources,
@@ -17,6 +17,9 @@ poison every LATER evaluation. The evaluator runs this as root of the `unshare` 
    not the command line, which every `ps` shows). A read-only mount does not stop
    `connect`, and a socket file reaches its service from any network namespace: a Docker or
    container runtime's socket would give the candidate the host;
+   An empty read-only tmpfs goes over each `--hide` folder that holds no writable path: the
+   machine's device locks (a candidate that took a GPU's lock file with `flock`, which a
+   read-only descriptor allows, stalled every timed step on that GPU: red team, session 48);
 3. replaces /dev with a private one (a read-only tmpfs) holding only the character devices a
    step needs: null, zero, full, random, urandom, tty and the accelerators' nodes (nvidia*, as
    NVIDIA's container toolkit passes them; dri and kfd for ROCm), plus a private /dev/shm. No
@@ -84,6 +87,7 @@ KERNEL_TREES = ("/proc", "/dev")  # handled on their own (/sys is remounted read
 EXIT_NOT_CONFINED = 126
 USAGE = (
     "usage: python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] [--writable PATH]... [--mask-file FILE] "
+    "[--hide DIR]... "
     "-- CMD ARGS..."
 )
 ENV_GPU_UUID = "AKA_GPU_UUID"  # the step's GPU (`GPU-...`), set by the evaluator: its /dev keeps only that one
@@ -287,6 +291,24 @@ def _mask_sockets(paths: Sequence[str]) -> list[str]:
     return warnings
 
 
+def _hide(folders: Sequence[str], keep: Sequence[str]) -> list[str]:
+    """An empty read-only tmpfs over each of `folders` that is a folder and holds none of `keep`
+    (the writable paths, already bound); returns warnings for those left visible."""
+    warnings = []
+    for folder in folders:
+        path = os.path.realpath(folder)
+        if not os.path.isdir(path):
+            continue
+        if path == "/" or any(_under(kept, path) for kept in keep):
+            warnings.append(f"aka.evaluation.confine: warning: {path} stays visible: it holds a writable path")
+            continue
+        try:
+            _mount("tmpfs", path, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "tmpfs", "mode=0555,size=4k")
+        except ConfineError as exc:
+            warnings.append(f"aka.evaluation.confine: warning: {path} stays visible: {exc}")
+    return warnings
+
+
 def _read_only_kernel_tunables() -> list[str]:
     """The step's own /proc (a PID namespace's) still reaches the host's sysctls: bind those
     read-only. Returns warnings: where that fails (a container's /proc usually has them read-only
@@ -327,6 +349,7 @@ def confine(
     keep_admin: bool = False,
     masked: Sequence[str] = (),
     gpu_uuid: str | None = None,
+    hidden: Sequence[str] = (),
 ) -> list[str]:
     """Make everything but `writable` read-only here and the sockets of `masked` unreachable, and
     of the GPUs' nodes keep only `gpu_uuid`'s where it is given (the step's `ENV_GPU_UUID`);
@@ -342,6 +365,7 @@ def confine(
     for path in keep:
         _mount(path, path, MS_BIND | MS_REC)
     warnings = _mask_sockets(masked)
+    warnings += _hide(hidden, keep)
     if not host_dev:
         try:
             _private_dev(gpu_uuid)
@@ -372,25 +396,31 @@ class Arguments(NamedTuple):
     command: list[str]
     keep_admin: bool = False
     mask_file: str | None = None
+    hidden: tuple[str, ...] = ()
 
 
 def parse_args(args: Sequence[str]) -> Arguments | None:
-    """`[--host-dev] [--keep-admin] [--writable PATH]... [--mask-file FILE] -- CMD ARGS...`; None
-    when malformed. By hand, not argparse: its imports would double this module's start-up."""
+    """`[--host-dev] [--keep-admin] [--writable PATH]... [--mask-file FILE] [--hide DIR]... -- CMD
+    ARGS...`; None when malformed. By hand, not argparse: its imports would double this module's
+    start-up."""
     if "--" not in args:
         return None
     split = list(args).index("--")
     options, command = list(args[:split]), list(args[split + 1 :])
     flags = {flag: flag in options for flag in ("--host-dev", "--keep-admin")}
     options = [option for option in options if option not in flags]
-    if not command or len(options) % 2 or any(flag not in ("--writable", "--mask-file") for flag in options[::2]):
+    known = ("--writable", "--mask-file", "--hide")
+    if not command or len(options) % 2 or any(flag not in known for flag in options[::2]):
         return None
     pairs = list(zip(options[::2], options[1::2], strict=True))
     writable = [path for flag, path in pairs if flag == "--writable"]
     mask_files = [path for flag, path in pairs if flag == "--mask-file"]
+    hidden = tuple(path for flag, path in pairs if flag == "--hide")
     if len(mask_files) > 1:
         return None
-    return Arguments(writable, flags["--host-dev"], command, flags["--keep-admin"], next(iter(mask_files), None))
+    return Arguments(
+        writable, flags["--host-dev"], command, flags["--keep-admin"], next(iter(mask_files), None), hidden
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -398,13 +428,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parsed is None:
         print(USAGE, file=sys.stderr)
         return 2
-    writable, host_dev, command, keep_admin, mask_file = parsed
+    writable, host_dev, command, keep_admin, mask_file, hidden = parsed
     try:
         masked: list[str] = []
         if mask_file is not None:
             with open(mask_file, "rb") as lines:
                 masked = [os.fsdecode(line) for line in lines.read().splitlines() if line]
-        for warning in confine(writable, host_dev, keep_admin, masked, os.environ.get(ENV_GPU_UUID)):
+        for warning in confine(writable, host_dev, keep_admin, masked, os.environ.get(ENV_GPU_UUID), hidden):
             print(warning, file=sys.stderr)
     except (ConfineError, OSError) as exc:
         print(f"aka.evaluation.confine: cannot confine the file system: {exc}", file=sys.stderr)

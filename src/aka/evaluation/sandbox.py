@@ -72,13 +72,27 @@ def mask_file(masked: Sequence[str]) -> str:
     return str(path)
 
 
+def hidden_from_steps() -> tuple[str, ...]:
+    """Folders a step sees empty: the machine's device locks (`device_lock.lock_dir`). A lock file
+    can be locked through a read-only descriptor, and a red team's candidate that held a GPU's
+    (`flock`) stalled every timed step on it, past any step's timeout."""
+    from aka.evaluation.device_lock import lock_dir
+
+    return (str(lock_dir()),)
+
+
 def confine_argv(
-    writable: Sequence[str | Path], host_dev: bool = False, keep_admin: bool = False, masked: Sequence[str] = ()
+    writable: Sequence[str | Path],
+    host_dev: bool = False,
+    keep_admin: bool = False,
+    masked: Sequence[str] = (),
+    hidden: Sequence[str] = (),
 ) -> list[str]:
     """`aka.evaluation.confine` in isolated mode (no working directory, `PYTHON*` variables or site on its
     path: it runs with every capability until it execs), up to its `--`."""
     paths = [arg for path in writable for arg in ("--writable", str(path))]
     paths += ["--mask-file", mask_file(masked)] if masked else []
+    paths += [arg for path in hidden for arg in ("--hide", str(path))]
     flags = [*(["--host-dev"] if host_dev else []), *(["--keep-admin"] if keep_admin else [])]
     return [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), *flags, *paths, "--"]
 
@@ -101,7 +115,9 @@ class Sandbox:
         masked (listed now, from outside the step's network namespace). An empty `argv` gives the
         prefix. `keep_admin`: an aka.harness judge, which starts its workers in namespaces of their own."""
         host_dev = PRIVATE_DEV not in self.features
-        confine = confine_argv(writable, host_dev, keep_admin, bound_sockets()) if self.confines else []
+        confine = (
+            confine_argv(writable, host_dev, keep_admin, bound_sockets(), hidden_from_steps()) if self.confines else []
+        )
         return [*self.prefix, *confine, *argv]
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from aka.evaluation.confine import ENV_GPU_UUID, bound_sockets
-from aka.evaluation.sandbox import PRIVATE_DEV, ResourceLimits, Sandbox
+from aka.evaluation.sandbox import PRIVATE_DEV, ResourceLimits, Sandbox, hidden_from_steps
 
 ENV_WARM_STEPS = "AKA_WARM_STEPS"
 # The variables a Python process reads while importing torch, Triton and aka.harness (or that
@@ -71,6 +71,7 @@ class StepSandbox:
     host_dev: bool = False
     keep_admin: bool = False
     masked: tuple[str, ...] = ()  # the machine's bound Unix sockets, listed outside the step's namespace
+    hidden: tuple[str, ...] = ()  # folders the step sees empty (`sandbox.hidden_from_steps`)
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,7 @@ def _child(request: ForkRequest, received: list[int]) -> None:
                 sandbox.keep_admin,
                 sandbox.masked,
                 request.env.get(ENV_GPU_UUID),
+                sandbox.hidden,
             ):
                 print(warning, file=sys.stderr)
             os.chdir(request.cwd)
@@ -235,7 +237,12 @@ def serve(sock: socket.socket) -> int:
             request = ForkRequest(
                 **raw,
                 sandbox=StepSandbox(
-                    **{**sandbox, "writable": tuple(sandbox["writable"]), "masked": tuple(sandbox["masked"])}
+                    **{
+                        **sandbox,
+                        "writable": tuple(sandbox["writable"]),
+                        "masked": tuple(sandbox["masked"]),
+                        "hidden": tuple(sandbox["hidden"]),
+                    }
                 ),
                 limits=ResourceLimits(**limits) if limits else None,
             )
@@ -458,6 +465,7 @@ def step_sandbox(sandbox: Sandbox, writable: Sequence[str | Path], keep_admin: b
         host_dev=PRIVATE_DEV not in sandbox.features,
         keep_admin=keep_admin,
         masked=tuple(bound_sockets()) if sandbox.confines else (),
+        hidden=hidden_from_steps() if sandbox.confines else (),
     )
 
 

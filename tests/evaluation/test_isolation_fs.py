@@ -255,6 +255,37 @@ def test_a_step_cannot_reach_the_machines_socket_files(tmp_path: Path) -> None:
     ], inside.stderr
 
 
+def test_the_held_out_files_of_a_tasks_suite_are_listed(tmp_path: Path) -> None:
+    suite = tmp_path / "suite"
+    for name in ("triton2triton/basic/gelu", "triton2triton/llm/softmax", "cuda2cuda/basic/add"):
+        (suite / name).mkdir(parents=True)
+        (suite / name / "harness.py").write_text("")
+    (suite / "triton2triton/basic/gelu/heldout.py").write_text("CASES = []\n")
+    (suite / "cuda2cuda/basic/add/heldout.py").write_text("CASES = []\n")
+    listed = isolation.heldout_files(suite / "triton2triton/basic/gelu", "triton2triton/basic/gelu")
+    assert listed == [str(suite / "cuda2cuda/basic/add/heldout.py"), str(suite / "triton2triton/basic/gelu/heldout.py")]
+
+
+@needs_confinement
+def test_a_step_reads_the_suites_held_out_cases_empty(tmp_path: Path) -> None:
+    """A red team's candidate read its task's pristine held-out cases and returned them in its own
+    failure message, where an agent or a trainer's policy reads it. The suite's held-out files are
+    /dev/null in a step; the evaluation folder's own copy (the judge's) stays as it is."""
+    heldout = tmp_path / "suite" / "heldout.py"
+    heldout.parent.mkdir()
+    heldout.write_text("CASES = ['secret']\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "heldout.py").write_text("CASES = ['the judge reads this']\n")
+    probe = "import sys\nfor path in sys.argv[1:]:\n    print(repr(open(path).read()))\n"
+    argv = [sys.executable, "-c", probe, str(heldout), str(work / "heldout.py")]
+    inside = subprocess.run(
+        SANDBOX.wrap(argv, [work], concealed=[str(heldout)]), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert inside.stdout.splitlines() == ["''", repr("CASES = ['the judge reads this']\n")], inside.stderr
+    assert heldout.read_text() == "CASES = ['secret']\n"
+
+
 @needs_confinement
 def test_a_step_cannot_take_the_machines_device_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A lock file can be locked through a read-only descriptor: a red team's candidate held a

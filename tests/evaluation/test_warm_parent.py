@@ -53,6 +53,7 @@ try:
 except OSError as exc:
     print("unix", type(exc).__name__, file=out)
 print("locks", sorted(os.listdir(os.environ["AKA_DEVICE_LOCK_DIR"])), file=out)
+print("heldout", repr(open(os.environ["AKA_TEST_HELDOUT"]).read()), file=out)
 print("printed to the log")
 out.close()
 raise SystemExit(3)
@@ -75,6 +76,7 @@ def _run(tmp_path: Path, sandbox: StepSandbox) -> tuple[int | None, dict[str, st
     (work / "probe.py").write_text(PROBE)
     env = {**os.environ, "AKA_TEST_VALUE": "seen", "AKA_TEST_SOCKET": str(tmp_path / "host.sock")}
     env["AKA_DEVICE_LOCK_DIR"] = str(tmp_path / "locks")
+    env["AKA_TEST_HELDOUT"] = str(tmp_path / "heldout.py")
     parent = WarmParent.for_env(env)
     assert parent is not None
     read, write = os.pipe()
@@ -102,6 +104,7 @@ def _locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "locks").mkdir()
     (tmp_path / "locks" / "GPU-x.lock").write_text("")
     monkeypatch.setenv("AKA_DEVICE_LOCK_DIR", str(tmp_path / "locks"))
+    (tmp_path / "heldout.py").write_text("CASES = ['secret']\n")
 
 
 def test_a_forked_step_gets_its_arguments_environment_descriptors_and_exit_status(
@@ -113,6 +116,7 @@ def test_a_forked_step_gets_its_arguments_environment_descriptors_and_exit_statu
     assert status == 3
     assert seen["unix"] == "reached", "unsandboxed, the machine's socket files are reachable"
     assert seen["locks"] == "['GPU-x.lock']", "unsandboxed, the machine's device locks are in reach"
+    assert seen["heldout"] == repr("CASES = ['secret']\n")
     assert seen["argv"] == "first" and seen["env"] == "seen" and seen["stdin"] == "the-token"
     assert seen["torch"] == "True", "the warm parent imported torch before forking"
     assert "printed to the log" in log
@@ -124,7 +128,7 @@ def test_a_forked_step_gets_the_sandbox_an_exec_step_gets(tmp_path: Path, monkey
     the machine's socket files masked, its device locks hidden."""
     _locks(tmp_path, monkeypatch)
     with _host_service(tmp_path / "host.sock"):
-        sandbox = step_sandbox(detect_sandbox(), [], keep_admin=False)
+        sandbox = step_sandbox(detect_sandbox(), [], keep_admin=False, concealed=[str(tmp_path / "heldout.py")])
         assert str(tmp_path / "host.sock") in sandbox.masked
         assert sandbox.hidden == (str(tmp_path / "locks"),)
         status, seen, _ = _run(tmp_path, sandbox)
@@ -135,6 +139,7 @@ def test_a_forked_step_gets_the_sandbox_an_exec_step_gets(tmp_path: Path, monkey
     assert seen["network"] != "reached"
     assert seen["unix"] == "ConnectionRefusedError", "the socket file is /dev/null in the step"
     assert seen["locks"] == "[]", "the device locks are out of the step's reach"
+    assert seen["heldout"] == "''", "the suite's held-out cases read empty"
 
 
 CLIENT = """

@@ -12,12 +12,13 @@ poison every LATER evaluation. The evaluator runs this as root of the `unshare` 
 
 1. moves into a private mount namespace of its own, so it can never change the caller's mounts;
 2. bind-mounts each existing writable PATH onto itself (a read-write mount of its own), then
-   /dev/null over each path listed in `--mask-file` (one a line) that is a Unix socket: the
-   machine's bound sockets (`bound_sockets`, read outside the step's network namespace; in a file,
-   not the command line, which every `ps` shows). A read-only mount does not stop
-   `connect`, and a socket file reaches its service from any network namespace: a Docker or
-   container runtime's socket would give the candidate the host;
-   An empty read-only tmpfs goes over each `--hide` folder that holds no writable path: the
+   /dev/null over each path listed in `--mask-file` (one a line) that is a Unix socket or a plain
+   file: the machine's bound sockets (`bound_sockets`, read outside the step's network namespace;
+   in a file, not the command line, which every `ps` shows), and the task suite's held-out cases
+   (a candidate read them and put them in the message its evaluation returns: red team, session
+   48). A read-only mount does not stop `connect`, and a socket file reaches its service from
+   any network namespace: a Docker or container runtime's socket would give the candidate the
+   host. An empty read-only tmpfs goes over each `--hide` folder that holds no writable path: the
    machine's device locks (a candidate that took a GPU's lock file with `flock`, which a
    read-only descriptor allows, stalled every timed step on that GPU: red team, session 48);
 3. replaces /dev with a private one (a read-only tmpfs) holding only the character devices a
@@ -274,18 +275,20 @@ def bound_sockets(table: str = "/proc/net/unix") -> list[str]:
 
 def _mask_sockets(paths: Sequence[str]) -> list[str]:
     """/dev/null bound over each of `paths` that is a Unix socket here (`connect` to it is then
-    refused); returns warnings for those that stay."""
+    refused) or a plain file (the suite's held-out cases: read, it is empty); returns warnings for
+    those that stay."""
     warnings = []
     null = os.open("/dev/null", O_PATH)
     try:
         for path in paths:
             try:
-                if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                mode = os.lstat(path).st_mode
+                if not (stat.S_ISSOCK(mode) or stat.S_ISREG(mode)):
                     continue
                 _mount(f"/proc/self/fd/{null}", path, MS_BIND)
             except (OSError, ConfineError) as exc:
                 if not isinstance(exc, FileNotFoundError):
-                    warnings.append(f"aka.evaluation.confine: warning: socket {path} stays reachable: {exc}")
+                    warnings.append(f"aka.evaluation.confine: warning: {path} stays reachable: {exc}")
     finally:
         os.close(null)
     return warnings

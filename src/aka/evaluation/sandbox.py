@@ -41,6 +41,8 @@ CPU_MEMORY_LIMIT_BYTES = 16 * 1024**3
 READ_ONLY_FILESYSTEM = "read-only-filesystem"
 PRIVATE_DEV = "private-dev"
 CONFINE_SCRIPT = Path(__file__).resolve().with_name("confine.py")
+HELDOUT_FILE = "heldout.py"  # a task's held-out cases (aka.harness.task.HELDOUT_MODULE)
+MAX_CONCEALED = 4096  # held-out files concealed from a step, at most (each a bind mount)
 # cuInit, then a context on the first visible device (which opens its /dev/nvidiaN): 0 when CUDA works.
 CUDA_INIT_PROBE = (
     "import ctypes, sys; cuda = ctypes.CDLL('libcuda.so.1'); d, c = ctypes.c_int(), ctypes.c_void_p(); "
@@ -81,6 +83,17 @@ def hidden_from_steps() -> tuple[str, ...]:
     return (str(lock_dir()),)
 
 
+def heldout_files(task_directory: Path, task_name: str) -> list[str]:
+    """The held-out case files of the suite a task belongs to (its folder, up by its name's parts),
+    which a step sees empty (`concealed`): a candidate read them and returned them in its own
+    failure message, where an agent or a trainer's policy reads it (red team, session 48). The
+    step's own copy (the judge's, for a held-out evaluation) is in its writable evaluation folder."""
+    suite = task_directory
+    for _ in task_name.split("/"):
+        suite = suite.parent
+    return [str(path) for path in sorted(suite.rglob(HELDOUT_FILE))[:MAX_CONCEALED] if path.is_file()]
+
+
 def confine_argv(
     writable: Sequence[str | Path],
     host_dev: bool = False,
@@ -109,15 +122,20 @@ class Sandbox:
         """Commands it wraps see a read-only file system outside their writable paths."""
         return READ_ONLY_FILESYSTEM in self.features
 
-    def wrap(self, argv: Sequence[str], writable: Sequence[str | Path] = (), keep_admin: bool = False) -> list[str]:
+    def wrap(
+        self,
+        argv: Sequence[str],
+        writable: Sequence[str | Path] = (),
+        keep_admin: bool = False,
+        concealed: Sequence[str] = (),
+    ) -> list[str]:
         """`argv` inside the namespaces and, where this machine allows it, behind `aka.evaluation.confine`
         with only the existing paths of `writable` writable and the machine's bound Unix sockets
         masked (listed now, from outside the step's network namespace). An empty `argv` gives the
         prefix. `keep_admin`: an aka.harness judge, which starts its workers in namespaces of their own."""
         host_dev = PRIVATE_DEV not in self.features
-        confine = (
-            confine_argv(writable, host_dev, keep_admin, bound_sockets(), hidden_from_steps()) if self.confines else []
-        )
+        masked = [*bound_sockets(), *concealed]
+        confine = confine_argv(writable, host_dev, keep_admin, masked, hidden_from_steps()) if self.confines else []
         return [*self.prefix, *confine, *argv]
 
 

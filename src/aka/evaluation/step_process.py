@@ -10,7 +10,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from aka.evaluation.device_lock import Turn
 from aka.evaluation.disk_quota import STEP_OUTPUT_LIMIT_BYTES, DiskQuota
 from aka.evaluation.phased_turn import phased_turns
 from aka.evaluation.pids_limit import PIDS_FEATURE, new_group, remove_group
-from aka.evaluation.sandbox import ResourceLimits, detect_sandbox, step_limits
+from aka.evaluation.sandbox import ResourceLimits, detect_sandbox, heldout_files, step_limits
 from aka.evaluation.step_spec import Step, Target, step_commands, step_environment, step_timeout
 from aka.evaluation.warm_parent import ForkedProcess, WarmParent, script_argv, step_sandbox
 from aka.evaluation.wire import ENV_RESULT_FD, ENV_SHARED_CACHE, ENV_TURN_FD
@@ -190,6 +190,7 @@ def start_isolated(
         if sandbox.confines:
             cache.mkdir(mode=0o700)
         writable = [eval_dir, cache, scratch, *([caches.shared] if caches.shared else [])]
+        concealed = heldout_files(setup.task.directory, setup.task.name) if sandbox.confines else []
         env = {**setup.environment(step, target), **private}
         limits = step_limits(timeout, setup.device.is_gpu, group)
         started = StartedCommand(
@@ -199,9 +200,9 @@ def start_isolated(
             log_path or setup.log_path,
             with_stdin=True,
             pass_fds=tuple(passed),
-            prefix=tuple(sandbox.wrap([], writable, keep_admin=judge)),
+            prefix=tuple(sandbox.wrap([], writable, keep_admin=judge, concealed=concealed)),
             preexec=limits.apply,
-            fork=_warm_fork(command, eval_dir, env, passed, writable, limits) if judge else None,
+            fork=_warm_fork(command, eval_dir, env, passed, writable, limits, concealed) if judge else None,
         )
     except BaseException:
         remove_tree(cache)
@@ -239,6 +240,7 @@ def _warm_fork(
     passed: list[int],
     writable: list[Path],
     limits: ResourceLimits,
+    concealed: Sequence[str] = (),
 ) -> Callable[[int], ForkedProcess] | None:
     """How an aka.harness step starts from the warm parent (`aka.evaluation.warm_parent`), in the
     same sandbox as the exec path would give it; None where it is exec'd."""
@@ -246,7 +248,7 @@ def _warm_fork(
     parent = WarmParent.for_env(env) if argv else None
     if parent is None or argv is None:
         return None
-    sandbox = step_sandbox(detect_sandbox(), writable, keep_admin=True)
+    sandbox = step_sandbox(detect_sandbox(), writable, keep_admin=True, concealed=concealed)
     if not parent.can_sandbox(sandbox, env):
         return None
     return lambda log_fd: parent.start(argv, eval_dir, env, log_fd, passed, sandbox, limits)

@@ -455,8 +455,10 @@ class WarmParent:
         return process
 
 
-def step_sandbox(sandbox: Sandbox, writable: Sequence[str | Path], keep_admin: bool) -> StepSandbox:
-    """The in-child equivalent of `sandbox.wrap(argv, writable, keep_admin)`."""
+def step_sandbox(
+    sandbox: Sandbox, writable: Sequence[str | Path], keep_admin: bool, concealed: Sequence[str] = ()
+) -> StepSandbox:
+    """The in-child equivalent of `sandbox.wrap(argv, writable, keep_admin, concealed)`."""
     return StepSandbox(
         namespaces=bool(sandbox.prefix),
         user_namespace="--user" in sandbox.prefix,
@@ -464,7 +466,7 @@ def step_sandbox(sandbox: Sandbox, writable: Sequence[str | Path], keep_admin: b
         writable=tuple(str(p) for p in writable if os.path.exists(p)),
         host_dev=PRIVATE_DEV not in sandbox.features,
         keep_admin=keep_admin,
-        masked=tuple(bound_sockets()) if sandbox.confines else (),
+        masked=(*bound_sockets(), *concealed) if sandbox.confines else (),
         hidden=hidden_from_steps() if sandbox.confines else (),
     )
 

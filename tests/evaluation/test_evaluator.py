@@ -279,3 +279,37 @@ def test_a_step_that_fills_the_disk_is_stopped_as_tampering(
     assert disk_quota.disk_usage(tmp_path / "scratch") < 200 * 2**20  # stopped long before it wrote 1.6 GB
     if where != "flat":  # in its private folders: removed with them
         assert disk_quota.disk_usage(tmp_path / "scratch") < 8 * 2**20
+
+
+def test_a_step_that_fills_the_disk_with_files_no_folder_names_is_stopped_as_tampering(
+    tasks_root, make_toy_task, tmp_path: Path, monkeypatch
+) -> None:
+    """A red team's candidate held 18 files of 255 MiB, made with O_TMPFILE (unlinked from the
+    start), and the quota, which read its folders, saw nothing while the disk lost 4.5 GiB. The
+    files the step's processes hold open on its folders' file systems count too."""
+    from aka.evaluation import disk_quota
+    from aka.evaluation.steps import evaluate_candidate
+
+    monkeypatch.setattr(disk_quota, "STEP_DISK_QUOTA_BYTES", 32 * 2**20)
+    filler = (
+        "import os, time\n"
+        "_held = []\n"
+        "for i in range(200):\n"
+        "    if i % 2:\n"
+        "        fd = os.open(os.environ['TMPDIR'], os.O_TMPFILE | os.O_WRONLY, 0o600)\n"
+        "    else:\n"
+        "        path = os.path.join(os.environ['TMPDIR'], f'gone{i}')\n"
+        "        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)\n"
+        "        os.unlink(path)\n"
+        "    os.write(fd, os.urandom(8 * 2**20))\n"
+        "    _held.append(fd)\n"
+        "    time.sleep(0.05)\n"
+    )
+    task_dir = make_toy_task("triton2triton/toy/unlinked")
+    task = next(t for t in select_tasks(tasks_root, ["all"]) if t.directory == task_dir)
+    candidate = tmp_path / "candidate"
+    candidate.mkdir()
+    (candidate / "kernel.py").write_text(toy_kernel_source(extra=filler))
+    outcomes = evaluate_candidate(task, candidate, tmp_path / "scratch", CPU)
+    assert outcomes[-1].failure is FailureKind.TAMPERING, outcomes[-1]
+    assert "files its processes hold that no folder names" in (outcomes[-1].message or "")

@@ -266,7 +266,7 @@ def finish_isolated(
             shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
         process.cache.mkdir(mode=0o700, exist_ok=True)
         turn = turn or Turn(0.0)
-        quota, turn_held = DiskQuota(process.writable), turn
+        quota, turn_held = DiskQuota(process.writable, root=process.started.proc.pid), turn
         with turn.pausable(process.started.proc.pid):
             ran = process.started.finish(
                 f"{process.token}\n".encode(),

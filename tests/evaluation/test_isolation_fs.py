@@ -264,6 +264,15 @@ def test_the_held_out_files_of_a_tasks_suite_are_listed(tmp_path: Path) -> None:
     (suite / "cuda2cuda/basic/add/heldout.py").write_text("CASES = []\n")
     listed = isolation.heldout_files(suite / "triton2triton/basic/gelu", "triton2triton/basic/gelu")
     assert listed == [str(suite / "cuda2cuda/basic/add/heldout.py"), str(suite / "triton2triton/basic/gelu/heldout.py")]
+    # a task copied where its folder is not laid out by its name (a check's scratch copy): its own
+    # file only, never a walk up from there (which reached / and every folder under it)
+    copy = tmp_path / "scratch" / "gelu"
+    copy.mkdir(parents=True)
+    (copy / "heldout.py").write_text("CASES = []\n")
+    assert isolation.heldout_files(copy, "triton2triton/basic/gelu") == [str(copy / "heldout.py")]
+    assert isolation.heldout_files(copy, "triton2triton/basic/other") == [str(copy / "heldout.py")]
+    (copy / "heldout.py").unlink()
+    assert isolation.heldout_files(copy, "triton2triton/basic/gelu") == []
 
 
 @needs_confinement

@@ -88,10 +88,17 @@ def heldout_files(task_directory: Path, task_name: str) -> list[str]:
     which a step sees empty (`concealed`): a candidate read them and returned them in its own
     failure message, where an agent or a trainer's policy reads it (red team, session 48). The
     step's own copy (the judge's, for a held-out evaluation) is in its writable evaluation folder."""
+    parts = task_name.split("/")
     suite = task_directory
-    for _ in task_name.split("/"):
+    for _ in parts:
         suite = suite.parent
-    return [str(path) for path in sorted(suite.rglob(HELDOUT_FILE))[:MAX_CONCEALED] if path.is_file()]
+    if (suite / task_name).resolve() != task_directory.resolve():  # a copy not laid out by name: its own
+        own = task_directory / HELDOUT_FILE
+        return [str(own)] if own.is_file() else []
+    # the suite's tasks are folders as deep as their names: no walk of anything else (glob.glob
+    # passes over what vanishes or cannot be read)
+    pattern = os.path.join(glob.escape(str(suite)), *["*"] * len(parts), HELDOUT_FILE)
+    return sorted(glob.glob(pattern))[:MAX_CONCEALED]
 
 
 def confine_argv(

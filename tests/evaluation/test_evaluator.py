@@ -142,9 +142,10 @@ def test_the_static_check_takes_any_source_in_one_pass() -> None:
     """Sources no parser takes (nested too deep: the parser's RecursionError and MemoryError) are
     left to the compile step like a syntax error, and `__global__` names are found in one pass: a
     lazy regex took 101 s on 172 KiB of repeated `__global__` (red team, session 48)."""
+    import tempfile
     import time
 
-    from aka.evaluation.kernel_check import global_functions, parse_python
+    from aka.evaluation.kernel_check import defined_names, global_functions, parse_python
 
     assert parse_python("x = " + "+".join(["1"] * 3000)) is None
     assert parse_python("x = " + "-" * 7000 + "1") is None
@@ -163,6 +164,14 @@ def test_the_static_check_takes_any_source_in_one_pass() -> None:
     started = time.monotonic()
     assert global_functions("__global__ " * 20_000) == set()
     assert time.monotonic() - started < 5.0  # the regex: about 100 s on this much
+    # unclosed `__launch_bounds__(` (its arguments' pattern scanned to the end for each: 3.6 s on
+    # 288 KiB), and a Python source too long to parse in the evaluator (4 MiB of `a;`: 32 s, 3.6 GiB)
+    source = Path(tempfile.mkdtemp()) / "kernel.cu"
+    source.write_text("__global__ void k(int a) {}\n" + "__launch_bounds__(" * 40_000)
+    started = time.monotonic()
+    assert defined_names(source) == {"k"}
+    assert time.monotonic() - started < 5.0
+    assert parse_python("a;" * 300_000) is None
 
 
 def test_step_environment_contract(tasks_root, make_toy_task, tmp_path: Path) -> None:

@@ -40,6 +40,9 @@ seen["denied"] = {  # arguments that would fail otherwise with another error, or
     "userfaultfd": errno_of(libc.syscall(numbers["userfaultfd"], 0)),
     "process_vm_readv": errno_of(libc.syscall(numbers["process_vm_readv"], os.getpid(), None, 0, None, 0, 0)),
     "pidfd_getfd": errno_of(libc.syscall(numbers["pidfd_getfd"], os.pidfd_open(child.pid), 0, 0)),
+    "add_key": errno_of(libc.syscall(numbers["add_key"], b"user", b"aka-test", b"x", 1, -4)),  # session keyring
+    "request_key": errno_of(libc.syscall(numbers["request_key"], b"user", b"aka-test", None, 0)),
+    "keyctl": errno_of(libc.syscall(numbers["keyctl"], 0, -4, 0, 0, 0)),  # KEYCTL_GET_KEYRING_ID
 }
 pid, cont, winch = child.pid, int(signal.SIGCONT), int(signal.SIGWINCH)
 calls = {

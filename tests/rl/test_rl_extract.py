@@ -65,3 +65,15 @@ def test_errors_are_one_line(completion: str, editable: list[str], message: str)
     text = str(caught.value)
     assert message in text and "\n" not in text and text.startswith("triton2triton/basic/gelu: ")
     assert isinstance(caught.value, CandidateError)
+
+
+def test_a_long_first_line_is_no_file_name_and_costs_no_backtracking() -> None:
+    """The first-comment pattern backtracks in the square of a line's length: a red team's `#a`,
+    50,000 spaces and `x` held the reward server's event loop 9.7 s. A comment that names a file
+    is short; a long one names nothing, and the block is taken as unnamed."""
+    import time
+
+    body = "#a" + " " * 200_000 + "x\nV = 1\n"
+    started = time.monotonic()
+    assert extract_files(f"```python\n{body}```", ONE) == {"kernel.py": body}
+    assert time.monotonic() - started < 5.0  # the pattern alone: hours on this line

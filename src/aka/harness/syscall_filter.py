@@ -10,8 +10,10 @@ may trace, nor send SIGCONT by any signalling call. Also denied: io_uring (its k
 threads carry on with queued work while their process stands stopped), `perf_event_open`, `bpf`
 and `userfaultfd` (no kernel's-eye view of other processes, no way to stall a page fault),
 `process_vm_readv`/`writev` and `pidfd_getfd` (no other process's memory or descriptors, where a
-worker shares the judge's namespaces), and any system call of another ABI than the machine's own
-(a 64-bit process may still make 32-bit calls, under other numbers). What the kernel sends on a
+worker shares the judge's namespaces), the keyring calls (`add_key`, `request_key`, `keyctl`:
+state that outlives the evaluation where the evaluator is real root), and any system call of
+another ABI than the machine's own (a 64-bit process may still make 32-bit calls, under other
+numbers). What the kernel sends on a
 process's behalf (a timer's SIGCONT) no filter sees: `aka.stillness` catches what ran.
 
 The judge reads the filter's presence in /proc (`filtered`), not from the worker's word; where
@@ -60,6 +62,11 @@ DENIED = (
     "process_vm_readv",  # another process's memory (where the worker shares the judge's namespaces)
     "process_vm_writev",
     "pidfd_getfd",  # another process's descriptors
+    # the kernel's keyrings: where the evaluator is real root, a candidate's key landed in the host's
+    # root keyring and outlived its evaluation, read by the next one (red team, session 48)
+    "add_key",
+    "request_key",
+    "keyctl",
 )
 _ALLOW, _DENY = "allow", "deny"  # labels of the filter's last two instructions
 # Calls that send a signal, and which argument is the signal: none may send SIGCONT, which
@@ -101,6 +108,9 @@ MACHINES = {
         {
             **SHARED_NUMBERS,
             "socket": 41,
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
             "ptrace": 101,
             "perf_event_open": 298,
             "bpf": 321,
@@ -127,6 +137,9 @@ MACHINES = {
         {
             **SHARED_NUMBERS,
             "socket": 198,
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
             "ptrace": 117,
             "perf_event_open": 241,
             "bpf": 280,

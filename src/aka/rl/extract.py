@@ -25,6 +25,9 @@ _QUOTED = re.compile(r"`([^`\s]+)`")
 _COMMENT = re.compile(
     r"^\s*(?:#|//|/\*|--)\s*(?:(?:file(?:name)?|path)\s*[:=]\s*)?(?P<name>\S+?)\s*(?:\*/)?\s*$", re.IGNORECASE
 )
+# A comment that names a file is short; the pattern above backtracks in the square of a line's
+# length (a red team's `#a` + 50,000 spaces + `x` held the reward server's event loop 9.7 s).
+MAX_COMMENT_CHARS = 512
 _LANGUAGES = {
     ".py": {"python", "py", "python3"},
     ".cu": {"cuda", "cu", "cpp", "c++"},
@@ -117,7 +120,8 @@ def extract_files(completion: str, editable: Sequence[str], task_id: str = "the 
     files: dict[str, str] = {}
     unnamed: list[tuple[str, str]] = []
     for language, name, above, body in blocks:
-        comment = _COMMENT.match(body.splitlines()[0]) if body.strip() else None
+        first = body.splitlines()[0] if body.strip() else ""
+        comment = _COMMENT.match(first) if 0 < len(first) <= MAX_COMMENT_CHARS else None
         named = name or (_clean_name(comment.group("name")) if comment else None)
         mentioned = _above_name(above)
         if named is None and mentioned is not None and _resolve(mentioned, editable) is not None:

@@ -273,7 +273,7 @@ def bound_sockets(table: str = "/proc/net/unix") -> list[str]:
     return list(found)[:MAX_MASKED_SOCKETS]
 
 
-def _mask_sockets(paths: Sequence[str]) -> list[str]:
+def _mask(paths: Sequence[str]) -> list[str]:
     """/dev/null bound over each of `paths` that is a Unix socket here (`connect` to it is then
     refused) or a plain file (the suite's held-out cases: read, it is empty); returns warnings for
     those that stay."""
@@ -354,9 +354,10 @@ def confine(
     gpu_uuid: str | None = None,
     hidden: Sequence[str] = (),
 ) -> list[str]:
-    """Make everything but `writable` read-only here and the sockets of `masked` unreachable, and
-    of the GPUs' nodes keep only `gpu_uuid`'s where it is given (the step's `ENV_GPU_UUID`);
-    returns warnings (mounts left writable, sockets left reachable).
+    """Make everything but `writable` read-only here, the sockets and files of `masked` unreachable
+    (/dev/null over each) and the folders of `hidden` empty, and of the GPUs' nodes keep only
+    `gpu_uuid`'s where it is given (the step's `ENV_GPU_UUID`); returns warnings (mounts left
+    writable, paths left reachable or visible).
 
     `keep_admin` keeps CAP_SYS_ADMIN, for an aka.harness judge only: it runs no candidate code,
     and it needs the capability to start each worker in fresh PID and mount namespaces with a
@@ -367,7 +368,7 @@ def confine(
     keep = [os.path.realpath(p) for p in writable if os.path.exists(p)]
     for path in keep:
         _mount(path, path, MS_BIND | MS_REC)
-    warnings = _mask_sockets(masked)
+    warnings = _mask(masked)
     warnings += _hide(hidden, keep)
     if not host_dev:
         try:

@@ -14,8 +14,6 @@ from aka.config.tasks import Task
 # MemoryError). A red team's candidate made both of the last two reach the evaluator, whose
 # `infra_error` the trainer drops: a wrong kernel so escaped its score on every attempt.
 UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
-
-
 MAX_PARSED_CHARS = 512 * 1024  # a kernel's source, far past any; the parser's memory grows ~1,000x a source
 
 

@@ -322,3 +322,20 @@ def test_a_step_that_fills_the_disk_with_files_no_folder_names_is_stopped_as_tam
     outcomes = evaluate_candidate(task, candidate, tmp_path / "scratch", CPU)
     assert outcomes[-1].failure is FailureKind.TAMPERING, outcomes[-1]
     assert "files its processes hold that no folder names" in (outcomes[-1].message or "")
+
+
+def test_the_evaluation_folder_holds_the_held_out_cases_only_for_a_held_out_evaluation(
+    tasks_root, make_toy_task, tmp_path: Path
+) -> None:
+    """The evaluation folder is the step's own: a candidate read the held-out cases there and put
+    them in its failure message (red team, session 48). A module of that name deeper in the task
+    is the task's own and stays."""
+    task = _task(tasks_root, make_toy_task)
+    (task.directory / "heldout.py").write_text("CASES = ['secret']\n")
+    (task.directory / "helpers").mkdir()
+    (task.directory / "helpers" / "heldout.py").write_text("# the task's own module\n")
+    build_eval_dir(task, tmp_path / "plain", None)
+    assert not (tmp_path / "plain" / "heldout.py").exists()
+    assert (tmp_path / "plain" / "helpers" / "heldout.py").is_file()
+    build_eval_dir(task, tmp_path / "held", None, heldout=True)
+    assert (tmp_path / "held" / "heldout.py").read_text() == "CASES = ['secret']\n"

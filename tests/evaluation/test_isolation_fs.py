@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -29,7 +30,14 @@ from aka.evaluation.confine import (
     parse_args,
     parse_mountinfo,
 )
-from aka.evaluation.sandbox import CONFINE_SCRIPT, PRIVATE_DEV, READ_ONLY_FILESYSTEM, Sandbox, detect_sandbox
+from aka.evaluation.sandbox import (
+    CONFINE_SCRIPT,
+    NARROWED,
+    PRIVATE_DEV,
+    READ_ONLY_FILESYSTEM,
+    Sandbox,
+    detect_sandbox,
+)
 from aka.evaluation.step_spec import SRC_ROOT
 from aka.evaluation.steps import StepOutcome, evaluate_candidate
 
@@ -81,14 +89,20 @@ def test_arguments_are_writable_paths_then_the_command() -> None:
         False,
         None,
         (),
+        None,
     )
-    assert parse_args(["--", "true"]) == ([], False, ["true"], False, None, ())
-    assert parse_args(["--host-dev", "--writable", "/a", "--", "true"]) == (["/a"], True, ["true"], False, None, ())
-    assert parse_args(["--keep-admin", "--writable", "/a", "--", "true"]) == (["/a"], False, ["true"], True, None, ())
+    assert parse_args(["--", "true"]) == ([], False, ["true"], False, None, (), None)
+    host_dev = parse_args(["--host-dev", "--writable", "/a", "--", "true"])
+    assert host_dev == (["/a"], True, ["true"], False, None, (), None)
+    keep_admin = parse_args(["--keep-admin", "--writable", "/a", "--", "true"])
+    assert keep_admin == (["/a"], False, ["true"], True, None, (), None)
     masked = parse_args(["--mask-file", "/tmp/masks", "--writable", "/a", "--", "true"])
-    assert masked == (["/a"], False, ["true"], False, "/tmp/masks", ())
+    assert masked == (["/a"], False, ["true"], False, "/tmp/masks", (), None)
+    viewed = parse_args(["--view-file", "/tmp/view", "--", "true"])
+    assert viewed == ([], False, ["true"], False, None, (), "/tmp/view")
+    assert parse_args(["--view-file", "/v1", "--view-file", "/v2", "--", "true"]) is None
     hidden = parse_args(["--hide", "/l1", "--writable", "/a", "--hide", "/l2", "--", "true"])
-    assert hidden == (["/a"], False, ["true"], False, None, ("/l1", "/l2"))
+    assert hidden == (["/a"], False, ["true"], False, None, ("/l1", "/l2"), None)
     assert parse_args(["--mask-file", "/m1", "--mask-file", "/m2", "--", "true"]) is None
     for bad in (
         ["true"],
@@ -247,9 +261,10 @@ def test_a_step_cannot_reach_the_machines_socket_files(tmp_path: Path) -> None:
         for server in servers:
             server.close()
     assert outside.stdout.split() == [str(paths[0]), "reached", str(paths[1]), "reached"]
+    narrowed = NARROWED in SANDBOX.features  # outside its view and writable folders, nothing is there
     assert inside.stdout.split() == [
         str(paths[0]),
-        "ConnectionRefusedError",
+        "FileNotFoundError" if narrowed else "ConnectionRefusedError",
         str(paths[1]),
         "ConnectionRefusedError",
     ], inside.stderr
@@ -286,12 +301,24 @@ def test_a_step_reads_the_suites_held_out_cases_empty(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     (work / "heldout.py").write_text("CASES = ['the judge reads this']\n")
-    probe = "import sys\nfor path in sys.argv[1:]:\n    print(repr(open(path).read()))\n"
+    probe = (
+        "import sys\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n"
+        "        print(repr(open(path).read()))\n"
+        "    except OSError as exc:\n"
+        "        print(type(exc).__name__)\n"
+    )
     argv = [sys.executable, "-c", probe, str(heldout), str(work / "heldout.py")]
+    judges = repr("CASES = ['the judge reads this']\n")
     inside = subprocess.run(
         SANDBOX.wrap(argv, [work], concealed=[str(heldout)]), capture_output=True, text=True, timeout=60, check=False
     )
-    assert inside.stdout.splitlines() == ["''", repr("CASES = ['the judge reads this']\n")], inside.stderr
+    seen = "FileNotFoundError" if NARROWED in SANDBOX.features else "''"  # narrowed: outside its view too
+    assert inside.stdout.splitlines() == [seen, judges], inside.stderr
+    masked = [*SANDBOX.prefix, *isolation.confine_argv([work], masked=[str(heldout)]), *argv]  # not narrowed
+    alone = subprocess.run(masked, capture_output=True, text=True, timeout=60, check=False)
+    assert alone.stdout.splitlines() == ["''", judges], alone.stderr
     assert heldout.read_text() == "CASES = ['secret']\n"
 
 
@@ -308,7 +335,7 @@ def test_a_step_cannot_take_the_machines_device_locks(tmp_path: Path, monkeypatc
     monkeypatch.setenv(ENV_LOCK_DIR, str(locks))
     probe = (
         "import fcntl, os, sys\n"
-        "print(sorted(os.listdir(sys.argv[1])))\n"
+        "print(sorted(os.listdir(sys.argv[1])) if os.path.isdir(sys.argv[1]) else 'absent')\n"
         "try:\n"
         "    fcntl.flock(os.open(os.path.join(sys.argv[1], 'GPU-x.lock'), os.O_RDONLY), fcntl.LOCK_EX)\n"
         "    print('locked')\n"
@@ -321,8 +348,12 @@ def test_a_step_cannot_take_the_machines_device_locks(tmp_path: Path, monkeypatc
     wrapped = SANDBOX.wrap(argv, [work])
     assert wrapped[wrapped.index("--hide") + 1] == str(locks)
     inside = subprocess.run(wrapped, capture_output=True, text=True, timeout=60, check=False, cwd=work)
-    assert inside.stdout.split("\n")[:2] == ["[]", "FileNotFoundError"], inside.stderr
+    seen = "absent" if NARROWED in SANDBOX.features else "[]"  # narrowed: outside the step's view as well
+    assert inside.stdout.split("\n")[:2] == [seen, "FileNotFoundError"], inside.stderr
     assert (locks / "GPU-x.lock").exists(), "hidden from the step only"
+    alone = [*SANDBOX.prefix, *isolation.confine_argv([work], hidden=[str(locks)]), *argv]  # hidden, not narrowed
+    hidden = subprocess.run(alone, capture_output=True, text=True, timeout=60, check=False, cwd=work)
+    assert hidden.stdout.split("\n")[:2] == ["[]", "FileNotFoundError"], hidden.stderr
     holding = [*SANDBOX.prefix, *isolation.confine_argv([work], hidden=[str(tmp_path)]), *argv]
     kept = subprocess.run(holding, capture_output=True, text=True, timeout=60, check=False, cwd=work)
     assert kept.stdout.split("\n")[:2] == ["['GPU-x.lock']", "locked"], kept.stderr
@@ -345,24 +376,27 @@ def test_a_refused_read_only_bind_of_a_kernel_tunable_is_a_warning(monkeypatch: 
 
 
 @pytest.mark.parametrize(
-    "nvidia, outside, behind, expected",
+    "nvidia, outside, behind, narrows, expected",
     [
-        (False, False, False, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),  # no NVIDIA device: nothing to check
-        (True, True, True, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),
-        (True, False, False, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),  # CUDA is broken anyway: nothing to lose
-        (True, True, False, [READ_ONLY_FILESYSTEM]),  # CUDA needs the host's /dev here: keep it
+        (False, False, False, True, [READ_ONLY_FILESYSTEM, PRIVATE_DEV, NARROWED]),  # no NVIDIA device
+        (True, True, True, True, [READ_ONLY_FILESYSTEM, PRIVATE_DEV, NARROWED]),
+        (True, False, False, True, [READ_ONLY_FILESYSTEM, PRIVATE_DEV, NARROWED]),  # CUDA is broken anyway
+        (True, True, False, True, [READ_ONLY_FILESYSTEM, NARROWED]),  # CUDA needs the host's /dev here: keep it
+        (True, True, True, False, [READ_ONLY_FILESYSTEM, PRIVATE_DEV]),  # a narrowed step does not run here
     ],
 )
 def test_the_private_dev_is_used_only_where_cuda_still_works(
-    monkeypatch: pytest.MonkeyPatch, nvidia: bool, outside: bool, behind: bool, expected: list[str]
+    monkeypatch: pytest.MonkeyPatch, nvidia: bool, outside: bool, behind: bool, narrows: bool, expected: list[str]
 ) -> None:
     monkeypatch.setattr(isolation.glob, "glob", lambda pattern: ["/dev/nvidiactl"] if nvidia else [])
 
     def runs(argv: list[str]) -> bool:
         if argv[-1] == "true":  # every confinement mounts; only the CUDA probe differs
             return True
+        if "import aka" in argv[-1]:  # the narrowed view's probe: Python and aka run behind it
+            return narrows
         assert argv[-1] == isolation.CUDA_INIT_PROBE
-        return behind if "--" in argv else outside
+        return (behind or "--host-dev" in argv) if "--" in argv else outside
 
     monkeypatch.setattr(isolation, "command_succeeds", runs)
     assert isolation._confinement(["unshare", "--pid"]) == expected
@@ -371,7 +405,7 @@ def test_the_private_dev_is_used_only_where_cuda_still_works(
 def test_without_a_private_dev_the_host_dev_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine where the tmpfs cannot be mounted still gets the read-only file system."""
     monkeypatch.setattr(isolation, "command_succeeds", lambda argv: "--host-dev" in argv)
-    assert isolation._confinement(["unshare", "--pid"]) == [READ_ONLY_FILESYSTEM]
+    assert isolation._confinement(["unshare", "--pid"]) == [READ_ONLY_FILESYSTEM, NARROWED]
     monkeypatch.setattr(isolation, "command_succeeds", lambda argv: False)
     assert isolation._confinement(["unshare", "--pid"]) == []
 
@@ -588,9 +622,13 @@ def test_candidate_cannot_poison_later_evaluations(tmp_path: Path) -> None:
     assert not Path(f"/dev/aka-planted-{os.getpid()}").exists()
     assert [o.step.value for o in outcomes] == ["compile", "correctness", "performance"]
     assert all(o.passed and READ_ONLY_FILESYSTEM in o.isolation for o in outcomes), outcomes[-1].message
+    results = dict(re.findall(r"aka-fs-probe (\w+ [\w-]+): (\w+)", log))
     for step in ("compile", "correctness", "performance"):
         for label in attempts:
-            assert f"aka-fs-probe {step} {label}: EROFS" in log, (step, label, log[-3000:])
+            # read-only, or (narrowed) not there at all: the pristine task is outside the step's view
+            assert results.get(f"{step} {label}") in ("EROFS", "ENOENT"), (step, label, results)
+        if NARROWED in SANDBOX.features:
+            assert results[f"{step} pristine-harness"] == results[f"{step} baseline-builds"] == "ENOENT", results
     assert "WROTE" not in log
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from aka.evaluation.sandbox import ResourceLimits, detect_sandbox, step_limits
+from aka.evaluation.sandbox import NARROWED, ResourceLimits, detect_sandbox, step_limits
 from aka.evaluation.step_process import _warm_fork
 from aka.evaluation.warm_parent import (
     ENV_WARM_STEPS,
@@ -52,8 +52,15 @@ try:
         print("unix", "reached", file=out)
 except OSError as exc:
     print("unix", type(exc).__name__, file=out)
-print("locks", sorted(os.listdir(os.environ["AKA_DEVICE_LOCK_DIR"])), file=out)
-print("heldout", repr(open(os.environ["AKA_TEST_HELDOUT"]).read()), file=out)
+try:
+    print("locks", sorted(os.listdir(os.environ["AKA_DEVICE_LOCK_DIR"])), file=out)
+except OSError as exc:
+    print("locks", type(exc).__name__, file=out)
+try:
+    print("heldout", repr(open(os.environ["AKA_TEST_HELDOUT"]).read()), file=out)
+except OSError as exc:
+    print("heldout", type(exc).__name__, file=out)
+print("beside", os.path.exists(os.path.join(os.path.dirname(sys.argv[3]), "beside.txt")), file=out)
 print("printed to the log")
 out.close()
 raise SystemExit(3)
@@ -74,6 +81,7 @@ def _run(tmp_path: Path, sandbox: StepSandbox) -> tuple[int | None, dict[str, st
     work.mkdir()
     outside.mkdir()
     (work / "probe.py").write_text(PROBE)
+    (tmp_path / "beside.txt").write_text("another evaluation's file\n")
     env = {**os.environ, "AKA_TEST_VALUE": "seen", "AKA_TEST_SOCKET": str(tmp_path / "host.sock")}
     env["AKA_DEVICE_LOCK_DIR"] = str(tmp_path / "locks")
     env["AKA_TEST_HELDOUT"] = str(tmp_path / "heldout.py")
@@ -125,21 +133,26 @@ def test_a_forked_step_gets_its_arguments_environment_descriptors_and_exit_statu
 @pytest.mark.skipif(not detect_sandbox().confines, reason="no namespaces and read-only file system on this machine")
 def test_a_forked_step_gets_the_sandbox_an_exec_step_gets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """PID namespace (it is process 1), no network, read-only file system but its writable path,
-    the machine's socket files masked, its device locks hidden."""
+    the machine's socket files masked, its device locks hidden; where the machine allows it, only
+    the step's view outside the system's folders (nothing beside its writable folder)."""
     _locks(tmp_path, monkeypatch)
+    narrowed = NARROWED in detect_sandbox().features
     with _host_service(tmp_path / "host.sock"):
         sandbox = step_sandbox(detect_sandbox(), [], keep_admin=False, concealed=[str(tmp_path / "heldout.py")])
         assert str(tmp_path / "host.sock") in sandbox.masked
         assert sandbox.hidden == (str(tmp_path / "locks"),)
+        assert (sandbox.view is not None) == narrowed
         status, seen, _ = _run(tmp_path, sandbox)
     assert status == 3
     assert seen["pid"] == "1"
     assert (tmp_path / "work" / "written").is_file()
     assert not (tmp_path / "outside" / "written").exists()
     assert seen["network"] != "reached"
-    assert seen["unix"] == "ConnectionRefusedError", "the socket file is /dev/null in the step"
-    assert seen["locks"] == "[]", "the device locks are out of the step's reach"
-    assert seen["heldout"] == "''", "the suite's held-out cases read empty"
+    gone = "FileNotFoundError"  # narrowed: not there at all
+    assert seen["unix"] == (gone if narrowed else "ConnectionRefusedError"), "the socket file is /dev/null in the step"
+    assert seen["locks"] == (gone if narrowed else "[]"), "the device locks are out of the step's reach"
+    assert seen["heldout"] == (gone if narrowed else "''"), "the suite's held-out cases read empty"
+    assert seen["beside"] == str(not narrowed), "what lies beside its writable folder"
 
 
 CLIENT = """
@@ -232,7 +245,15 @@ def test_a_sandbox_a_forked_step_cannot_get_means_exec(tmp_path: Path, monkeypat
     assert parent is not None
     machine = step_sandbox(detect_sandbox(), [tmp_path], keep_admin=True)
     assert parent.can_sandbox(machine, env)
-    assert parent.sandboxes[(machine.namespaces, machine.user_namespace, machine.confine, machine.host_dev, True)]
+    shape = (
+        machine.namespaces,
+        machine.user_namespace,
+        machine.confine,
+        machine.host_dev,
+        True,
+        machine.view is not None,
+    )
+    assert parent.sandboxes[shape]
 
     def refused(*args: object, **kwargs: object) -> ForkedProcess:
         raise OSError("no")

@@ -21,6 +21,7 @@ from conftest import processes_under
 from slurm_cluster import SlurmCluster, missing_reason
 from typer.testing import CliRunner
 
+from aka.evaluation.sandbox import ENV_STEP_VIEW
 from aka.parallel.queue import QUEUE_DIR, STATES, TrialEntry
 from aka.parallel.slurm import SlurmError, SlurmRequest, cancel, status, submit
 from aka.parallel.slurm_cli import slurm_app
@@ -54,7 +55,18 @@ def _env(cluster: SlurmCluster) -> dict[str, str]:
     env: dict[str, str] = cluster.env
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
     env["COLUMNS"] = "200"
+    if ENV_STEP_VIEW in os.environ:  # a test's gate (`_gate`)
+        env[ENV_STEP_VIEW] = os.environ[ENV_STEP_VIEW]
     return env
+
+
+def _gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where a gated kernel's gate appears: in a folder its steps see (`AKA_STEP_VIEW`; a step sees
+    nothing else outside the system's folders and its own), so the test can open it later."""
+    folder = tmp_path / "gates"
+    folder.mkdir()
+    monkeypatch.setenv(ENV_STEP_VIEW, str(folder))
+    return folder / "open"
 
 
 def _aka(cluster: SlurmCluster, cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -193,9 +205,9 @@ def test_submit_and_wait_runs_each_trial_once_with_a_worker_per_gpu(
 
 
 def test_status_then_cancel_then_a_local_resume_finishes_the_rest_once(
-    slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config
+    slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gate = tmp_path / "gate"
+    gate = _gate(tmp_path, monkeypatch)
     names, gated = _fast_and_gated_tasks(make_toy_task, gate)
     config = write_run_config()
     submitted = _aka(slurm, tmp_path, "slurm", "submit", str(config), "--gpus-per-node", "2")
@@ -234,7 +246,7 @@ def test_status_then_cancel_then_a_local_resume_finishes_the_rest_once(
 def test_a_cancelled_run_submitted_again_finishes_on_slurm(
     slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gate = tmp_path / "gate"
+    gate = _gate(tmp_path, monkeypatch)
     gated = ["triton2triton/toy/gated0", "triton2triton/toy/gated1"]
     for name in gated:
         make_toy_task(name, kernel=GATED_KERNEL.format(gate=str(gate)), correctness_timeout=600)
@@ -260,9 +272,9 @@ def test_a_cancelled_run_submitted_again_finishes_on_slurm(
 
 
 def test_a_requeued_job_resumes_through_the_leases_and_counts_each_trial_once(
-    slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config
+    slurm: SlurmCluster, tmp_path: Path, make_toy_task, write_run_config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gate = tmp_path / "gate"
+    gate = _gate(tmp_path, monkeypatch)
     names, gated = _fast_and_gated_tasks(make_toy_task, gate)
     submitted = _aka(slurm, tmp_path, "slurm", "submit", str(write_run_config()), "--gpus-per-node", "2")
     assert submitted.returncode == 0, submitted.stderr

@@ -2,7 +2,7 @@
 raw interfaces.
 
     python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] --writable PATH [--writable PATH ...]
-        [--mask-file FILE] [--hide DIR ...] -- CMD ARGS...
+        [--mask-file FILE] [--view-file FILE] [--hide DIR ...] -- CMD ARGS...
 
 Why: a step process imports and runs untrusted candidate code. Without this, that code could
 write wherever the evaluator's user can: the pristine task directory, the aka sources,
@@ -11,7 +11,11 @@ poison every LATER evaluation. The evaluator runs this as root of the `unshare` 
 (aka.evaluation.sandbox); it
 
 1. moves into a private mount namespace of its own, so it can never change the caller's mounts;
-2. bind-mounts each existing writable PATH onto itself (a read-write mount of its own), then
+2. bind-mounts each existing writable PATH onto itself (a read-write mount of its own); given a
+   `--view-file` (one path a line), covers every folder at the root outside `SYSTEM_FOLDERS`
+   (home folders, /tmp, /work, /mnt, ...) and /var/tmp with an empty tmpfs holding only those
+   paths and the writable ones (`_narrow`): other tasks and runs, held-out cases wherever they
+   were copied, git objects, caches and lock files are not there (red team, session 48); then
    /dev/null over each path listed in `--mask-file` (one a line) that is a Unix socket or a plain
    file: the machine's bound sockets (`bound_sockets`, read outside the step's network namespace;
    in a file, not the command line, which every `ps` shows), and the task suite's held-out cases
@@ -85,10 +89,18 @@ DEV_LINKS = (
 # Per-mount flags a remount must repeat (in a user namespace they are locked: leaving one out is EPERM).
 _KEPT_FLAGS = {b"nosuid": MS_NOSUID, b"nodev": MS_NODEV, b"noexec": MS_NOEXEC}
 KERNEL_TREES = ("/proc", "/dev")  # handled on their own (/sys is remounted read-only like the rest)
+# The folders at the root a narrowed step still sees whole: the system's programs, libraries and
+# settings (FHS), the kernel's trees. Everything else at the root (home folders, /tmp, /work, /mnt,
+# /srv, ...) holds only what the step is shown (`--view-file`); /var/tmp is emptied too.
+SYSTEM_FOLDERS = frozenset(
+    ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt", "var", "run", "proc", "sys", "dev")
+    + ("nix", "gnu", "snap")
+)
+NARROWED_INSIDE = ("/var/tmp",)
 EXIT_NOT_CONFINED = 126
 USAGE = (
     "usage: python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] [--writable PATH]... [--mask-file FILE] "
-    "[--hide DIR]... "
+    "[--view-file FILE] [--hide DIR]... "
     "-- CMD ARGS..."
 )
 ENV_GPU_UUID = "AKA_GPU_UUID"  # the step's GPU (`GPU-...`), set by the evaluator: its /dev keeps only that one
@@ -312,6 +324,61 @@ def _hide(folders: Sequence[str], keep: Sequence[str]) -> list[str]:
     return warnings
 
 
+def narrowed_folders(root: str = "/") -> list[str]:
+    """The folders a narrowed step sees only its view of: every folder at `root` outside
+    `SYSTEM_FOLDERS` (links left as they are: they lead into one of these or into the system's),
+    and `NARROWED_INSIDE`."""
+    found = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if name not in SYSTEM_FOLDERS and os.path.isdir(path) and not os.path.islink(path):
+            found.append(path)
+    return found + [p for p in NARROWED_INSIDE if os.path.isdir(p) and not os.path.islink(p)]
+
+
+def shown_paths(view: Sequence[str], folders: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Of `folders`, those to narrow (a view path at or above one shows it whole), and where each
+    existing path of `view` inside them is bound from: at its own name and, where a link leads
+    elsewhere, at its real one too; a path inside another shown one comes with it."""
+    targets: dict[str, str] = {}
+    for path in view:
+        if not os.path.isabs(path) or not os.path.exists(path):
+            continue
+        real = os.path.realpath(path)
+        for where in dict.fromkeys((os.path.normpath(path), real)):
+            targets.setdefault(where, real)
+    narrowed = [f for f in folders if not any(_under(f, where) for where in targets)]
+    shown: list[tuple[str, str]] = []
+    for where in sorted(targets):
+        inside = any(_under(where, folder) for folder in narrowed)
+        if inside and not any(_under(where, done) for done, _ in shown):
+            shown.append((where, targets[where]))
+    return narrowed, shown
+
+
+def _narrow(view: Sequence[str]) -> None:
+    """An empty tmpfs over each of `narrowed_folders()` holding only the paths of `view` inside it,
+    each bound from the original (submounts included, so a writable path already bound stays
+    writable): what lies beside them (other tasks' and runs' folders, held-out cases, the
+    evaluator's caches and lock files, git objects) is not there to read. Every source is opened
+    before any folder is covered."""
+    narrowed, shown = shown_paths(view, narrowed_folders())
+    sources = {where: os.open(source, O_PATH) for where, source in shown}
+    try:
+        for folder in narrowed:
+            _mount("tmpfs", folder, MS_NOSUID | MS_NODEV, "tmpfs", "mode=0755,size=1m")
+        for where, fd in sources.items():
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.makedirs(where, mode=0o755, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(where), mode=0o755, exist_ok=True)
+                os.close(os.open(where, os.O_CREAT | os.O_WRONLY, 0o600))
+            _mount(f"/proc/self/fd/{fd}", where, MS_BIND | MS_REC)
+    finally:
+        for fd in sources.values():
+            os.close(fd)
+
+
 def _read_only_kernel_tunables() -> list[str]:
     """The step's own /proc (a PID namespace's) still reaches the host's sysctls: bind those
     read-only. Returns warnings: where that fails (a container's /proc usually has them read-only
@@ -353,11 +420,13 @@ def confine(
     masked: Sequence[str] = (),
     gpu_uuid: str | None = None,
     hidden: Sequence[str] = (),
+    view: Sequence[str] | None = None,
 ) -> list[str]:
     """Make everything but `writable` read-only here, the sockets and files of `masked` unreachable
     (/dev/null over each) and the folders of `hidden` empty, and of the GPUs' nodes keep only
     `gpu_uuid`'s where it is given (the step's `ENV_GPU_UUID`); returns warnings (mounts left
-    writable, paths left reachable or visible).
+    writable, paths left reachable or visible). Given a `view`, outside the system's folders only
+    it and `writable` are there at all (`_narrow`).
 
     `keep_admin` keeps CAP_SYS_ADMIN, for an aka.harness judge only: it runs no candidate code,
     and it needs the capability to start each worker in fresh PID and mount namespaces with a
@@ -368,6 +437,9 @@ def confine(
     keep = [os.path.realpath(p) for p in writable if os.path.exists(p)]
     for path in keep:
         _mount(path, path, MS_BIND | MS_REC)
+    if view is not None:
+        _narrow([*view, *writable])
+        keep += [os.path.normpath(p) for p in writable if os.path.isabs(p) and os.path.normpath(p) not in keep]
     warnings = _mask(masked)
     warnings += _hide(hidden, keep)
     if not host_dev:
@@ -379,12 +451,15 @@ def confine(
     try:
         os.chdir(os.getcwd())  # a working directory under a writable path: onto its new mount
     except OSError:
-        pass
+        if view is not None:  # outside the view: its old folder would still reach what the view hides
+            os.chdir("/")
     with open("/proc/self/mountinfo", "rb") as info:
         flags_of = dict(parse_mountinfo(info.read()))  # the last mount at a point is the visible one
     _mount(None, "/", MS_REMOUNT | MS_BIND | MS_RDONLY | flags_of.get("/", 0))
     for point, flags in flags_of.items():
         if point == "/" or any(_under(point, tree) for tree in (*keep, *KERNEL_TREES)):
+            continue
+        if not os.path.lexists(point):  # covered by a narrowed folder: nothing reaches it
             continue
         try:
             _mount(None, point, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
@@ -401,11 +476,12 @@ class Arguments(NamedTuple):
     keep_admin: bool = False
     mask_file: str | None = None
     hidden: tuple[str, ...] = ()
+    view_file: str | None = None
 
 
 def parse_args(args: Sequence[str]) -> Arguments | None:
-    """`[--host-dev] [--keep-admin] [--writable PATH]... [--mask-file FILE] [--hide DIR]... -- CMD
-    ARGS...`; None when malformed. By hand, not argparse: its imports would double this module's
+    """`[--host-dev] [--keep-admin] [--writable PATH]... [--mask-file FILE] [--view-file FILE]
+    [--hide DIR]... -- CMD ARGS...`; None when malformed. By hand, not argparse: its imports would double this module's
     start-up."""
     if "--" not in args:
         return None
@@ -413,18 +489,30 @@ def parse_args(args: Sequence[str]) -> Arguments | None:
     options, command = list(args[:split]), list(args[split + 1 :])
     flags = {flag: flag in options for flag in ("--host-dev", "--keep-admin")}
     options = [option for option in options if option not in flags]
-    known = ("--writable", "--mask-file", "--hide")
+    known = ("--writable", "--mask-file", "--view-file", "--hide")
     if not command or len(options) % 2 or any(flag not in known for flag in options[::2]):
         return None
     pairs = list(zip(options[::2], options[1::2], strict=True))
     writable = [path for flag, path in pairs if flag == "--writable"]
     mask_files = [path for flag, path in pairs if flag == "--mask-file"]
+    view_files = [path for flag, path in pairs if flag == "--view-file"]
     hidden = tuple(path for flag, path in pairs if flag == "--hide")
-    if len(mask_files) > 1:
+    if len(mask_files) > 1 or len(view_files) > 1:
         return None
     return Arguments(
-        writable, flags["--host-dev"], command, flags["--keep-admin"], next(iter(mask_files), None), hidden
+        writable,
+        flags["--host-dev"],
+        command,
+        flags["--keep-admin"],
+        next(iter(mask_files), None),
+        hidden,
+        next(iter(view_files), None),
     )
+
+
+def _lines(path: str) -> list[str]:
+    with open(path, "rb") as lines:
+        return [os.fsdecode(line) for line in lines.read().splitlines() if line]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -432,13 +520,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parsed is None:
         print(USAGE, file=sys.stderr)
         return 2
-    writable, host_dev, command, keep_admin, mask_file, hidden = parsed
+    writable, host_dev, command, keep_admin, mask_file, hidden, view_file = parsed
     try:
-        masked: list[str] = []
-        if mask_file is not None:
-            with open(mask_file, "rb") as lines:
-                masked = [os.fsdecode(line) for line in lines.read().splitlines() if line]
-        for warning in confine(writable, host_dev, keep_admin, masked, os.environ.get(ENV_GPU_UUID), hidden):
+        masked = _lines(mask_file) if mask_file is not None else []
+        view = _lines(view_file) if view_file is not None else None
+        gpu = os.environ.get(ENV_GPU_UUID)
+        for warning in confine(writable, host_dev, keep_admin, masked, gpu, hidden, view):
             print(warning, file=sys.stderr)
     except (ConfineError, OSError) as exc:
         print(f"aka.evaluation.confine: cannot confine the file system: {exc}", file=sys.stderr)

@@ -4,15 +4,19 @@ nothing else an agent wrote (a rewritten harness, a planted module) is ever run 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from aka.config.tasks import IGNORED_NAMES, Task
-from aka.evaluation.wire import BASELINE_SOURCES_DIR
+from aka.evaluation.wire import BASELINE_SOURCES_DIR, HELDOUT_FILE
 from aka.trees import UnusableFileError, read_agent_file, remove_tree
 
 
-def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[str]:
+def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None, heldout: bool = False) -> list[str]:
     """Copy the pristine task to `dest`, then only the declared sources from `candidate_dir`.
+    The task's held-out cases only for a held-out evaluation (`heldout`): the evaluation folder is
+    the step's own, and a candidate read them there and put them in its failure message, which
+    an agent or a trainer's policy reads (red team, session 48).
 
     The pristine editable files also go to `.aka_baseline/`, so a step can time the original
     next to the candidate in one process. Returns the editable files the candidate does not hand
@@ -21,7 +25,8 @@ def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[s
     silently falling back to the original.
     """
     _clear_in_place(dest)
-    shutil.copytree(task.directory, dest, ignore=shutil.ignore_patterns(*IGNORED_NAMES, "*.pyc"), dirs_exist_ok=True)
+    left_out = (*IGNORED_NAMES, "*.pyc", *([] if heldout else [HELDOUT_FILE]))
+    shutil.copytree(task.directory, dest, ignore=_top_level(task.directory, left_out), dirs_exist_ok=True)
     copy_original_sources(task, dest)
     unusable: list[str] = []
     if candidate_dir is not None:
@@ -38,6 +43,20 @@ def build_eval_dir(task: Task, dest: Path, candidate_dir: Path | None) -> list[s
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
     return unusable
+
+
+def _top_level(root: Path, names: tuple[str, ...]) -> Callable[[str, list[str]], set[str]]:
+    """`shutil.ignore_patterns(*names)`, but the held-out file only at the task's top (a folder of
+    the task may hold a module of that name it needs)."""
+    everywhere = shutil.ignore_patterns(*(n for n in names if n != HELDOUT_FILE))
+
+    def ignored(folder: str, entries: list[str]) -> set[str]:
+        left = set(everywhere(folder, entries))
+        if HELDOUT_FILE in names and Path(folder) == root:
+            left |= {HELDOUT_FILE} & set(entries)
+        return left
+
+    return ignored
 
 
 def copy_original_sources(task: Task, dest: Path) -> None:

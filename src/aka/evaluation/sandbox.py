@@ -9,7 +9,10 @@ namespace; where neither works the steps run without them and results say so
 must write (`Sandbox.wrap`; feature `read-only-filesystem`), so candidate code cannot change the
 pristine task, the platform, site-packages or a run's frozen baseline builds, and gives the step
 a private /dev without disks (feature `private-dev`; where CUDA initializes outside the sandbox
-but not behind a private /dev, steps keep the host's /dev and results lack it). Resource limits
+but not behind a private /dev, steps keep the host's /dev and results lack it). Outside the
+system's folders a step sees only what it needs (`step_view`: its Python, aka's sources, its
+search paths, its writable folders; feature `narrowed-filesystem`): other tasks and runs, held-out
+cases wherever they are copied, git objects, caches and lock files are not there. Resource limits
 bound CPU time, core dumps and, on the CPU only, memory (CUDA reserves far more virtual memory
 than it uses, so an address-space limit would break it).
 """
@@ -17,31 +20,41 @@ than it uses, so an address-space limit would break it).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import glob
 import hashlib
 import logging
 import os
+import re
 import resource
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aka.evaluation.confine import bound_sockets
+from aka.evaluation.confine import ACCELERATOR_SOCKET_FOLDERS, bound_sockets
 from aka.evaluation.disk_quota import STEP_FILE_BYTES
 from aka.evaluation.pids_limit import PIDS_FEATURE, groups_folder, join_group
+from aka.evaluation.wire import HELDOUT_FILE
 
 _UNSHARE_FLAGS = ["--pid", "--net", "--ipc", "--fork", "--mount-proc", "--kill-child"]
 CPU_MEMORY_LIMIT_BYTES = 16 * 1024**3
 READ_ONLY_FILESYSTEM = "read-only-filesystem"
 PRIVATE_DEV = "private-dev"
+NARROWED = "narrowed-filesystem"
+ENV_STEP_VIEW = "AKA_STEP_VIEW"  # more folders steps see (os.pathsep between): data a task reads, say
+SRC_ROOT = Path(__file__).resolve().parents[2]  # aka's sources (an editable install's too)
+PTH_SKIPPED = ("#", "import ", "import\t")  # a `.pth` line that names no folder (`site`)
+# Variables that name folders (or lists of them) a step's tools read: its programs, libraries, compilers.
+VIEW_VARIABLES: tuple[str, ...] = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "ROCM_PATH")
+VIEW_VARIABLES += ("HIP_PATH", "CUDA_MPS_PIPE_DIRECTORY", "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH")
 CONFINE_SCRIPT = Path(__file__).resolve().with_name("confine.py")
-HELDOUT_FILE = "heldout.py"  # a task's held-out cases (aka.harness.task.HELDOUT_MODULE)
 MAX_CONCEALED = 4096  # held-out files concealed from a step, at most (each a bind mount)
 # cuInit, then a context on the first visible device (which opens its /dev/nvidiaN): 0 when CUDA works.
 CUDA_INIT_PROBE = (
@@ -83,6 +96,45 @@ def hidden_from_steps() -> tuple[str, ...]:
     return (str(lock_dir()),)
 
 
+def step_view(environ: Mapping[str, str] | None = None) -> list[str]:
+    """What a step reads outside the system's folders (`confine.SYSTEM_FOLDERS`) and its writable
+    ones: what a fresh interpreter of this Python puts on its import path (its prefixes, site
+    folders and the folders their `.pth` files and editable installs name; not this process's
+    script folder or working directory, nor what it inserted later: a repository's root would
+    show every task, held-out case and git object in it), aka's sources, the folders
+    `VIEW_VARIABLES` and `$AKA_STEP_VIEW` name and the accelerator's own socket folders. A red team read held-out
+    cases from the judge's copy and from git objects, and an evaluator's lock files can be taken
+    wherever they are readable (`flock` through a read-only descriptor)."""
+    environ = os.environ if environ is None else environ
+    prefixes = list(dict.fromkeys((sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)))
+    sites = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    paths = [str(SRC_ROOT), *prefixes, *sites, str(Path(sys.executable).parent), *_installed_paths(sites)]
+    paths += [p for p in sys.path if any(_inside(p, prefix) for prefix in prefixes)]
+    paths += [p for name in (*VIEW_VARIABLES, ENV_STEP_VIEW) for p in environ.get(name, "").split(os.pathsep)]
+    paths += ACCELERATOR_SOCKET_FOLDERS  # CUDA may connect to MPS there, as it opens /dev/nvidia*
+    return list(dict.fromkeys(os.path.normpath(p) for p in paths if os.path.isabs(p) and os.path.exists(p)))
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _installed_paths(sites: Sequence[str]) -> list[str]:
+    """The folders the `.pth` files of `sites` add to the import path, and those editable installs
+    map their packages to (setuptools' `__editable___*_finder.py`, not on the path)."""
+    found = []
+    for folder in sites:
+        for pth in glob.glob(os.path.join(glob.escape(folder), "*.pth")):
+            with contextlib.suppress(OSError):
+                lines = [line.rstrip() for line in Path(pth).read_text(errors="replace").splitlines()]
+                found += [os.path.join(folder, line) for line in lines if line and not line.startswith(PTH_SKIPPED)]
+        for finder in glob.glob(os.path.join(glob.escape(folder), "__editable___*_finder.py")):
+            with contextlib.suppress(OSError):
+                mapping = Path(finder).read_text(errors="replace").partition("MAPPING")[2].partition("\n")[0]
+                found += re.findall(r"""['"](/[^'"]+)['"]""", mapping)
+    return found
+
+
 def heldout_files(task_directory: Path, task_name: str) -> list[str]:
     """The held-out case files of the suite a task belongs to (its folder, up by its name's parts),
     which a step sees empty (`concealed`): a candidate read them and returned them in its own
@@ -107,11 +159,13 @@ def confine_argv(
     keep_admin: bool = False,
     masked: Sequence[str] = (),
     hidden: Sequence[str] = (),
+    view: Sequence[str] | None = None,
 ) -> list[str]:
     """`aka.evaluation.confine` in isolated mode (no working directory, `PYTHON*` variables or site on its
     path: it runs with every capability until it execs), up to its `--`."""
     paths = [arg for path in writable for arg in ("--writable", str(path))]
     paths += ["--mask-file", mask_file(masked)] if masked else []
+    paths += ["--view-file", mask_file(view)] if view is not None else []
     paths += [arg for path in hidden for arg in ("--hide", str(path))]
     flags = [*(["--host-dev"] if host_dev else []), *(["--keep-admin"] if keep_admin else [])]
     return [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), *flags, *paths, "--"]
@@ -142,7 +196,9 @@ class Sandbox:
         prefix. `keep_admin`: an aka.harness judge, which starts its workers in namespaces of their own."""
         host_dev = PRIVATE_DEV not in self.features
         masked = [*bound_sockets(), *concealed]
-        confine = confine_argv(writable, host_dev, keep_admin, masked, hidden_from_steps()) if self.confines else []
+        view = step_view() if NARROWED in self.features else None
+        hidden = hidden_from_steps()
+        confine = confine_argv(writable, host_dev, keep_admin, masked, hidden, view) if self.confines else []
         return [*self.prefix, *confine, *argv]
 
 
@@ -164,16 +220,27 @@ def cuda_works_behind(prefix: list[str]) -> bool:
 
 
 def _confinement(prefix: list[str]) -> list[str]:
-    """The file-system features `aka.evaluation.confine` gives behind `prefix` on this machine."""
+    """The file-system features `aka.evaluation.confine` gives behind `prefix` on this machine: a
+    private /dev where CUDA still works behind it, and a narrowed view where Python and aka run
+    behind it (each checked, never assumed)."""
+    imports_aka = f"import sys; sys.path.insert(0, {str(SRC_ROOT)!r}); import aka"
     with tempfile.TemporaryDirectory(prefix="aka-confine-probe-") as probe:
-        private = [*prefix, *confine_argv([probe])]
-        mounts = command_succeeds([*private, "true"])
-        if mounts and cuda_works_behind(private):
-            return [READ_ONLY_FILESYSTEM, PRIVATE_DEV]
-        if command_succeeds([*prefix, *confine_argv([probe], host_dev=True), "true"]):
-            why = "CUDA does not initialize behind a private one" if mounts else "a private one cannot be mounted"
-            log.warning("the step sandbox keeps the host's /dev: %s", why)
-            return [READ_ONLY_FILESYSTEM]
+        mounts = False
+        for host_dev in (False, True):
+            confined = [*prefix, *confine_argv([probe], host_dev)]
+            runs = command_succeeds([*confined, "true"])
+            mounts = mounts or runs
+            if not runs or not (host_dev or cuda_works_behind(confined)):
+                continue
+            if host_dev:
+                why = "CUDA does not initialize behind a private one" if mounts else "a private one cannot be mounted"
+                log.warning("the step sandbox keeps the host's /dev: %s", why)
+            features = [READ_ONLY_FILESYSTEM, *([] if host_dev else [PRIVATE_DEV])]
+            narrowed = [*prefix, *confine_argv([probe], host_dev, view=step_view())]
+            if command_succeeds([*narrowed, sys.executable, "-c", imports_aka]) and cuda_works_behind(narrowed):
+                return [*features, NARROWED]
+            log.warning("steps see the whole file system: Python did not run in a narrowed view here")
+            return features
     return []
 
 

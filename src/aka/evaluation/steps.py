@@ -325,7 +325,7 @@ def evaluate_candidate(
     name = "evaluation_heldout" if heldout else "evaluation"
     eval_dir = scratch_dir / name
     extra = {"AKA_CASE_PROFILE": case_profile(device, heldout=True)} if heldout else {}
-    unusable = build_eval_dir(task, eval_dir, candidate_dir)
+    unusable = build_eval_dir(task, eval_dir, candidate_dir, heldout)
     if unusable:
         why = "; ".join(unusable)
         return [StepOutcome(Step.COMPILE, FailureKind.COMPILE_ERROR, f"editable file(s) unusable: {why}")]
@@ -353,7 +353,7 @@ def evaluate_candidate(
         scratch_dir / f".reports_{name}",
         scratch_dir / f"{name}.log",
         extra,
-        rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir),
+        rebuild=lambda: build_eval_dir(task, eval_dir, candidate_dir, heldout),
         time_limit=time_limit,
     )
     return run_steps(setup, [(s, Target.CANDIDATE) for s in steps], trusted_cache=trusted_cache)

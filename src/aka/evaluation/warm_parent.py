@@ -37,12 +37,12 @@ import sys
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from aka.evaluation.confine import ENV_GPU_UUID, bound_sockets
-from aka.evaluation.sandbox import PRIVATE_DEV, ResourceLimits, Sandbox, hidden_from_steps
+from aka.evaluation.sandbox import NARROWED, PRIVATE_DEV, ResourceLimits, Sandbox, hidden_from_steps, step_view
 
 ENV_WARM_STEPS = "AKA_WARM_STEPS"
 # The variables a Python process reads while importing torch, Triton and aka.harness (or that
@@ -72,6 +72,7 @@ class StepSandbox:
     keep_admin: bool = False
     masked: tuple[str, ...] = ()  # the machine's bound Unix sockets, listed outside the step's namespace
     hidden: tuple[str, ...] = ()  # folders the step sees empty (`sandbox.hidden_from_steps`)
+    view: tuple[str, ...] | None = None  # outside the system's folders, all it sees (`sandbox.step_view`)
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,7 @@ def _child(request: ForkRequest, received: list[int]) -> None:
                 sandbox.masked,
                 request.env.get(ENV_GPU_UUID),
                 sandbox.hidden,
+                sandbox.view,
             ):
                 print(warning, file=sys.stderr)
             os.chdir(request.cwd)
@@ -242,6 +244,7 @@ def serve(sock: socket.socket) -> int:
                         "writable": tuple(sandbox["writable"]),
                         "masked": tuple(sandbox["masked"]),
                         "hidden": tuple(sandbox["hidden"]),
+                        "view": None if sandbox["view"] is None else tuple(sandbox["view"]),
                     }
                 ),
                 limits=ResourceLimits(**limits) if limits else None,
@@ -386,11 +389,12 @@ class WarmParent:
     def can_sandbox(self, sandbox: StepSandbox, env: Mapping[str, str]) -> bool:
         """Whether a step forked into this shape of sandbox runs here (probed once per shape with
         a script that only exits): where it does not, steps are exec'd, never run with less."""
-        shape = (sandbox.namespaces, sandbox.user_namespace, sandbox.confine, sandbox.host_dev, sandbox.keep_admin)
+        shape: tuple[bool, ...] = (sandbox.namespaces, sandbox.user_namespace, sandbox.confine, sandbox.host_dev)
+        shape += (sandbox.keep_admin, sandbox.view is not None)
         if shape not in self.sandboxes:
             with tempfile.TemporaryDirectory(prefix="aka-warm-probe-") as folder:
                 Path(folder, "probe.py").write_text("raise SystemExit(0)\n")
-                probe = StepSandbox(*shape[:3], (folder,), *shape[3:])
+                probe = replace(sandbox, writable=(folder,), masked=(), hidden=())
                 with open(Path(folder, "log"), "wb") as log:
                     try:
                         process = self.start(["probe.py"], Path(folder), env, log.fileno(), [], probe, None)
@@ -468,6 +472,7 @@ def step_sandbox(
         keep_admin=keep_admin,
         masked=(*bound_sockets(), *concealed) if sandbox.confines else (),
         hidden=hidden_from_steps() if sandbox.confines else (),
+        view=tuple(step_view()) if sandbox.confines and NARROWED in sandbox.features else None,
     )
 
 

@@ -17,6 +17,7 @@ READY_LINE = b"ready\n"  # a step sends it on its result pipe once loaded, befor
 # On `$AKA_TURN_FD` a timed step asks for the device alone or shared; the evaluator answers GO once it holds it.
 TURN_ALONE, TURN_SHARED, TURN_GO = b"alone\n", b"shared\n", b"go\n"
 BASELINE_SOURCES_DIR = ".aka_baseline"  # the pristine sources inside the evaluation directory
+HELDOUT_FILE = "heldout.py"  # a task's held-out cases: hidden from agents, and in held-out evaluations only
 
 # The environment of a step command (aka.evaluation.steps.step_environment, aka.harness.task.StepContext).
 ENV_STEP = "AKA_STEP"

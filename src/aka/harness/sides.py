@@ -20,14 +20,14 @@ from pathlib import Path
 
 import torch
 
-from aka.evaluation.wire import BASELINE_SOURCES_DIR, ENV_SHARED_CACHE
+from aka.evaluation.wire import BASELINE_SOURCES_DIR, ENV_SHARED_CACHE, HELDOUT_FILE
 from aka.harness import syscall_filter
 from aka.harness.cases import Case
 from aka.harness.host_memory import available_bytes
 from aka.harness.link import WorkerFailure
 from aka.harness.remote import NAMESPACE_FEATURE, RemoteError, RemoteSide, adopt_orphans
 from aka.harness.report import CaseResult, StepResult
-from aka.harness.task import HELDOUT_MODULE, HarnessError, KernelTask, StepContext, policy_applies
+from aka.harness.task import HarnessError, KernelTask, StepContext, policy_applies
 from aka.harness.turns import free_gpu_bytes
 from aka.process import tree
 from aka.trees import remove_tree
@@ -121,7 +121,7 @@ def set_up(side: RemoteSide, task: KernelTask, ctx: StepContext, task_file: Path
             policy,
             sorted(task.allowed_torch_ops),
             ctx.target_kernels,
-            (HELDOUT_MODULE,),
+            (HELDOUT_FILE,),
             SETUP_TIMEOUT_S,
         )
     except RemoteError as exc:  # no candidate code has run yet: the task's own files do not import

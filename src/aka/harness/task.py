@@ -25,6 +25,7 @@ from aka.evaluation.wire import (
     ENV_TARGET,
     ENV_TARGET_KERNELS,
     ENV_TASK_FAMILY,
+    HELDOUT_FILE,
 )
 from aka.harness.cases import Case, make_generator, sync
 from aka.harness.compare import Output, Tolerance
@@ -33,7 +34,6 @@ from aka.harness.timing import TimingConfig
 
 STEPS = ("compile", "correctness", "performance")
 PROFILES = ("full", "ci", "heldout", "heldout_ci")
-HELDOUT_MODULE = "heldout.py"
 NO_GPU_MESSAGE = "needs an NVIDIA GPU; this machine has none"
 KERNEL_LANGUAGES = ("triton", "cuda", "hip", "flydsl")
 
@@ -160,14 +160,14 @@ class KernelTask:
 
 def heldout_cases(profile: str, directory: Path | None = None) -> Sequence[Case]:
     """Held-out cases live in `heldout.py`, a hidden file the agent's workspace never contains."""
-    path = (directory or Path.cwd()) / HELDOUT_MODULE
+    path = (directory or Path.cwd()) / HELDOUT_FILE
     if not path.is_file():
-        raise HarnessError(f"profile {profile} needs {HELDOUT_MODULE} in the evaluation directory")
+        raise HarnessError(f"profile {profile} needs {HELDOUT_FILE} in the evaluation directory")
     namespace: dict[str, object] = {"__file__": str(path)}
     exec(compile(path.read_text(), str(path), "exec"), namespace)
     cases = namespace.get("CI_CASES" if profile == "heldout_ci" else "CASES") or namespace.get("CASES")
     if not isinstance(cases, list | tuple) or not all(isinstance(c, Case) for c in cases) or not cases:
-        raise HarnessError(f"{HELDOUT_MODULE} must define CASES (and may define CI_CASES) as lists of Case")
+        raise HarnessError(f"{HELDOUT_FILE} must define CASES (and may define CI_CASES) as lists of Case")
     return list(cases)
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aka.config.tasks import IGNORED_NAMES, Task, default_tasks_root, load_task, select_tasks
 from aka.device import DeviceInfo, detect_device
+from aka.evaluation.wire import HELDOUT_FILE
 from aka.heldout.generate import Generated, generate_in_child, heldout_source
 from aka.reports.heldout import summarize_heldout
 from aka.reports.rebuild import counted_workspaces
@@ -27,7 +28,7 @@ from aka.results.task_result import CaseTiming, HeldoutOutcome, HeldoutResult, T
 from aka.run.layout import AGENT_WORK_DIR, REPOSITORIES_DIR
 from aka.run.repository import materialize
 from aka.run.runner import read_manifest
-from aka.run.task_pipeline import HELDOUT_FILE, evaluate_heldout
+from aka.run.task_pipeline import evaluate_heldout
 from aka.trees import remove_tree
 
 HELDOUT_DIR = "heldout"

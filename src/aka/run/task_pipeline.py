@@ -23,6 +23,7 @@ from aka.evaluation.speedup import BASELINE_SLOWDOWN_LIMIT, apply_timings, slowe
 from aka.evaluation.step_report import CaseReport
 from aka.evaluation.step_spec import Step, Target, step_environment
 from aka.evaluation.steps import StepOutcome, evaluate_candidate
+from aka.evaluation.wire import HELDOUT_FILE
 from aka.process import run_command
 from aka.progress import Phase, phase
 from aka.results.scoring import Scorer, finite_score
@@ -46,7 +47,6 @@ from aka.trees import UnusableFileError, agent_file_digest, read_agent_file
 logger = logging.getLogger(__name__)
 
 
-HELDOUT_FILE = "heldout.py"
 WRONG_WHEN_TIMED = frozenset({FailureKind.INCORRECT, *CHEATING_KINDS})
 
 

@@ -199,7 +199,7 @@ def run_probe(task: Task, scratch: Path, device: DeviceInfo, heldout: bool) -> P
     """The probe in a copy of the pristine task, with the correctness step's timeout."""
     _unless_stopping()
     folder = scratch / "probe"
-    build_eval_dir(task, folder, None)
+    build_eval_dir(task, folder, None, heldout)
     profile = case_profile(device)
     command = [sys.executable, "-m", "aka.validation.probe", profile]
     if heldout:

@@ -36,6 +36,7 @@ from aka.device import DeviceInfo
 from aka.errors import AkaError
 from aka.evaluation.step_spec import Step, step_commands
 from aka.evaluation.steps import StepOutcome
+from aka.evaluation.wire import HELDOUT_FILE
 from aka.process import kill_descendants
 from aka.results.task_result import FailureKind
 from aka.run.repository import materialize
@@ -83,7 +84,6 @@ from aka.validation.report import (
 log = logging.getLogger(__name__)
 _Item = TypeVar("_Item")
 _Result = TypeVar("_Result")
-HELDOUT_FILE = "heldout.py"
 Listener = Callable[[str], None]
 
 

@@ -159,7 +159,8 @@ def parse_mountinfo(info: bytes) -> list[tuple[str, int]]:
     return found
 
 
-def _under(path: str, tree: str) -> bool:
+def inside(path: str, tree: str) -> bool:
+    """Whether `path` is `tree` or lies under it (by name: neither is resolved)."""
     return path == tree or path.startswith(tree.rstrip("/") + "/")
 
 
@@ -280,7 +281,7 @@ def bound_sockets(table: str = "/proc/net/unix") -> list[str]:
         fields = line.split(maxsplit=7)  # Num RefCount Protocol Flags Type St Inode Path
         if len(fields) == 8 and fields[7].startswith(b"/"):
             path = os.fsdecode(fields[7])
-            if not any(_under(path, folder) for folder in folders):
+            if not any(inside(path, folder) for folder in folders):
                 found[path] = None
     return list(found)[:MAX_MASKED_SOCKETS]
 
@@ -314,7 +315,7 @@ def _hide(folders: Sequence[str], keep: Sequence[str]) -> list[str]:
         path = os.path.realpath(folder)
         if not os.path.isdir(path):
             continue
-        if path == "/" or any(_under(kept, path) for kept in keep):
+        if path == "/" or any(inside(kept, path) for kept in keep):
             warnings.append(f"aka.evaluation.confine: warning: {path} stays visible: it holds a writable path")
             continue
         try:
@@ -347,11 +348,11 @@ def shown_paths(view: Sequence[str], folders: Sequence[str]) -> tuple[list[str],
         real = os.path.realpath(path)
         for where in dict.fromkeys((os.path.normpath(path), real)):
             targets.setdefault(where, real)
-    narrowed = [f for f in folders if not any(_under(f, where) for where in targets)]
+    narrowed = [f for f in folders if not any(inside(f, where) for where in targets)]
     shown: list[tuple[str, str]] = []
     for where in sorted(targets):
-        inside = any(_under(where, folder) for folder in narrowed)
-        if inside and not any(_under(where, done) for done, _ in shown):
+        covered = any(inside(where, folder) for folder in narrowed)
+        if covered and not any(inside(where, done) for done, _ in shown):
             shown.append((where, targets[where]))
     return narrowed, shown
 
@@ -457,7 +458,7 @@ def confine(
         flags_of = dict(parse_mountinfo(info.read()))  # the last mount at a point is the visible one
     _mount(None, "/", MS_REMOUNT | MS_BIND | MS_RDONLY | flags_of.get("/", 0))
     for point, flags in flags_of.items():
-        if point == "/" or any(_under(point, tree) for tree in (*keep, *KERNEL_TREES)):
+        if point == "/" or any(inside(point, tree) for tree in (*keep, *KERNEL_TREES)):
             continue
         if not os.path.lexists(point):  # covered by a narrowed folder: nothing reaches it
             continue
@@ -481,8 +482,8 @@ class Arguments(NamedTuple):
 
 def parse_args(args: Sequence[str]) -> Arguments | None:
     """`[--host-dev] [--keep-admin] [--writable PATH]... [--mask-file FILE] [--view-file FILE]
-    [--hide DIR]... -- CMD ARGS...`; None when malformed. By hand, not argparse: its imports would double this module's
-    start-up."""
+    [--hide DIR]... -- CMD ARGS...`; None when malformed. By hand, not argparse: its imports would
+    double this module's start-up."""
     if "--" not in args:
         return None
     split = list(args).index("--")

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aka.evaluation.confine import ACCELERATOR_SOCKET_FOLDERS, bound_sockets
+from aka.evaluation.confine import ACCELERATOR_SOCKET_FOLDERS, bound_sockets, inside
 from aka.evaluation.disk_quota import STEP_FILE_BYTES
 from aka.evaluation.pids_limit import PIDS_FEATURE, groups_folder, join_group
 from aka.evaluation.wire import HELDOUT_FILE
@@ -102,21 +102,17 @@ def step_view(environ: Mapping[str, str] | None = None) -> list[str]:
     folders and the folders their `.pth` files and editable installs name; not this process's
     script folder or working directory, nor what it inserted later: a repository's root would
     show every task, held-out case and git object in it), aka's sources, the folders
-    `VIEW_VARIABLES` and `$AKA_STEP_VIEW` name and the accelerator's own socket folders. A red team read held-out
-    cases from the judge's copy and from git objects, and an evaluator's lock files can be taken
-    wherever they are readable (`flock` through a read-only descriptor)."""
+    `VIEW_VARIABLES` and `$AKA_STEP_VIEW` name and the accelerator's own socket folders. A red
+    team read held-out cases from the judge's copy and from git objects, and an evaluator's lock
+    files can be taken wherever they are readable (`flock` through a read-only descriptor)."""
     environ = os.environ if environ is None else environ
     prefixes = list(dict.fromkeys((sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)))
     sites = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
     paths = [str(SRC_ROOT), *prefixes, *sites, str(Path(sys.executable).parent), *_installed_paths(sites)]
-    paths += [p for p in sys.path if any(_inside(p, prefix) for prefix in prefixes)]
+    paths += [p for p in sys.path if any(inside(p, prefix) for prefix in prefixes)]
     paths += [p for name in (*VIEW_VARIABLES, ENV_STEP_VIEW) for p in environ.get(name, "").split(os.pathsep)]
     paths += ACCELERATOR_SOCKET_FOLDERS  # CUDA may connect to MPS there, as it opens /dev/nvidia*
     return list(dict.fromkeys(os.path.normpath(p) for p in paths if os.path.isabs(p) and os.path.exists(p)))
-
-
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _installed_paths(sites: Sequence[str]) -> list[str]:

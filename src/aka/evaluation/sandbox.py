@@ -190,12 +190,19 @@ class Sandbox:
         with only the existing paths of `writable` writable and the machine's bound Unix sockets
         masked (listed now, from outside the step's network namespace). An empty `argv` gives the
         prefix. `keep_admin`: an aka.harness judge, which starts its workers in namespaces of their own."""
-        host_dev = PRIVATE_DEV not in self.features
-        masked = [*bound_sockets(), *concealed]
-        view = step_view() if NARROWED in self.features else None
-        hidden = hidden_from_steps()
-        confine = confine_argv(writable, host_dev, keep_admin, masked, hidden, view) if self.confines else []
+        if not self.confines:
+            return [*self.prefix, *argv]
+        masked, hidden, view = self.out_of_reach(concealed)
+        confine = confine_argv(writable, PRIVATE_DEV not in self.features, keep_admin, masked, hidden, view)
         return [*self.prefix, *confine, *argv]
+
+    def out_of_reach(self, concealed: Sequence[str] = ()) -> tuple[list[str], list[str], list[str] | None]:
+        """What `confine` keeps from a step here, listed now: the files it masks (the machine's
+        bound Unix sockets, read outside the step's network namespace, and `concealed`), the
+        folders it hides and, where this machine narrows, the step's view. The exec'd and the
+        forked (`warm_parent.step_sandbox`) steps both take it from here."""
+        view = step_view() if NARROWED in self.features else None
+        return [*bound_sockets(), *concealed], list(hidden_from_steps()), view
 
 
 def command_succeeds(argv: list[str]) -> bool:

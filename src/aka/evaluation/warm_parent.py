@@ -41,8 +41,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from aka.evaluation.confine import ENV_GPU_UUID, bound_sockets
-from aka.evaluation.sandbox import NARROWED, PRIVATE_DEV, ResourceLimits, Sandbox, hidden_from_steps, step_view
+from aka.evaluation.confine import ENV_GPU_UUID
+from aka.evaluation.sandbox import PRIVATE_DEV, ResourceLimits, Sandbox
 
 ENV_WARM_STEPS = "AKA_WARM_STEPS"
 # The variables a Python process reads while importing torch, Triton and aka.harness (or that
@@ -463,6 +463,7 @@ def step_sandbox(
     sandbox: Sandbox, writable: Sequence[str | Path], keep_admin: bool, concealed: Sequence[str] = ()
 ) -> StepSandbox:
     """The in-child equivalent of `sandbox.wrap(argv, writable, keep_admin, concealed)`."""
+    masked, hidden, view = sandbox.out_of_reach(concealed) if sandbox.confines else ([], [], None)
     return StepSandbox(
         namespaces=bool(sandbox.prefix),
         user_namespace="--user" in sandbox.prefix,
@@ -470,9 +471,9 @@ def step_sandbox(
         writable=tuple(str(p) for p in writable if os.path.exists(p)),
         host_dev=PRIVATE_DEV not in sandbox.features,
         keep_admin=keep_admin,
-        masked=(*bound_sockets(), *concealed) if sandbox.confines else (),
-        hidden=hidden_from_steps() if sandbox.confines else (),
-        view=tuple(step_view()) if sandbox.confines and NARROWED in sandbox.features else None,
+        masked=tuple(masked),
+        hidden=tuple(hidden),
+        view=None if view is None else tuple(view),
     )
 
 

@@ -9,6 +9,7 @@ environment names; the gate itself is driven over its Unix socket.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import socket
@@ -286,3 +287,61 @@ def test_the_gate_goes_through_the_machines_own_proxy(monkeypatch: pytest.Monkey
     assert forwarded.startswith(b"GET http://mirror.invalid/simple/ HTTP/1.1\r\nHost: mirror.invalid\r\n")
     assert auth in forwarded and b"Connection: close" in forwarded and b"Proxy-Connection" not in forwarded
     proxy.server.close()
+
+
+GATE_PROBE = textwrap.dedent("""\
+    #!{python}
+    import json, os, pathlib
+    seen = {{"other_gate": os.path.exists({other!r}), "gates": sorted(os.listdir({gates!r}))}}
+    pathlib.Path("gates.json").write_text(json.dumps(seen))
+    print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": "probed"}}))
+""")
+
+
+@needs_bwrap
+def test_an_agent_sees_no_other_gate_and_starts_though_a_masked_socket_vanished(
+    make_toy_task, write_run_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Agents in parallel: each gate's socket was masked for every other agent, one by one, and a
+    gate gone between the listing and bubblewrap's start failed that agent (CI, two workers). The
+    gates now share one folder the guard hides whole; any other socket that goes in that window
+    (here on purpose) fails only a start, which is made again with a new list."""
+    from aka.agents import cli_runner
+
+    make_toy_task()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    with EgressGate([]) as other:
+        stand_in = bin_dir / "cursor-agent"
+        gates = egress.gates_folder()
+        assert gates is not None and other.folder.parent == gates
+        stand_in.write_text(GATE_PROBE.format(python=sys.executable, other=str(other.socket_path), gates=str(gates)))
+        stand_in.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+        monkeypatch.setenv("AKA_AGENT_CLI_DIR", str(tmp_path / "none"))
+        monkeypatch.setenv("CURSOR_API_KEY", "k")
+        real = cli_runner._sandbox
+        made: list[tuple[str, ...]] = []
+
+        def racing(*args):  # type: ignore[no-untyped-def]
+            if made:
+                made.append(real(*args))
+                return made[-1]
+            folder = tmp_path / "transient"
+            folder.mkdir()
+            with socket.socket(socket.AF_UNIX) as server:
+                server.bind(str(folder / "s.sock"))
+                server.listen()
+                made.append(real(*args))
+            shutil.rmtree(folder)  # gone before bubblewrap starts
+            return made[-1]
+
+        monkeypatch.setattr(cli_runner, "_sandbox", racing)
+        outcome = run_experiment(write_run_config(agent={"template": "cursor"}))
+    workspace = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_answer_"))
+    log = (workspace / "agent.log").read_text()
+    assert outcome.results[0].agent is not None and outcome.results[0].agent.exit_reason == "finished", log
+    assert len(made) == 2 and str(tmp_path / "transient" / "s.sock") in made[0], "the vanished socket was masked"
+    assert "bwrap: Can't" in log and "started again" in log
+    seen = json.loads((workspace / "work" / "gates.json").read_text())
+    assert seen["other_gate"] is False and len(seen["gates"]) == 1 and seen["gates"] != [other.folder.name], seen

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aka.agents import egress_relay
-from aka.agents.egress import PROXY_PORT, Destination
+from aka.agents.egress import PROXY_PORT, Destination, gates_folder
 from aka.agents.registry import AgentContext
 from aka.evaluation.confine import bound_sockets, device_nodes
 from aka.evaluation.device_lock import lock_dir
@@ -93,10 +93,19 @@ class AgentNetwork:
         taken = {endpoint.port for endpoint in self.loopback_endpoints}
         return next(port for port in range(PROXY_PORT, 65536) if port not in taken)
 
+    @property
+    def other_gates(self) -> Path | None:
+        """The folder of every agent's gate (`egress.gates_folder`) where this gate is in it: hidden
+        whole, so other agents' gates need no mask each (they come and go while this one starts)."""
+        parent = self.gate_socket.parent.parent
+        return parent if parent == gates_folder() else None
+
     def bwrap_args(self) -> list[str]:
-        """A network namespace of its own, the gate's folder visible (also under a hidden one)."""
+        """A network namespace of its own, the gate's folder visible (also under a hidden one) and
+        no other agent's gate."""
         folder = str(self.gate_socket.parent)
-        return ["--unshare-net", "--ro-bind", folder, folder]
+        hide = ["--tmpfs", str(self.other_gates)] if self.other_gates else []
+        return ["--unshare-net", *hide, "--ro-bind", folder, folder]
 
     def relay_argv(self) -> list[str]:
         """The relay, up to its `--` (the CLI's argv follows)."""
@@ -143,13 +152,16 @@ def _read_only_machine(gpu_uuid: str | None = None) -> list[str]:
 def _masked_sockets(network: AgentNetwork | None) -> list[str]:
     """/dev/null over each Unix socket bound on the machine (a Docker or container runtime's would
     give the agent the host; a read-only mount does not stop `connect`, and a socket file reaches
-    its service from any network namespace), except the egress gate's own. After every other
-    mount, so a socket in a folder bound back (the workspace) is covered too."""
-    gate_folder = os.path.realpath(network.gate_socket.parent) if network else None
+    its service from any network namespace), except the egress gates (their folder is hidden whole
+    and the agent's own bound back). After every other mount, so a socket in a folder bound back
+    (the workspace) is covered too. A socket gone before bubblewrap starts fails that start (it
+    cannot make a target on a read-only root): `cli_runner` then starts it again with a new list."""
+    gates = [network.other_gates or network.gate_socket.parent] if network else []
+    unmasked = [os.path.realpath(folder) for folder in gates]
     argv = []
     for path in dict.fromkeys(os.path.realpath(bound) for bound in bound_sockets()):  # bubblewrap
         # follows no link in a target (/var/run -> /run): a socket bound through one failed its start
-        if gate_folder and (path == gate_folder or path.startswith(gate_folder + "/")):
+        if any(path.startswith(folder + "/") for folder in unmasked):
             continue
         if path.startswith("/dev/"):  # its /dev is bubblewrap's own (no host socket), and read-only by then
             continue

@@ -125,6 +125,7 @@ class CliRequest:
     env: dict[str, str]
     sandbox: tuple[str, ...] = ()
     sandbox_env: Mapping[str, str] = field(default_factory=dict)
+    remake_sandbox: Callable[[], tuple[str, ...]] | None = None  # a new `sandbox` when it failed to start
 
     def api_key(self) -> str | None:
         """The key named by `api_key_env`, if that option is set (the CLI's own variables pass through)."""
@@ -296,7 +297,8 @@ def run_cli_agent(spec: CliAgentSpec, context: AgentContext, workspace: Path) ->
         )
         # by UUID: with one GPU's node, CUDA numbers that GPU 0, and the slot's index would name none
         sandbox_env = {**(network.environment() if network else {}), **({"CUDA_VISIBLE_DEVICES": gpu} if gpu else {})}
-        request = replace(request, sandbox_env=sandbox_env)
+        remake = functools.partial(_sandbox, context, workspace, network, gpu)
+        request = replace(request, sandbox_env=sandbox_env, remake_sandbox=remake)
         outcome = run_headless(spec, request)
         if gate and gate.refused:
             _log_refusals(context.log_path, gate.refused)
@@ -346,9 +348,40 @@ def run_headless(spec: CliAgentSpec, request: CliRequest) -> AgentOutcome:
     prompt_path = request.workspace / PROMPT_FILE_NAME
     if command.prompt_file:
         prompt_path.write_text(request.prompt, encoding="utf-8")
-    marker = uuid.uuid4().hex
     turn_limit = None if spec.own_turn_limit else request.settings.max_iterations
-    stream = EventStream(request.transcript, TurnCounter(spec.marks), turn_limit)
+    try:
+        for starts_left in reversed(range(SANDBOX_STARTS)):
+            stream = EventStream(request.transcript, TurnCounter(spec.marks), turn_limit)
+            result, events = _launch(request, command, stream, timeout)
+            if not starts_left or request.remake_sandbox is None or not _sandbox_never_started(result, events):
+                break
+            with request.log_path.open("a", encoding="utf-8") as log:
+                log.write("(the sandbox failed to start, a socket it masks likely gone since: started again)\n")
+            request = replace(request, sandbox=request.remake_sandbox())
+    finally:
+        if command.prompt_file:
+            prompt_path.unlink(missing_ok=True)
+    summary = spec.summarize(events, request.settings)
+    return _outcome(spec.name, summary, stream, result, request)
+
+
+SANDBOX_STARTS = 3
+"""Starts of an agent whose sandbox fails to start before it gives up (`_sandbox_never_started`)."""
+
+
+def _sandbox_never_started(result: CommandOutcome, events: list[JsonEvent]) -> bool:
+    """Whether bubblewrap failed to set the sandbox up, so the CLI never ran: its own error is all
+    it printed. A socket masked by the guard (`agent_sandbox._masked_sockets`) that is gone by the
+    time bubblewrap starts fails it so: it cannot make the target on the read-only root."""
+    return result.exit_code == 1 and not events and result.output_tail.lstrip().startswith("bwrap: Can't")
+
+
+def _launch(
+    request: CliRequest, command: CliCommand, stream: EventStream, timeout: float
+) -> tuple[CommandOutcome, list[JsonEvent]]:
+    """One start of the CLI in its sandbox, its events read into `stream`; everything it started
+    is killed at the end (its process group, its control group, processes carrying its marker)."""
+    marker = uuid.uuid4().hex
     group = new_group(AGENT_TASKS_MAX)
     try:
         argv = ["/bin/bash", "-c", _REDIRECT_STDOUT, "aka-agent", str(stream.write_fd), *request.sandbox, *command.argv]
@@ -374,10 +407,7 @@ def run_headless(spec: CliAgentSpec, request: CliRequest) -> AgentOutcome:
     finally:
         if group is not None:
             remove_group(group)  # and whatever of the agent's still runs in it
-        if command.prompt_file:
-            prompt_path.unlink(missing_ok=True)
-    summary = spec.summarize(events, request.settings)
-    return _outcome(spec.name, summary, stream, result, request)
+    return result, events
 
 
 def kill_escaped(marker: str) -> list[int]:

@@ -22,10 +22,13 @@ says why; refusals are kept for the agent's log.
 from __future__ import annotations
 
 import base64
+import contextlib
 import ipaddress
 import logging
+import os
 import socket
 import socketserver
+import stat
 import tempfile
 import threading
 import urllib.request
@@ -268,6 +271,25 @@ def answer(client: socket.socket, status: str, text: str) -> None:
         pass
 
 
+def gates_folder() -> Path | None:
+    """The one folder that holds every gate's own folder on this machine for this user (made
+    once, never removed, listable by no one else): an agent's guard hides it whole and binds back
+    only its own gate. Masking each other agent's gate socket one by one raced with their ends:
+    a gate gone between the listing and the agent's start failed that start. None (each gate in
+    the temporary folder) where the name is taken by something not this user's own folder."""
+    folder = Path(tempfile.gettempdir()) / f"aka-egress-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o711)
+    try:
+        found = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o022:
+        logger.warning("%s is not this user's own folder: each agent's network gate is made beside it", folder)
+        return None
+    return folder
+
+
 class EgressGate:
     """The gate for one agent run: a Unix socket in a folder of its own, served by threads of this
     process until `close` (a context manager). `refused` lists what it refused and why."""
@@ -276,7 +298,7 @@ class EgressGate:
         named = [*endpoints, *allowed]
         loopback = [Destination(ip, d.port) for d in named if d.host == "localhost" for ip in ("127.0.0.1", "::1")]
         self.policy = EgressPolicy(frozenset([*named, *loopback]))
-        self.folder = Path(tempfile.mkdtemp(prefix="aka-egress-"))
+        self.folder = Path(tempfile.mkdtemp(prefix="gate-", dir=gates_folder()))
         self.folder.chmod(0o755)
         self.socket_path = self.folder / "gate.sock"
         self.refused: list[str] = []

@@ -356,7 +356,7 @@ def run_headless(spec: CliAgentSpec, request: CliRequest) -> AgentOutcome:
             if not starts_left or request.remake_sandbox is None or not _sandbox_never_started(result, events):
                 break
             with request.log_path.open("a", encoding="utf-8") as log:
-                log.write("(the sandbox failed to start, a socket it masks likely gone since: started again)\n")
+                log.write("(the sandbox failed to start, a path it masks or hides likely gone since: started again)\n")
             request = replace(request, sandbox=request.remake_sandbox())
     finally:
         if command.prompt_file:
@@ -371,8 +371,9 @@ SANDBOX_STARTS = 3
 
 def _sandbox_never_started(result: CommandOutcome, events: list[JsonEvent]) -> bool:
     """Whether bubblewrap failed to set the sandbox up, so the CLI never ran: its own error is all
-    it printed. A socket masked by the guard (`agent_sandbox._masked_sockets`) that is gone by the
-    time bubblewrap starts fails it so: it cannot make the target on the read-only root."""
+    it printed. A socket masked by the guard (`agent_sandbox._masked_sockets`) or a folder it hides
+    (a Ray session's) that is gone by the time bubblewrap starts fails it so: it cannot make the
+    target on the read-only root."""
     return result.exit_code == 1 and not events and result.output_tail.lstrip().startswith("bwrap: Can't")
 
 

@@ -133,6 +133,65 @@ def test_a_step_sees_nothing_beside_its_folders(tmp_path: Path) -> None:
     assert seen["torch"] == "2.0"
 
 
+def test_a_platform_folder_in_a_system_folder_is_its_applications_own() -> None:
+    """Runs, caches or a checkout under /opt or /var (a container image's /opt/app) were shown
+    whole with the system's folders: their application's folder is narrowed as well, never a
+    folder that many programs share."""
+    found = {
+        path: confine.application_folder(path)
+        for path in (
+            "/opt/app/runs/run_1/eval",
+            "/var/lib/aka/cache/x",
+            "/usr/local/aka/tasks",
+            "/var/lib",
+            "/opt",
+            "/tmp/run/eval",  # narrowed whole already
+            "/dev/shm/x",
+            "/proc/1/root",
+        )
+    }
+    assert found == {
+        "/opt/app/runs/run_1/eval": "/opt/app",
+        "/var/lib/aka/cache/x": "/var/lib/aka",
+        "/usr/local/aka/tasks": "/usr/local/aka",
+        "/var/lib": None,
+        "/opt": None,
+        "/tmp/run/eval": None,
+        "/dev/shm/x": None,
+        "/proc/1/root": None,
+    }
+
+
+@needs_narrowing
+def test_a_run_kept_in_a_system_folder_shows_a_step_nothing_beside_it() -> None:
+    """The same step as above with its run under /opt and its suite, a git checkout, under
+    another folder there (as root only: who else may write there): the run's other contents and
+    the suite's git objects are not there; its own folder, torch and aka are."""
+    if not os.access("/opt", os.W_OK):
+        pytest.skip("/opt is not writable here (CI runs as root)")
+    app, suite = Path(f"/opt/aka-test-{os.getpid()}"), Path(f"/opt/aka-test-suite-{os.getpid()}")
+    try:
+        work = app / "runs" / "evaluation" / "eval"
+        work.mkdir(parents=True)
+        (app / "runs" / "evaluation" / "pristine").mkdir()
+        heldout = app / "runs" / "evaluation" / "pristine" / "heldout.py"
+        heldout.write_text("CASES = ['secret']\n")
+        (app / "beside.txt").write_text("another run's\n")
+        (suite / ".git" / "objects").mkdir(parents=True)
+        (suite / "tasks" / "t").mkdir(parents=True)
+        (suite / "tasks" / "t" / "heldout.py").write_text("CASES = ['secret']\n")
+        argv = [sys.executable, "-c", PROBE, str(app / "beside.txt"), str(heldout), str(suite / ".git")]
+        wrapped = SANDBOX.wrap(argv, [work], concealed=[str(suite / "tasks" / "t" / "heldout.py")])
+        done = subprocess.run(wrapped, capture_output=True, text=True, timeout=120, cwd=work)
+    finally:
+        shutil.rmtree(app, ignore_errors=True)
+        shutil.rmtree(suite, ignore_errors=True)
+    seen = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert done.returncode == 0, done.stderr
+    assert seen["beside"] == seen["judge-copy"] == seen["git"] == "False", seen
+    assert seen["cwd"] == str(work) and seen["up"] == "['eval']" and seen["torch"] == "2.0"
+
+
 @needs_narrowing
 def test_a_step_started_outside_its_view_starts_at_the_root(tmp_path: Path) -> None:
     """A working directory left in a covered folder would still reach what lies beside it

@@ -13,8 +13,10 @@ poison every LATER evaluation. The evaluator runs this as root of the `unshare` 
 1. moves into a private mount namespace of its own, so it can never change the caller's mounts;
 2. bind-mounts each existing writable PATH onto itself (a read-write mount of its own); given a
    `--view-file` (one path a line), covers every folder at the root outside `SYSTEM_FOLDERS`
-   (home folders, /tmp, /work, /mnt, ...) and /var/tmp with an empty tmpfs holding only those
-   paths and the writable ones (`_narrow`): other tasks and runs, held-out cases wherever they
+   (home folders, /tmp, /work, /mnt, ...), /var/tmp and, inside the system's folders, the
+   application folders of the writable paths, the masked files and aka (`platform_folders`:
+   /opt/app, /var/lib/aka) with an empty tmpfs holding only those paths and the writable ones
+   (`_narrow`): other tasks and runs, held-out cases wherever they
    were copied, git objects, caches and lock files are not there (red team, session 48); then
    /dev/null over each path listed in `--mask-file` (one a line) that is a Unix socket or a plain
    file: the machine's bound sockets (`bound_sockets`, read outside the step's network namespace;
@@ -97,6 +99,10 @@ SYSTEM_FOLDERS = frozenset(
     + ("nix", "gnu", "snap")
 )
 NARROWED_INSIDE = ("/var/tmp",)
+# In a system folder, folders that many programs share (FHS): an application's own is one further
+# down (/var/lib/aka, /usr/local/aka, /opt/app).
+SHARED_SYSTEM_FOLDERS = frozenset(("lib", "lib32", "lib64", "local", "share", "cache", "opt", "spool", "src", "www"))
+_OWN_SOURCES = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # aka's src/
 EXIT_NOT_CONFINED = 126
 USAGE = (
     "usage: python3 -m aka.evaluation.confine [--host-dev] [--keep-admin] [--writable PATH]... [--mask-file FILE] "
@@ -337,6 +343,34 @@ def narrowed_folders(root: str = "/") -> list[str]:
     return found + [p for p in NARROWED_INSIDE if os.path.isdir(p) and not os.path.islink(p)]
 
 
+def application_folder(path: str) -> str | None:
+    """The folder of the application that `path` (absolute, resolved) belongs to where it lies in a
+    system folder a narrowed step otherwise sees whole: `/opt/app` for `/opt/app/runs/x`,
+    `/var/lib/aka` for `/var/lib/aka/runs/x`; None elsewhere (a folder at the root outside the
+    system's is narrowed whole already) and in the kernel's trees."""
+    parts = path.split("/")  # ["", "opt", "app", ...]
+    if len(parts) < 3 or parts[0] or parts[1] not in SYSTEM_FOLDERS or parts[1] in ("proc", "sys", "dev"):
+        return None
+    depth = 2
+    while depth < len(parts) - 1 and parts[depth] in SHARED_SYSTEM_FOLDERS:
+        depth += 1
+    if not parts[depth] or parts[depth] in SHARED_SYSTEM_FOLDERS:
+        return None
+    return "/".join(parts[: depth + 1])
+
+
+def platform_folders(writable: Sequence[str], concealed: Sequence[str] = ()) -> list[str]:
+    """The folders in the system's folders that hold the platform's own data, narrowed too: the
+    application folders (`application_folder`) of the writable paths (an evaluation's run, the
+    reward evaluator's cache), of the files concealed from the step (the suite's held-out cases:
+    its checkout's git objects hold them too) and of aka's sources. A deployment under /opt or
+    /var (a container image's /opt/app) otherwise showed a step the other runs, caches and lock
+    files there (session 49's known gap)."""
+    paths = [os.path.realpath(p) for p in (*writable, *concealed, _OWN_SOURCES) if os.path.isabs(p)]
+    found = dict.fromkeys(f for f in map(application_folder, paths) if f is not None)
+    return [f for f in found if os.path.isdir(f) and not os.path.islink(f)]
+
+
 def shown_paths(view: Sequence[str], folders: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
     """Of `folders`, those to narrow (a view path at or above one shows it whole), and where each
     existing path of `view` inside them is bound from: at its own name and, where a link leads
@@ -357,13 +391,16 @@ def shown_paths(view: Sequence[str], folders: Sequence[str]) -> tuple[list[str],
     return narrowed, shown
 
 
-def _narrow(view: Sequence[str]) -> None:
-    """An empty tmpfs over each of `narrowed_folders()` holding only the paths of `view` inside it,
-    each bound from the original (submounts included, so a writable path already bound stays
-    writable): what lies beside them (other tasks' and runs' folders, held-out cases, the
-    evaluator's caches and lock files, git objects) is not there to read. Every source is opened
-    before any folder is covered."""
-    narrowed, shown = shown_paths(view, narrowed_folders())
+def _narrow(view: Sequence[str], writable: Sequence[str], concealed: Sequence[str]) -> None:
+    """An empty tmpfs over each of `narrowed_folders()` and `platform_folders` holding
+    only the paths of `view` and `writable` inside it, each bound from the original (submounts
+    included, so a writable path already bound stays writable): what lies beside them (other
+    tasks' and runs' folders, held-out cases, the evaluator's caches and lock files, git objects)
+    is not there to read. Every source is opened before any folder is covered."""
+    folders = narrowed_folders()
+    own = platform_folders(writable, concealed)
+    folders += [f for f in own if not any(inside(f, done) for done in folders)]
+    narrowed, shown = shown_paths([*view, *writable], folders)
     sources = {where: os.open(source, O_PATH) for where, source in shown}
     try:
         for folder in narrowed:
@@ -439,7 +476,7 @@ def confine(
     for path in keep:
         _mount(path, path, MS_BIND | MS_REC)
     if view is not None:
-        _narrow([*view, *writable])
+        _narrow(view, writable, [p for p in masked if os.path.isfile(p)])  # held-out cases, not sockets
         keep += [os.path.normpath(p) for p in writable if os.path.isabs(p) and os.path.normpath(p) not in keep]
     warnings = _mask(masked)
     warnings += _hide(hidden, keep)

@@ -14,7 +14,7 @@ import pytest
 
 from aka.agents.claude_code import _marks as claude_marks
 from aka.agents.cli_runner import RUN_MARKER_ENV, kill_escaped
-from aka.agents.cli_stream import EventStream
+from aka.agents.cli_stream import EventStream, parse_line
 from aka.agents.cli_turns import JsonEvent, MarkEvent, TurnCounter
 from aka.agents.codex import _marks as codex_marks
 from aka.agents.cursor import _marks as cursor_marks
@@ -176,3 +176,11 @@ def test_closing_the_stream_does_not_wait_on_a_writer_that_keeps_printing(tmp_pa
     finally:
         writer.kill()
         writer.wait()
+
+
+def test_a_line_is_an_event_only_as_a_json_object_of_text() -> None:
+    """A lone surrogate (`"\\udcff"` in a CLI's JSON) is U+FFFD in the event: kept, it would
+    fail the run's JSON reports where the agent's message goes (red team, session 50)."""
+    assert parse_line(b'{"type": "result", "result": "x\\udcffy"}') == {"type": "result", "result": "x\ufffdy"}
+    assert parse_line(b"banner") is None and parse_line(b"[1]") is None and parse_line(b"\xff") is None
+    assert parse_line(b"[" * 100_000) is None, "nested past the parser: no event, no crash"

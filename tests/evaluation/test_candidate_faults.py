@@ -71,6 +71,16 @@ def gelu(x):
         {FailureKind.INCORRECT, FailureKind.CRASH},
         "File too large",
     ),
+    # an error message that is not text (a lone surrogate, written as an escape): the judge takes
+    # it as U+FFFD; kept, it made the reward API fail to serialize the verdict (red team, session 50)
+    "raises_a_lone_surrogate": (
+        """
+def gelu(x):
+    raise RuntimeError("not text: \\udcff")
+""",
+        {FailureKind.INCORRECT},
+        "not text: \ufffd",
+    ),
     # a thousand threads that never end: the verdict is its kernel's, and nothing is left behind
     "starts_1000_threads": (
         """

@@ -260,11 +260,15 @@ if _LEAKED:
 
 @pytest.mark.slow
 @needs_narrowing
-def test_a_candidate_finds_no_copy_of_the_held_out_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("heldout", [False, True], ids=["evaluation", "held-out-evaluation"])
+def test_a_candidate_finds_no_copy_of_the_held_out_cases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, heldout: bool
+) -> None:
     """End to end (exec'd and forked steps, their workers): a candidate that walks up from its
     `TMPDIR` and its working directory, lists every folder it meets and walks every folder at the
     root, finds no held-out file: not the suite's, not a copy beside the evaluation, not the
-    judge's. Without the narrowed view it found the copies (session 48's second red team)."""
+    judge's. Without the narrowed view it found the copies (session 48's second red team); in a
+    held-out evaluation it found the judge's own copy from its worker (session 50's)."""
     from exploits.gelu_task import copy_gelu_task
 
     from aka.device import DeviceInfo
@@ -281,8 +285,8 @@ def test_a_candidate_finds_no_copy_of_the_held_out_cases(tmp_path: Path, monkeyp
     (candidate / "heldout.py").unlink()  # an agent's workspace never holds it
     (candidate / "kernel.py").write_text((task.directory / "kernel.py").read_text() + SEEKER)
     cpu = DeviceInfo("cpu", "cpu", "cpu", None, 0)
-    outcomes = evaluate_candidate(task, candidate, tmp_path / "scratch", cpu)
-    log = (tmp_path / "scratch" / "evaluation.log").read_text()
+    outcomes = evaluate_candidate(task, candidate, tmp_path / "scratch", cpu, heldout=heldout)
+    log = "".join(path.read_text() for path in sorted((tmp_path / "scratch").glob("*.log")))
     assert "held-out cases leaked" not in log, log[-3000:]
-    assert [o.step.value for o in outcomes] == ["compile", "correctness", "performance"]
+    assert [o.step.value for o in outcomes] == ["compile", "correctness", "performance"], log[-3000:]
     assert all(o.passed and NARROWED in o.isolation for o in outcomes), outcomes[-1].message

@@ -194,6 +194,29 @@ def test_bad_input_is_a_one_line_error(evaluator) -> None:
     assert "the completion is empty" in (empty.failure_message or "")
 
 
+def test_text_that_is_not_text_gets_a_verdict_or_a_one_line_error(evaluator) -> None:
+    """A lone surrogate (a Python string, not text): in a candidate's error message it made the
+    cache fail to serialize the verdict, so `evaluate` raised, no reward came and a whole batch
+    was lost (red team, session 50); in submitted files it raised from deep inside."""
+    surrogate = toy_kernel_source(extra='raise RuntimeError("not text: \\udcff")')
+    wrong, good = evaluator.evaluate_batch(
+        [
+            aka.Candidate(TASK, {"kernel.py": surrogate}),
+            aka.Candidate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)}),
+        ]
+    )
+    assert wrong.failure_kind is FailureKind.COMPILE_ERROR and wrong.applicable, wrong.failure_message
+    assert "not text: \ufffd" in (wrong.failure_message or "")
+    assert evaluator.cache.path(wrong.cache_key).is_file() and good.status is TaskStatus.PASS
+    assert aka.reward(wrong, "score").value == 0.0
+    with pytest.raises(aka.CandidateError) as caught:
+        evaluator.evaluate(TASK, {"kernel.py": "VALUE = '\udcff'\n"})
+    assert "the content of 'kernel.py' is not valid text (surrogates not allowed at character 9)" in str(caught.value)
+    completion = evaluator.evaluate_completion(TASK, "```python\nVALUE = '\udcff'\n```")
+    assert (completion.failure_kind, completion.score) == (FailureKind.COMPILE_ERROR, 0.0)
+    assert "the completion is not valid text" in (completion.failure_message or "")
+
+
 def test_the_prompt_is_the_runs_plus_the_answer_format(evaluator) -> None:
     bare = evaluator.prompt(TASK, with_baseline=False)
     assert not baseline_path(evaluator.cache_dir, evaluator.task(TASK)).exists()

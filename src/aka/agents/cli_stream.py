@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 
 from aka.agents.cli_turns import JsonEvent, TurnCounter
+from aka.evaluation.wire import valid_text
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +31,8 @@ POLL_SECONDS = 0.2
 def parse_line(line: bytes) -> JsonEvent | None:
     """A JSON object, or None for anything else a CLI prints (banners, warnings)."""
     try:
-        event = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        event = valid_text(json.loads(line))  # a lone surrogate would fail the run's JSON reports
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return None
     return event if isinstance(event, dict) else None
 

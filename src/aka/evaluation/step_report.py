@@ -14,7 +14,7 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from aka.evaluation.wire import STEP_REPORT_FORMAT
+from aka.evaluation.wire import STEP_REPORT_FORMAT, valid_text
 
 
 class StepStatus(str, Enum):
@@ -82,8 +82,8 @@ def parse_step_message(data: bytes, token: str) -> StepReport:
     if len(lines) > 1:
         raise StepReportError(f"{len(lines)} messages arrived on the result channel; only the harness may write one")
     try:
-        message = json.loads(lines[0], parse_constant=_no_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+        message = valid_text(json.loads(lines[0], parse_constant=_no_constant))
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError, RecursionError) as exc:
         raise StepReportError(f"the result channel carried invalid JSON: {exc}") from exc
     if not isinstance(message, dict) or message.get("token") != token:
         raise StepReportError("the result channel carried a message without the step's token (forged)")

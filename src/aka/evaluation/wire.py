@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from enum import IntEnum
+from typing import TypeVar, cast
 
 STEP_REPORT_FORMAT = "aka-step-report/1"
 READY_LINE = b"ready\n"  # a step sends it on its result pipe once loaded, before it reads its token
@@ -152,3 +153,21 @@ CASE_FIELDS = (
     "unexplained_ms",
     "span_speedup",
 )
+
+
+_Data = TypeVar("_Data")
+
+
+def valid_text(value: _Data) -> _Data:
+    """`value` (JSON data) with every lone surrogate in its strings, keys included, replaced by
+    U+FFFD. JSON carries them (`"\\udcff"`) and Python decodes them, but they are not text: a
+    candidate's error message holding one made the reward API's cache fail to serialize its
+    result, so the trainer got an exception instead of its penalty (red team, session 50).
+    Applied where data crosses into a trusted process (a worker's reply, a step's report)."""
+    if isinstance(value, str):
+        return cast(_Data, value.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+    if isinstance(value, dict):
+        return cast(_Data, {valid_text(key): valid_text(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return cast(_Data, [valid_text(item) for item in value])
+    return value

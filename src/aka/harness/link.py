@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aka.evaluation.wire import valid_text
+
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 32  # a CPU arena's memfds, one per GiB (aka.harness.shared), within a CPU step's 16 GiB
 
@@ -138,7 +140,7 @@ class Link:
             ) from None
         if not isinstance(value, dict):
             raise ProtocolError(f"the {side}'s worker's answer is not an object", side)
-        reply = Reply(value, side)
+        reply = Reply(valid_text(value), side)
         reply.boolean("ok")
         return reply
 

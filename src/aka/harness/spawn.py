@@ -27,6 +27,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from aka.evaluation.wire import HELDOUT_FILE
 from aka.harness import syscall_filter
 
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, CLONE_NEWIPC = 0x00020000, 0x20000000, 0x10000000, 0x08000000
@@ -100,12 +101,36 @@ def enter_namespaces(writable: Sequence[Path]) -> bool:
         if shm is not None:
             print(shm, file=sys.stderr)
         kept = [str(p) for p in writable] + (["/dev/shm"] if shm is None else [])
-        for warning in confine(kept, host_dev=True):
+        for warning in confine(kept, host_dev=True, masked=judges_heldout_file(), hidden=judges_folder(kept)):
             print(warning, file=sys.stderr)
     except ConfineError as exc:
         print(f"aka worker: cannot confine the file system: {exc}", file=sys.stderr)
         os._exit(EXIT_FAILED)
     return True
+
+
+def judges_folder(kept: Sequence[str]) -> list[str]:
+    """The judge's evaluation directory (its working directory), hidden from the worker: the
+    judge copies the worker's own folder from it (`RemoteSide.setup`), without the held-out
+    cases that a held-out evaluation puts there, and a red team's candidate walked up from its
+    own folder and read them there (session 50). Left where it holds what the worker runs from
+    or writes (a judge started by hand in a checkout holding its Python and aka)."""
+    import aka
+    from aka.evaluation.confine import inside
+
+    here = os.getcwd()
+    runs_from = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, os.path.dirname(aka.__path__[0]))
+    packages = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+    needed = [os.path.realpath(path) for path in (*runs_from, *packages, *kept)]
+    return [] if here == "/" or any(inside(path, here) for path in needed) else [here]
+
+
+def judges_heldout_file() -> list[str]:
+    """The held-out cases in the judge's evaluation directory, /dev/null in the worker where its
+    folder stays in sight (`judges_folder`): as found now (a rebuild that replaces the file
+    detaches the mask; the folder's cover stays)."""
+    path = os.path.join(os.getcwd(), HELDOUT_FILE)
+    return [path] if os.path.isfile(path) else []
 
 
 def map_root_user(uid: int, gid: int) -> None:

@@ -42,7 +42,7 @@ from aka.evaluation.steps import INFRA_ATTEMPTS, INFRA_RETRY_WAIT_S, evaluate_ca
 from aka.results.scoring import finite_score, resolve_scorer
 from aka.results.task_result import AgentOutcome, FailureKind, TaskResult, TaskStatus
 from aka.rl.cache import ResultCache, cache_key, candidate_sha256
-from aka.rl.extract import CandidateError, CompletionError, extract_files
+from aka.rl.extract import CandidateError, CompletionError, extract_files, not_text
 from aka.rl.result import Candidate, CandidateResult
 from aka.run.layout import REPOSITORIES_DIR
 from aka.run.prompt import FENCE, build_prompt
@@ -242,6 +242,10 @@ class KernelEvaluator:
         bad = [name for name, text in candidate.files.items() if not isinstance(text, str)]
         if bad:
             raise CandidateError(f"{candidate.task_id}: the content of '{bad[0]}' must be source text (str)")
+        for name, text in candidate.files.items():
+            why = not_text(text)
+            if why is not None:
+                raise CandidateError(f"{candidate.task_id}: the content of '{name}' is not valid text ({why})")
         files = {
             rel: candidate.files[rel]
             if rel in candidate.files
@@ -447,7 +451,10 @@ class KernelEvaluator:
         record = CandidateResult.from_task_result(loaded.task.name, sources, key, result)
         record.device_wait_seconds = device_wait_seconds
         if cache:
-            self.cache.put(record)
+            try:
+                self.cache.put(record)
+            except Exception:  # noqa: BLE001 - the verdict stands uncached: a trainer still gets its reward
+                logger.error("could not cache the result of %s:\n%s", loaded.task.name, traceback.format_exc())
         return record
 
     def _no_candidate(self, task_id: str, message: str) -> CandidateResult:

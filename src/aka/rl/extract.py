@@ -46,6 +46,15 @@ class CompletionError(CandidateError):
     """A completion no candidate can be taken from: the policy's fault, scored as not compiling."""
 
 
+def not_text(text: str) -> str | None:
+    """Why `text` cannot be written as UTF-8 (a lone surrogate: a string, not text), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"{exc.reason} at character {exc.start}"
+    return None
+
+
 def _clean_name(text: str) -> str | None:
     text = text.strip().strip("*_`#>:- ").strip()
     text = _LABEL.sub("", text).strip().strip("`'\"*: ")
@@ -115,6 +124,9 @@ def extract_files(completion: str, editable: Sequence[str], task_id: str = "the 
     text = _THINK.sub("", completion or "")
     if not text.strip():
         raise CompletionError(f"{task_id}: the completion is empty (expected fenced code blocks with the files)")
+    why = not_text(completion)
+    if why is not None:
+        raise CompletionError(f"{task_id}: the completion is not valid text ({why})")
     blocks, left_open = _blocks(text)
     allowed = ", ".join(editable)
     files: dict[str, str] = {}

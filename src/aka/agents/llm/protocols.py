@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from aka.evaluation.wire import valid_text
+
 JsonObject = dict[str, Any]
 ANTHROPIC_VERSION = "2023-06-01"
 SNIPPET_CHARS = 500
@@ -211,8 +213,8 @@ def _request_error(exc: Exception, url: str) -> Exception:
 def _parsed(raw: bytes, url: str) -> JsonObject:
     """The answer as a JSON object, or an `ApiError` that quotes what came instead."""
     try:
-        payload = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        payload = valid_text(json.loads(raw))  # a lone surrogate is no text to write to a file
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise ApiError(f"the response from {url} is not JSON: {snippet(raw.decode('utf-8', 'replace'))}") from exc
     if not isinstance(payload, dict):
         raise ApiError(f"the response from {url} is not a JSON object: {snippet(payload)}")

@@ -63,3 +63,12 @@ def test_the_step_reads_the_environment_the_evaluator_writes() -> None:
 
 def test_exit_codes() -> None:
     assert [int(code) for code in wire.StepExit] == [0, 1, 2, 3]
+
+
+def test_data_crossing_into_a_trusted_process_is_made_valid_text() -> None:
+    """Lone surrogates (JSON carries them as escapes) become U+FFFD, in keys too; a pair stays."""
+    from aka.evaluation.wire import valid_text
+
+    data = {"ok": True, "a\udcff": ["x\ud800y", "\ud83d\ude00", 1.5, None, {"n": "plain"}]}
+    assert valid_text(data) == {"ok": True, "a\ufffd": ["x\ufffdy", "\U0001f600", 1.5, None, {"n": "plain"}]}
+    assert valid_text("plain") == "plain" and valid_text(3) == 3

@@ -165,6 +165,8 @@ def valid_text(value: _Data) -> _Data:
     result, so the trainer got an exception instead of its penalty (red team, session 50).
     Applied where data crosses into a trusted process (a worker's reply, a step's report)."""
     if isinstance(value, str):
+        if value.isascii():  # nearly every string: no copy
+            return value
         return cast(_Data, value.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
     if isinstance(value, dict):
         return cast(_Data, {valid_text(key): valid_text(item) for key, item in value.items()})

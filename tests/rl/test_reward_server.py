@@ -189,8 +189,25 @@ def test_the_token_and_the_request_size_are_checked(server: Server) -> None:
     connection.endheaders()
     assert connection.getresponse().status == 413
     connection.close()
+    connection = http.client.HTTPConnection(server.base.removeprefix("http://"), timeout=30)
+    connection.putrequest("POST", "/v1/submit")  # no declared length: counted as it arrives
+    connection.putheader("Authorization", f"Bearer {TOKEN}")
+    connection.putheader("Content-Type", "application/json")
+    connection.putheader("Transfer-Encoding", "chunked")
+    connection.endheaders()
+    chunk = b"x" * 2**20
+    with contextlib.suppress(OSError):  # the server may answer and close before the last chunk
+        for _ in range(6):
+            connection.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        connection.send(b"0\r\n\r\n")
+    assert connection.getresponse().status == 413
+    connection.close()
     status, body = server.call("POST", "/v1/submit", {"task_id": TASK})
     assert status == 422 and "exactly one of 'files' and 'completion'" in json.dumps(body)
+    status, body = server.call("POST", "/v1/submit", {"task_id": TASK, "files": {}, "preset": "nope"})
+    assert status == 422 and "unknown reward preset 'nope'" in json.dumps(body)
+    status, _ = server.call("GET", "/metrics", token="\u00ff")  # not ASCII: refused, not a server error
+    assert status == 401
 
 
 def test_binding_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
@@ -237,7 +254,8 @@ def test_a_job_past_its_deadline_is_killed_and_frees_the_device(
         assert time.monotonic() - started < 40 and not processes_under(tmp_path / "cache" / "scratch")
         good = _result(server, server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": GOOD}})[1])
         assert good["state"] == "done" and good["reward"]["value"] == 320.0
-        hung_again = _result(
-            server, server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": hung}})[1]
-        )
+        status, waiting = server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": hung}})
+        status, hit = server.call("POST", "/v1/submit", {"task_id": TASK, "files": {"kernel.py": GOOD}})
+        assert status == 202 and hit["state"] == "done" and hit["result"]["cached"], "a cache hit never queues"
+        hung_again = _result(server, waiting)
         assert (hung_again.get("result") or {}).get("cached") is not True  # a deadline never gives a final word

@@ -258,6 +258,11 @@ class KernelEvaluator:
         )
         return loaded, files, key
 
+    def cached(self, task_id: str, files: Mapping[str, str]) -> CandidateResult | None:
+        """The cached result of this candidate, or None (nothing is evaluated); bad input raises."""
+        _, _, key = self._resolve(Candidate(task_id, dict(files)))
+        return self.cache.get(key)
+
     def evaluate(
         self, task_id: str, files: Mapping[str, str], timeout_s: float | None = None, not_after: float | None = None
     ) -> CandidateResult:

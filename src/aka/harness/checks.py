@@ -23,7 +23,7 @@ from aka.harness.link import WorkerFailure
 from aka.harness.remote import RemoteSide
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.sides import load_side
-from aka.harness.task import HarnessError, KernelTask, StepContext, expected_output, make_case_inputs
+from aka.harness.task import HarnessError, KernelTask, StepContext, expected_output, kernel_language, make_case_inputs
 from aka.harness.turns import CaseMemory
 from aka.harness.verify import INCORRECT, POLICY, Problem, delivered_problems, max_abs_error, nonfinite_reference, worst
 
@@ -91,11 +91,19 @@ def _check_case(task: KernelTask, ctx: StepContext, side: RemoteSide, case: Case
     return CaseResult(case, correct=True, max_abs_error=worst_error)
 
 
-def _cuda_provenance(
+def _provenance(
     task: KernelTask, ctx: StepContext, side: RemoteSide, instrumented: list[str], case: Case
 ) -> Problem | None:
-    """CUDA-source targets (no Triton object to count launches of): the profiler must see them run."""
+    """Target kernels with no Triton object to count launches of: in a Triton family none may be
+    missing (a plain function of the target's name, with the work done in numpy, passed on the
+    CPU: red team, session 50); CUDA-source targets the profiler must see run."""
     missing = [k for k in ctx.target_kernels if k not in instrumented]
+    if missing and kernel_language(ctx.family) == "triton":
+        return Problem(
+            POLICY,
+            f"target kernel(s) {', '.join(missing)} are not Triton kernels (@triton.jit) of the candidate's "
+            "sources: the work must be done in them",
+        )
     if ctx.device.type != "cuda" or not missing:
         return None
     inputs, expected = reference_for(task, ctx, case, case.seed, "normal")
@@ -113,6 +121,38 @@ def _cuda_provenance(
             POLICY, f"target kernel(s) {', '.join(absent)} never ran; the GPU ran: {', '.join(names[:4]) or 'nothing'}"
         )
     return None
+
+
+def _ablation(
+    task: KernelTask, ctx: StepContext, side: RemoteSide, instrumented: list[str], case: Case
+) -> Problem | None:
+    """The target kernels did the work: on fresh inputs, with them launching nothing (the
+    worker's launch counter drops their launches) and the allocator poisoned, the output must not
+    come out right. A red team's transpose and gather were done whole by allowed operators
+    (`contiguous`, `select`, `stack`) beside a kernel launched on one element (session 50). In
+    the candidate's process like every guard: a candidate that looks for this call can still
+    pass it (docs/evaluation.md, Known gaps)."""
+    if not instrumented or not ctx.target_kernels:
+        return None
+    seed = secrets.randbelow(2**31)
+    inputs, expected = reference_for(task, ctx, case, seed, "normal")
+    memory = CaseMemory(side, ctx.device, inputs, expected, f"ablation-{case.id}")
+    try:
+        turn = memory.call(inputs, load=0, poison=True, without_targets=True)
+        if not turn.reply.ok:
+            return None
+        problems = delivered_problems(
+            turn.reply, memory.snapshots, expected, task.tolerances, memory.changed_inputs(inputs)
+        )
+    finally:
+        memory.close()
+    if any(problem.kind == INCORRECT for problem in problems):  # its findings (no launch) aside
+        return None
+    return Problem(
+        POLICY,
+        f"the output is right with its target kernel(s) {', '.join(instrumented)} launching nothing: "
+        "the work is done outside them",
+    )
 
 
 def correctness_step(task: KernelTask, ctx: StepContext, side: RemoteSide | None) -> StepResult:
@@ -135,7 +175,7 @@ def correctness_step(task: KernelTask, ctx: StepContext, side: RemoteSide | None
             results.append(_check_case(task, ctx, side, case, eval_seed))
             log.info("%s: %s", case.id, results[-1].message or "ok")
         if all(r.correct for r in results) and cases:
-            provenance = _cuda_provenance(task, ctx, side, loaded, cases[0])
+            provenance = _provenance(task, ctx, side, loaded, cases[0]) or _ablation(task, ctx, side, loaded, cases[0])
             if provenance is not None:
                 results[0] = CaseResult(
                     cases[0], correct=False, message=f"[{provenance.kind}] {provenance.message}", kind=provenance.kind

@@ -8,7 +8,8 @@ the judge decides a verdict or a number by depends on them (docs/evaluation.md).
   any aten operator outside the allowlist (allocation, views, copies, fills) is a policy
   violation, so a Triton or CUDA candidate cannot compute its output with torch or cuBLAS.
 - `LaunchCounter`: wraps the `run` of the candidate's target Triton kernels, so a candidate that
-  defines the kernel but never launches it is caught.
+  defines the kernel but never launches it is caught (a launch counts once it returned); while
+  `suppressed`, they launch nothing (the judge's check that they did the work, `checks._ablation`).
 - `PersistingL2`: keeps the persisting-L2 carve-out at zero, so the L2 flush cannot be defeated
   with an access-policy window.
 """
@@ -106,8 +107,9 @@ class ForbiddenOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = func.overloadpacket.__name__
-        if name not in self.allowed:
-            self.violations[name] += 1
+        if name not in self.allowed or func.namespace != "aten":  # a `torch.library` op named `clone`
+            # ran torch's softmax inside, unseen (red team, session 50)
+            self.violations[name if func.namespace == "aten" else f"{func.namespace}::{name}"] += 1
         return func(*args, **(kwargs or {}))
 
     def describe(self) -> str:
@@ -129,6 +131,7 @@ class LaunchCounter:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.instrumented: set[str] = set()
+        self.suppressed = False  # the targets launch nothing (the judge's check that they do the work)
         self._wrapped: set[int] = set()
 
     def instrument(self, modules: Iterable[ModuleType], names: Iterable[str]) -> None:
@@ -143,8 +146,11 @@ class LaunchCounter:
                 original = target.run  # type: ignore[attr-defined]
 
                 def counting_run(*args: Any, _name: str = name, _run: Any = original, **kwargs: Any) -> Any:
-                    self.counts[_name] += 1
-                    return _run(*args, **kwargs)
+                    if self.suppressed:
+                        return None
+                    launched = _run(*args, **kwargs)
+                    self.counts[_name] += 1  # once it launched: a launch that raised ran nothing
+                    return launched
 
                 target.run = counting_run  # type: ignore[attr-defined]
                 self.instrumented.add(name)

@@ -46,6 +46,15 @@ def policy_applies(family: str) -> bool:
     return known.torch_policy if known is not None else family.endswith(KERNEL_LANGUAGES)
 
 
+def kernel_language(family: str) -> str | None:
+    """The language a family's kernels are written in (aka.config.families); for a family the
+    registry does not know, the kernel language its name ends in."""
+    known = family_named(family)
+    if known is not None:
+        return known.language
+    return next((language for language in KERNEL_LANGUAGES if family.endswith(language)), None)
+
+
 class HarnessError(Exception):
     """A fault of the harness, the task or the environment, never of the candidate: exit non-zero."""
 

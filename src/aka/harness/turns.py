@@ -349,16 +349,25 @@ class CaseMemory:
             slot.copy_(value)
 
     def call(
-        self, inputs: Sequence[torch.Tensor], load: int, poison: bool = False, timeout: float = CALL_TIMEOUT_S
+        self,
+        inputs: Sequence[torch.Tensor],
+        load: int,
+        poison: bool = False,
+        timeout: float = CALL_TIMEOUT_S,
+        without_targets: bool = False,
     ) -> Turn:
-        """An untimed call (checks, warm-up): inputs written, the call made, the outputs copied."""
+        """An untimed call (checks, warm-up): inputs written, the call made, the outputs copied.
+        `without_targets`: the candidate's target kernels launch nothing in it (`checks._ablation`)."""
         self.serial += 1
         which = self.serial % self.sets
         self._write(which, inputs)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         started = time.perf_counter()
-        reply = self.side.request(self._request(which, load, None, poison, inputs), timeout)
+        request = self._request(which, load, None, poison, inputs)
+        if without_targets:
+            request["without_targets"] = True
+        reply = self.side.request(request, timeout)
         if reply.ok:
             self._snapshot()
         span_ms = (time.perf_counter() - started) * 1000.0

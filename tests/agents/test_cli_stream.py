@@ -184,3 +184,13 @@ def test_a_line_is_an_event_only_as_a_json_object_of_text() -> None:
     assert parse_line(b'{"type": "result", "result": "x\\udcffy"}') == {"type": "result", "result": "x\ufffdy"}
     assert parse_line(b"banner") is None and parse_line(b"[1]") is None and parse_line(b"\xff") is None
     assert parse_line(b"[" * 100_000) is None, "nested past the parser: no event, no crash"
+
+
+def test_counts_and_costs_a_cli_reports_are_numbers_in_range() -> None:
+    """A CLI's `inputTokens: 1e30` was kept and broke `aka export --format parquet`; a negative,
+    NaN or infinite count or cost is no count (red team, session 50)."""
+    from aka.agents.cli_runner import MAX_COUNT, dollars, number
+
+    assert [number(v) for v in (12, 3.0, 1e30, -5, float("nan"), float("inf"), True, "7", None)] == [12, 3] + [0] * 7
+    assert number(MAX_COUNT) == MAX_COUNT and number(MAX_COUNT + 1) == 0
+    assert [dollars(v) for v in (0.25, 0, -1.0, float("nan"), float("inf"), False, "1")] == [0.25, 0.0] + [None] * 5

@@ -225,3 +225,21 @@ def test_cli_builds_serves_and_refuses_bad_calls(toy_ab_run: Path, tmp_path: Pat
     finally:
         served.terminate()
         served.wait(timeout=30)
+
+
+def test_validation_reports_where_agents_and_steps_write_are_not_read(tmp_path: Path) -> None:
+    """A CLI agent wrote a forged `validation_report.yaml` in its home and a candidate one in its
+    step's scratch that a killed run kept: the dashboard showed their PASS, or crashed on a list
+    for a status (red team, session 50). Only folders the platform writes are searched."""
+    from aka.dashboard.validation import find_validation
+    from aka.errors import AkaError
+
+    forged = "overall_status: PASS\nchecks: []\ntask_name: forged/by/agent\n"
+    trial = tmp_path / "run_1" / "triton2triton_toy_answer_1"
+    for folder in (trial / "agent_home" / "v", trial / "tmp-compile-x1", trial / "triton-ab12", trial / "builds-3"):
+        folder.mkdir(parents=True)
+        (folder / "validation_report.yaml").write_text(forged)
+    assert find_validation(tmp_path / "run_1") == (None, [])
+    (trial / "validation_report.yaml").write_text("overall_status: [PASS]\n")
+    with pytest.raises(AkaError, match="field 'overall_status'"):
+        find_validation(tmp_path / "run_1")

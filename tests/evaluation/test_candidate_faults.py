@@ -123,3 +123,18 @@ def test_a_candidate_that_breaks_its_own_process_gets_a_named_kind_and_leaves_no
     while processes_under(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_under(tmp_path) == [], "a process of the evaluation outlived it"
+
+
+def test_a_held_out_result_keeps_no_text_of_the_candidates(gelu_task, tmp_path: Path) -> None:
+    """A candidate that raised on every shape it did not know, naming the shape and its first
+    values, had its message kept in the held-out result, where a policy reads it (red team,
+    session 50): the result says which step failed and how, the evaluation's log the rest."""
+    from aka.run.task_pipeline import evaluate_heldout
+
+    candidate = tmp_path / "candidate"
+    shutil.copytree(gelu_task.directory, candidate)
+    leak = 'def gelu(x):\n    raise RuntimeError(f"HELDOUT-LEAK n={x.numel()} first={x.flatten()[:3].tolist()}")\n'
+    (candidate / "kernel.py").write_text(HONEST + leak)
+    held = evaluate_heldout(gelu_task, candidate, tmp_path / "scratch", CPU, speedup=None)
+    assert not held.candidate_correct and held.message == "correctness: incorrect on the held-out cases", held
+    assert "HELDOUT-LEAK" in "".join(p.read_text() for p in (tmp_path / "scratch").rglob("*.log"))

@@ -390,3 +390,31 @@ def test_a_lock_file_someone_replaced_is_named_with_the_fix(tmp_path: Path, plan
     with pytest.raises(ConfigError, match="GPU-planted.turnstile: cannot open the device lock .*remove it"):
         with lock.hold(exclusive=True):
             pass
+
+
+def test_a_command_sharing_the_device_ends_with_its_stopped_caller(tmp_path: Path, monkeypatch) -> None:
+    """SIGTERM's SystemExit (or Ctrl-C) in the caller while a command shares the device (the
+    validator's probe, in a session of its own) kills it: a stopped validator's probe outlived it
+    (a fresh clone's test under load, session 50)."""
+    from conftest import processes_under
+
+    monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path / "locks"))
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        with pytest.raises(SystemExit):
+            device_lock.run_sharing_device(
+                DeviceInfo("cpu", "cpu", "cpu", None, 0),
+                [sys.executable, "-c", "import time; time.sleep(120)"],
+                tmp_path,
+                dict(os.environ),
+                300,
+            )
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert processes_under(tmp_path) == [], "the command outlived its caller"

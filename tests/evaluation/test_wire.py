@@ -72,3 +72,5 @@ def test_data_crossing_into_a_trusted_process_is_made_valid_text() -> None:
     data = {"ok": True, "a\udcff": ["x\ud800y", "\ud83d\ude00", 1.5, None, {"n": "plain"}]}
     assert valid_text(data) == {"ok": True, "a\ufffd": ["x\ufffdy", "\U0001f600", 1.5, None, {"n": "plain"}]}
     assert valid_text("plain") == "plain" and valid_text(3) == 3
+    # terminal escapes redrew a FAIL line as a green PASS: control characters go, tabs and line ends stay
+    assert valid_text("a\x1b[32mPASS\x07\x9b1m\tb\nc\r") == "a\ufffd[32mPASS\ufffd\ufffd1m\tb\nc\r"

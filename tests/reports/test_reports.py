@@ -254,3 +254,19 @@ def test_empty_run_still_writes_valid_files(tmp_path: Path) -> None:
     text = paths[2].read_text()
     assert "Best task: none" in text and "Worst task: none" in text
     assert text.endswith("Skipped tasks (not in rates or averages)\nnone\n")
+
+
+def test_a_failure_message_prints_without_its_terminal_escapes() -> None:
+    """A candidate's exception message with terminal escapes redrew `aka run`'s FAIL line and the
+    text report's as a green PASS (red team, session 50)."""
+    from aka.reports.writers import failure_text, task_line
+
+    result = TaskResult(
+        task_name="triton2triton/toy/answer",
+        task_type="triton2triton",
+        status=TaskStatus.FAIL,
+        failure_kind=FailureKind.COMPILE_ERROR,
+        failure_message="boom\x1b[2K\x1b[G\x1b[32mPASS score=312.5\x1b]52;c;aGk=\x07",
+    )
+    for text in (failure_text(result), task_line(result)):
+        assert "\x1b" not in text and "\x07" not in text and "PASS score=312.5" in text

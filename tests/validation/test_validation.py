@@ -340,14 +340,16 @@ def test_sigterm_stops_the_validator_and_leaves_no_scratch_or_process(tmp_path: 
         command += ["--no-mutants"]
     if parallel == 2:
         command += ["triton2triton/llm/softmax", "--parallel", "2"]
+    errors = (tmp_path / "stderr.log").open("w")
     proc = subprocess.Popen(
         [*command, "--output", str(tmp_path / "out")],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=errors,
         start_new_session=True,
     )
+    errors.close()
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list(scratch.glob("aka-validate-*/*")):
         time.sleep(0.2)
@@ -364,9 +366,10 @@ def test_sigterm_stops_the_validator_and_leaves_no_scratch_or_process(tmp_path: 
     else:
         time.sleep(2)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM, (tmp_path / "stderr.log").read_text()[-3000:]
     assert not list(scratch.glob("aka-validate-*")), "the scratch folder outlived SIGTERM"
-    assert processes_under(tmp_path) == [] and processes_under(REPO / "tasks") == []
+    left = processes_under(tmp_path) + processes_under(REPO / "tasks")
+    assert left == [], f"{left}\n{(tmp_path / 'stderr.log').read_text()[-3000:]}"
     # the tasks in flight had their steps killed: a report would keep that as verdicts, and --resume keep it
     assert not list((tmp_path / "out").rglob("validation_report.yaml"))
 

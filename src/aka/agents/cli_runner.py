@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import os
 import shutil
 import signal
@@ -462,8 +463,23 @@ def _outcome(
     )
 
 
+MAX_COUNT = 2**40  # tokens or calls a CLI reports: more is no count (a red team's 1e30 broke the Parquet export)
+
+
 def number(value: object) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+    """A count a CLI reports (tokens, calls): a whole number from 0 to `MAX_COUNT`, else 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if not math.isfinite(value) or not 0 <= value <= MAX_COUNT:
+        return 0
+    return int(value)
+
+
+def dollars(value: object) -> float | None:
+    """A cost in dollars a CLI reports: finite and not negative, else unknown (None)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and 0 <= value < 1e9 else None
 
 
 def clip(text: str | None) -> str | None:

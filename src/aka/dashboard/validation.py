@@ -32,8 +32,12 @@ NOT_SEARCHED = frozenset(
         ".parallel",
         "exports",
         "__pycache__",
+        "agent_home",
     }
 )
+# Folders a step writes (its TMPDIR, its caches): a candidate left a forged report in one that a
+# killed run kept, and an agent in its home (red team, session 50)
+NOT_SEARCHED_PREFIXES = ("tmp-", "triton-", "builds-")
 
 
 class ValidationStatus(str, Enum):
@@ -99,7 +103,7 @@ def read_validation(path: Path, root: Path) -> ValidationReport:
     if not isinstance(raw, dict):
         raise AkaError(f"{path}: not a validation report (not a mapping); rewrite it with `aka validate`")
     status = raw.get("overall_status")
-    if status not in {s.value for s in ValidationStatus}:
+    if not isinstance(status, str) or status not in {s.value for s in ValidationStatus}:
         raise AkaError(
             f"{path}: field 'overall_status': {status!r} is not PASS, WARN or FAIL; rewrite the file "
             "with `aka validate`"
@@ -127,7 +131,9 @@ def find_validation(run_dir: Path) -> tuple[ValidationReport | None, list[Valida
     summary: ValidationReport | None = None
     reports: list[ValidationReport] = []
     for folder, subfolders, files in os.walk(run_dir):
-        subfolders[:] = sorted(d for d in subfolders if d not in NOT_SEARCHED and not d.startswith("."))
+        subfolders[:] = sorted(
+            d for d in subfolders if d not in NOT_SEARCHED and not d.startswith((".", *NOT_SEARCHED_PREFIXES))
+        )
         here = Path(folder)
         if SUMMARY_NAME in files and summary is None:
             summary = read_validation(here / SUMMARY_NAME, run_dir)

@@ -383,18 +383,24 @@ def run_sharing_device(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-        with turn.pausable(proc.pid):
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    stdout, stderr = proc.communicate(
-                        timeout=max(0.0, min(1.0, deadline + turn.paused_s() - time.monotonic()))
-                    )
-                    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-                except subprocess.TimeoutExpired as exc:
-                    if time.monotonic() < deadline + turn.paused_s():
-                        continue
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    proc.communicate()
-                    raise subprocess.TimeoutExpired(proc.args, timeout, exc.output, exc.stderr) from None
+        try:
+            with turn.pausable(proc.pid):
+                deadline = time.monotonic() + timeout
+                while True:
+                    try:
+                        stdout, stderr = proc.communicate(
+                            timeout=max(0.0, min(1.0, deadline + turn.paused_s() - time.monotonic()))
+                        )
+                        return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+                    except subprocess.TimeoutExpired as exc:
+                        if time.monotonic() < deadline + turn.paused_s():
+                            continue
+                        with contextlib.suppress(ProcessLookupError, PermissionError):
+                            os.killpg(proc.pid, signal.SIGKILL)
+                        proc.communicate()
+                        raise subprocess.TimeoutExpired(proc.args, timeout, exc.output, exc.stderr) from None
+        except BaseException:  # SIGTERM's SystemExit, Ctrl-C: its own session would outlive the caller
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise

@@ -10,6 +10,7 @@ tests/evaluation/test_wire.py holds to these names field for field.
 from __future__ import annotations
 
 import os
+import re
 from enum import IntEnum
 from typing import TypeVar, cast
 
@@ -158,16 +159,22 @@ CASE_FIELDS = (
 _Data = TypeVar("_Data")
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # all but tab and line ends
+
+
 def valid_text(value: _Data) -> _Data:
-    """`value` (JSON data) with every lone surrogate in its strings, keys included, replaced by
-    U+FFFD. JSON carries them (`"\\udcff"`) and Python decodes them, but they are not text: a
-    candidate's error message holding one made the reward API's cache fail to serialize its
-    result, so the trainer got an exception instead of its penalty (red team, session 50).
-    Applied where data crosses into a trusted process (a worker's reply, a step's report)."""
+    """`value` (JSON data) with every lone surrogate and control character in its strings, keys
+    included, replaced by U+FFFD. JSON carries them (`"\\udcff"`, `"\\u001b"`) and Python decodes
+    them, but they are not text: a candidate's error message holding a surrogate made the reward
+    API's cache fail to serialize its result, so the trainer got an exception instead of its
+    penalty, and one holding terminal escapes redrew `aka run`'s FAIL line as a green PASS (red
+    teams, session 50). Applied where data crosses into a trusted process (a worker's reply, a
+    step's report, an agent's events) and to every line `aka run` prints."""
     if isinstance(value, str):
-        if value.isascii():  # nearly every string: no copy
+        if value.isascii() and _CONTROL.search(value) is None:  # nearly every string: no copy
             return value
-        return cast(_Data, value.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+        text = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return cast(_Data, _CONTROL.sub("\ufffd", text))
     if isinstance(value, dict):
         return cast(_Data, {valid_text(key): valid_text(item) for key, item in value.items()})
     if isinstance(value, list):

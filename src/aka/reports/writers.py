@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from aka.evaluation.wire import valid_text
 from aka.reports.heldout import heldout_lines, heldout_summary
 from aka.reports.tree import replace_tree
 from aka.results.task_result import FailureKind, TaskResult, TaskStatus
@@ -239,7 +240,7 @@ def failure_text(result: TaskResult) -> str:
         or result.speedup_calculation_error_message
         or ""
     )
-    message = " ".join(message.split())
+    message = " ".join(valid_text(message).split())  # a candidate's terminal escapes redrew its line
     if len(message) > _MESSAGE_LIMIT:
         message = message[: _MESSAGE_LIMIT - 3] + "..."
     return f"{result.failure_kind.value}: {message}" if message else result.failure_kind.value

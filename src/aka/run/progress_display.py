@@ -27,6 +27,7 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
+from aka.evaluation.wire import valid_text
 from aka.progress import Phase, phases_to
 from aka.results.task_result import STATUS_STYLE
 from aka.results.verdict import CORRECT_VERDICTS, SMOKE_TEST_NOTE, VERDICT_BY_WORD, VERDICT_STYLE
@@ -145,7 +146,7 @@ def finished_line(event: RunEvent, state: ProgressState) -> str:
     speedup = f" speedup={event.speedup:.3f}x" if event.speedup else ""
     if speedup and state.smoke_test:
         speedup += " (smoke test)"
-    why = f"  ({escape(event.message)})" if event.message and status != "PASS" else ""
+    why = f"  ({escape(valid_text(event.message))})" if event.message and status != "PASS" else ""  # no escapes
     return (
         f"  [{style}]{status:<7}[/] [{verdict_style}]{escape(verdict):<18}[/] {escape(trial_name(event))} "
         f"score={event.score or 0.0:.1f}{speedup}{why}  [dim]({state.counts()})[/]"

@@ -230,7 +230,9 @@ def evaluate_heldout(
         candidate_correct=candidate_ok,
         speedup_ratio=timed.speedup_ratio,
         generalization_gap=gap,
-        message=failed.message if failed else None,
+        # the kind, not the message: a candidate's own text carried the held-out inputs it met
+        # into the result (red team, session 50); the held-out evaluation's log has the details
+        message=f"{failed.step.value}: {failed.failure.value} on the held-out cases" if failed else None,
         cases=timed.cases,
     )
 

@@ -19,6 +19,7 @@ from aka.agents.cli_runner import (
     RunSummary,
     cli_agent,
     clip,
+    dollars,
     number,
 )
 from aka.agents.cli_turns import JsonEvent, Mark
@@ -108,7 +109,7 @@ def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
             number(usage.get(k)) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
         ),
         output_tokens=number(usage.get("output_tokens")),
-        cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
+        cost_usd=dollars(cost),
     )
 
 

@@ -23,6 +23,7 @@ from aka.evaluation.wire import valid_text
 JsonObject = dict[str, Any]
 ANTHROPIC_VERSION = "2023-06-01"
 SNIPPET_CHARS = 500
+MAX_TOKENS = 2**40
 MAX_RESPONSE_BYTES = 64 * 2**20  # no model answer is near this; a server streaming junk is cut off
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 
@@ -226,7 +227,9 @@ def _parsed(raw: bytes, url: str) -> JsonObject:
 def _tokens(usage: object, *keys: str) -> int:
     if not isinstance(usage, dict):
         return 0
-    return sum(v for k in keys if isinstance(v := usage.get(k), int) and not isinstance(v, bool))
+    return sum(  # a count, not anything a server sends (1e30 tokens broke the Parquet export)
+        v for k in keys if isinstance(v := usage.get(k), int) and not isinstance(v, bool) and 0 <= v <= MAX_TOKENS
+    )
 
 
 def _arguments(raw: object) -> tuple[JsonObject | None, str]:

@@ -25,6 +25,7 @@ from aka.agents.cli_runner import (
     RunSummary,
     cli_agent,
     clip,
+    dollars,
     number,
 )
 from aka.agents.cli_turns import JsonEvent, Mark
@@ -120,7 +121,7 @@ def _summarize(events: list[JsonEvent], settings: AgentSettings) -> RunSummary:
     else:
         reason, message = "finished", texts[-1] if texts else None
     tokens = [s.get("tokens") or {} for s in steps]
-    costs = [float(cost) for s in steps if isinstance(cost := s.get("cost"), (int, float))]
+    costs = [cost for s in steps if (cost := dollars(s.get("cost"))) is not None]
     return RunSummary(
         reason,
         clip(message),

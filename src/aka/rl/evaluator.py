@@ -295,14 +295,12 @@ class KernelEvaluator:
     ) -> CandidateResult:
         """`evaluate` in the evaluator's thread pool (`max_concurrent` threads per device); a cache
         hit returns without waiting for a slot."""
-        candidate = Candidate(task_id, dict(files))
         limit = _checked_timeout(timeout_s)
-        _, _, key = self._resolve(candidate)
-        hit = self.cache.get(key)
+        hit = self.cached(task_id, files)
         if hit is not None:
             return hit
         return await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._evaluate, candidate, limit, not_after
+            self._executor, self._evaluate, Candidate(task_id, dict(files)), limit, not_after
         )
 
     async def evaluate_completion_async(

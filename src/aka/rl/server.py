@@ -119,10 +119,10 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
 class BodyLimit:
-    """Refuses a request whose body grows past `limit` bytes as it arrives (`413`): a chunked body
-    declares no length, and a red team sent 3 x 128 MiB that way past the declared-length check
-    (session 50). ASGI middleware around the app: the body is counted before anything reads it
-    whole."""
+    """Refuses a request whose body is over `limit` bytes (`413`): one that declares a longer
+    length before it is read, any other as it arrives (a chunked body declares none, and a red
+    team sent 3 x 128 MiB that way past the declared-length check, session 50). ASGI middleware
+    around the app: the body is counted before anything reads it whole."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -130,6 +130,10 @@ class BodyLimit:
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await JSONResponse({"detail": f"request over {self.limit} bytes"}, status_code=413)(scope, receive, send)
             return
         seen = 0
 
@@ -217,9 +221,6 @@ def make_app(
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > max_request_bytes:
-            return JSONResponse({"detail": f"request over {max_request_bytes} bytes"}, status_code=413)
         if token is not None and request.url.path != "/healthz":
             given = request.headers.get("authorization", "")
             if not secrets.compare_digest(given.encode("utf-8", "replace"), f"Bearer {token}".encode()):

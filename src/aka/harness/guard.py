@@ -107,9 +107,10 @@ class ForbiddenOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = func.overloadpacket.__name__
-        if name not in self.allowed or func.namespace != "aten":  # a `torch.library` op named `clone`
-            # ran torch's softmax inside, unseen (red team, session 50)
-            self.violations[name if func.namespace == "aten" else f"{func.namespace}::{name}"] += 1
+        if func.namespace != "aten":  # a `torch.library` op named `clone` ran torch's softmax inside,
+            name = f"{func.namespace}::{name}"  # unseen, while only the name was checked (red team, session 50)
+        if name not in self.allowed:
+            self.violations[name] += 1
         return func(*args, **(kwargs or {}))
 
     def describe(self) -> str:

@@ -345,3 +345,25 @@ def test_an_agent_sees_no_other_gate_and_starts_though_a_masked_socket_vanished(
     assert "bwrap: Can't" in log and "started again" in log
     seen = json.loads((workspace / "work" / "gates.json").read_text())
     assert seen["other_gate"] is False and len(seen["gates"]) == 1 and seen["gates"] != [other.folder.name], seen
+
+
+def test_a_gates_folder_name_taken_by_something_else_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another user (or anything) holding `<tmp>/aka-egress-<uid>` as a file, a link or a folder
+    others may write must not get the gates: each is then made on its own in the temporary folder."""
+    monkeypatch.setattr(egress.tempfile, "gettempdir", lambda: str(tmp_path))
+    name = tmp_path / f"aka-egress-{os.getuid()}"
+    for taken in ("file", "link", "writable"):
+        if taken == "file":
+            name.write_text("")
+        elif taken == "link":
+            (tmp_path / "elsewhere").mkdir()
+            name.symlink_to(tmp_path / "elsewhere")
+        else:
+            name.mkdir(mode=0o777)
+            name.chmod(0o777)
+        assert egress.gates_folder() is None, taken
+        assert "is not this user's own folder" in caplog.text
+        name.unlink() if not name.is_dir() or name.is_symlink() else name.rmdir()
+    assert egress.gates_folder() == name and (name.stat().st_mode & 0o777) == 0o711

@@ -279,7 +279,8 @@ def gates_folder() -> Path | None:
     the temporary folder) where the name is taken by something not this user's own folder."""
     folder = Path(tempfile.gettempdir()) / f"aka-egress-{os.getuid()}"
     with contextlib.suppress(FileExistsError):
-        folder.mkdir(mode=0o711)
+        folder.mkdir()
+        folder.chmod(0o711)  # whatever the umask: an agent running as another user passes through
     try:
         found = os.lstat(folder)
     except OSError:

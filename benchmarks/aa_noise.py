@@ -233,7 +233,8 @@ def measure_task(
         "do_bench": "separate processes",
         "do_bench_error": do_bench_error,
         "seconds": [r["seconds"] for r in runs],
-        "message": runs[0]["message"],
+        "message": next((r["message"] for r in runs if r["message"]), None),  # a failing repeat's, not only the first's
+        "messages": [r["message"] for r in runs],
         "baseline_seconds": baseline.seconds,
         "step_seconds": [r["step_seconds"] for r in runs],
         "cases": [r["cases"] for r in runs],

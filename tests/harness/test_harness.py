@@ -809,8 +809,8 @@ def test_launches_are_counted_in_every_load_of_the_candidate() -> None:
         def __init__(self) -> None:
             self.fn = lambda: None
 
-        def run(self, *args: object) -> str:
-            return "launched"
+        def run(self, *args: object, grid: object, warmup: bool = False) -> str:
+            return "compiled" if warmup else "launched"
 
     loads = [types.ModuleType(f"kernel{n}") for n in range(3)]
     for module in loads:
@@ -820,8 +820,48 @@ def test_launches_are_counted_in_every_load_of_the_candidate() -> None:
     counter = LaunchCounter()
     counter.instrument([*loads, alias], ["k", "missing"])
     assert counter.instrumented == {"k"}
-    assert [module.k.run() for module in loads] == ["launched"] * 3  # type: ignore[attr-defined]
+    assert [module.k.run(grid=(1,)) for module in loads] == ["launched"] * 3  # type: ignore[attr-defined]
     assert counter.total() == 3
+    counter.suppressed = True  # the ablation: compiled, not launched, not counted
+    assert loads[0].k.run(grid=(1,)) == "compiled"  # type: ignore[attr-defined]
+    assert counter.total() == 3
+
+
+def test_a_launch_that_runs_no_program_is_not_counted(tmp_path: Path, monkeypatch) -> None:
+    """An empty grid, a grid function that returns one, and a warm-up compile run no program: a
+    red team's target kernel launched on `(0,)` beside work done elsewhere (session 51)."""
+    import importlib.util
+
+    import torch
+
+    from aka.harness.guard import LaunchCounter
+
+    (tmp_path / "kernels_under_count.py").write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def k(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) + 1, mask=offsets < n)\n"
+    )
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # read as the kernel is decorated
+    spec = importlib.util.spec_from_file_location("kernels_under_count", tmp_path / "kernels_under_count.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    counter = LaunchCounter()
+    counter.instrument([module], ["k"])
+    x = torch.zeros(8)
+    module.k[(0,)](x, 8, BLOCK=8)
+    module.k[(1, 0)](x, 8, BLOCK=8)
+    module.k[lambda meta: (0,)](x, 8, BLOCK=8)
+    module.k.run(x, 8, BLOCK=8, grid=(1,), warmup=True)  # compiles, runs nothing
+    assert counter.total() == 0 and x.sum().item() == 0.0  # nothing ran, nothing counted
+    module.k[lambda meta: (triton_cdiv(meta["n"], meta["BLOCK"]),)](x, 8, BLOCK=8)
+    module.k[(1,)](x, 8, BLOCK=8)
+    assert counter.total() == 2 and x.tolist() == [2.0] * 8
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def test_only_the_baseline_copy_imports_under_the_baseline_prefix(tmp_path: Path, monkeypatch) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Sequence
 
 import torch
 
@@ -24,7 +25,7 @@ from aka.harness.remote import RemoteSide
 from aka.harness.report import CaseResult, StepResult
 from aka.harness.sides import load_side
 from aka.harness.task import HarnessError, KernelTask, StepContext, expected_output, kernel_language, make_case_inputs
-from aka.harness.turns import CaseMemory
+from aka.harness.turns import CaseMemory, Turn
 from aka.harness.verify import INCORRECT, POLICY, Problem, delivered_problems, max_abs_error, nonfinite_reference, worst
 
 SECOND_SEED_OFFSET = 7919
@@ -129,9 +130,11 @@ def _ablation(
     """The target kernels did the work: on fresh inputs, with them launching nothing (the
     worker's launch counter drops their launches) and the allocator poisoned, the output must not
     come out right. A red team's transpose and gather were done whole by allowed operators
-    (`contiguous`, `select`, `stack`) beside a kernel launched on one element (session 50). In
-    the candidate's process like every guard: a candidate that looks for this call can still
-    pass it (docs/evaluation.md, Known gaps)."""
+    (`contiguous`, `select`, `stack`) beside a kernel launched on one element (session 50). Made
+    on every case (a candidate honest only on the first case it saw passed a check of the first
+    alone, session 51) and again among the timed calls (`aka.harness.perf.CasePairs`). In the
+    candidate's process like every guard: a candidate that looks for this call can still pass it
+    (docs/evaluation.md, Known gaps)."""
     if not instrumented or not ctx.target_kernels:
         return None
     seed = secrets.randbelow(2**31)
@@ -139,13 +142,25 @@ def _ablation(
     memory = CaseMemory(side, ctx.device, inputs, expected, f"ablation-{case.id}")
     try:
         turn = memory.call(inputs, load=0, poison=True, without_targets=True)
-        if not turn.reply.ok:
-            return None
-        problems = delivered_problems(
-            turn.reply, memory.snapshots, expected, task.tolerances, memory.changed_inputs(inputs)
-        )
+        return ablation_problem(turn, memory, inputs, expected, task, instrumented)
     finally:
         memory.close()
+
+
+def ablation_problem(
+    turn: Turn,
+    memory: CaseMemory,
+    inputs: Sequence[torch.Tensor],
+    expected: Output,
+    task: KernelTask,
+    instrumented: Sequence[str],
+) -> Problem | None:
+    """A `policy_violation` where a call made with the target kernels launching nothing still
+    delivered the right output (a call that failed or came out wrong is what an honest one does)."""
+    if not turn.reply.ok:
+        return None
+    changed = memory.changed_inputs(inputs)
+    problems = delivered_problems(turn.reply, memory.snapshots, expected, task.tolerances, changed)
     if any(problem.kind == INCORRECT for problem in problems):  # its findings (no launch) aside
         return None
     return Problem(
@@ -174,12 +189,13 @@ def correctness_step(task: KernelTask, ctx: StepContext, side: RemoteSide | None
         for case in cases:
             results.append(_check_case(task, ctx, side, case, eval_seed))
             log.info("%s: %s", case.id, results[-1].message or "ok")
-        if all(r.correct for r in results) and cases:
-            provenance = _provenance(task, ctx, side, loaded, cases[0]) or _ablation(task, ctx, side, loaded, cases[0])
-            if provenance is not None:
-                results[0] = CaseResult(
-                    cases[0], correct=False, message=f"[{provenance.kind}] {provenance.message}", kind=provenance.kind
-                )
+        if all(r.correct for r in results):
+            for at, case in enumerate(cases):  # each case: a candidate may work honestly on one alone
+                provenance = _provenance(task, ctx, side, loaded, case) or _ablation(task, ctx, side, loaded, case)
+                if provenance is not None:
+                    message = f"[{provenance.kind}] {provenance.message}"
+                    results[at] = CaseResult(case, correct=False, message=message, kind=provenance.kind)
+                    break
     except WorkerFailure as failure:
         done = {r.case.id for r in results}
         message = f"[{failure.kind}] {failure}"

@@ -16,6 +16,7 @@ the judge decides a verdict or a number by depends on them (docs/evaluation.md).
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 from collections import Counter
@@ -147,10 +148,22 @@ class LaunchCounter:
                 original = target.run  # type: ignore[attr-defined]
 
                 def counting_run(*args: Any, _name: str = name, _run: Any = original, **kwargs: Any) -> Any:
-                    if self.suppressed:
-                        return None
+                    if self.suppressed:  # compiled, not launched: it returns what a launch returns
+                        return _run(*args, **{**kwargs, "warmup": True})
+                    grids: list[object] = []
+                    grid = kwargs.get("grid")
+                    if callable(grid):  # the grid Triton itself computes, seen as it uses it
+
+                        def seen_grid(meta: Any, _grid: Any = grid) -> Any:
+                            grids.append(_grid(meta))
+                            return grids[-1]
+
+                        kwargs["grid"] = seen_grid
+                    else:
+                        grids.append(grid)
                     launched = _run(*args, **kwargs)
-                    self.counts[_name] += 1  # once it launched: a launch that raised ran nothing
+                    if not kwargs.get("warmup") and any(programs(g) for g in grids):
+                        self.counts[_name] += 1  # once it ran programs: one that raised ran nothing
                     return launched
 
                 target.run = counting_run  # type: ignore[attr-defined]
@@ -158,6 +171,23 @@ class LaunchCounter:
 
     def total(self) -> int:
         return sum(self.counts.values())
+
+
+def programs(grid: object) -> int:
+    """How many programs a launch grid runs: a grid with a zero in it runs none. A red team's
+    target kernel launched on an empty grid beside work done elsewhere (session 51). A grid this
+    cannot read counts as one program: Triton's launch decides whether it runs."""
+    dims = grid if isinstance(grid, tuple | list) else (grid,)
+    count = 1
+    for dim in dims[:3]:
+        try:
+            count *= operator.index(dim)  # the interpreter's grid functions return its tensors
+        except TypeError:
+            try:
+                count *= int(dim)
+            except (TypeError, ValueError, OverflowError):
+                return 1
+    return max(count, 0) if dims else 0
 
 
 def modules_under(directory: Path) -> list[ModuleType]:

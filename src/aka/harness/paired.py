@@ -367,6 +367,11 @@ def time_paired(source: PairSource, calibration: Calibration, config: PairedConf
     return judge_pairs(take_pairs(source, config, gpu, calibration.hold_ms), calibration, config, gpu)
 
 
+def pairs_per_batch(config: PairedConfig, gpu: bool) -> int:
+    """The pairs `take_pairs` takes before it looks at the interval again."""
+    return config.batch if gpu else max(config.cpu_pairs, config.loads, 1)
+
+
 def take_pairs(source: PairSource, config: PairedConfig, gpu: bool, hold_ms: float) -> TakenPairs:
     """The pairs, in batches, until the interval is narrow or the case's budget is spent; every
     candidate output checked by the source. The hold starts at `hold_ms` and doubles while calls
@@ -375,7 +380,7 @@ def take_pairs(source: PairSource, config: PairedConfig, gpu: bool, hold_ms: flo
     late_pairs, index, baseline_late = 0, 0, 0
     own_late: list[tuple[int, TimedCall, TimedCall]] = []  # pairs left out only for the candidate's lateness
     started = time.perf_counter()
-    batch = config.batch if gpu else max(config.cpu_pairs, config.loads, 1)
+    batch = pairs_per_batch(config, gpu)
     while len(times.base) < config.max_pairs:
         late: tuple[set[int], set[int]] = (set(), set())  # pairs whose baseline / candidate came late
         counted: list[tuple[int, TimedCall, TimedCall]] = []

@@ -42,7 +42,7 @@ from aka.evaluation.wire import (
     wanted_placements,
 )
 from aka.harness.cases import Case
-from aka.harness.checks import reference_for
+from aka.harness.checks import ablation_problem, reference_for
 from aka.harness.compare import Output
 from aka.harness.link import WorkerFailure
 from aka.harness.paired import (
@@ -55,6 +55,7 @@ from aka.harness.paired import (
     UnexplainedTimeError,
     calibrate,
     judge_pairs,
+    pairs_per_batch,
     take_pairs,
 )
 from aka.harness.phases import ALONE, SHARED, Phases
@@ -87,7 +88,15 @@ def pair_seed(case: Case, index: int, salt: int) -> int:
 
 @dataclass
 class CasePairs:
-    """Fresh inputs for every pair; the candidate's output of every call checked."""
+    """Fresh inputs for every pair; the candidate's output of every call checked.
+
+    With `ablate_every` (the pairs of a batch), the candidate is also called as it is timed but
+    with its target kernels (`instrumented`) launching nothing, on inputs of its own, before pairs
+    drawn at random: an output still right there means the work is done outside them
+    (`checks.ablation_problem`). Each load once in the first batch (each is a module of its own,
+    with state of its own), then one load in turn in every later batch. The correctness step's
+    ablation alone let a candidate be honest there and do the work elsewhere in this step, told
+    the step by its environment or by its first pause (red team, session 51)."""
 
     task: KernelTask
     ctx: StepContext
@@ -97,13 +106,45 @@ class CasePairs:
     loads: int
     salt: int
     prepared: dict[int, tuple[tuple[torch.Tensor, ...], Output]] = field(default_factory=dict)
+    ablate_every: int = 0
+    instrumented: Sequence[str] = ()
+    ablation_hold_ms: float = 0.0  # the hold of the calls around it (it doubles while calls come late)
+    ablation_salt: int = field(default_factory=lambda: secrets.randbits(62))
+    ablation_load: int = field(default_factory=lambda: secrets.randbelow(1 << 30))
+    _planned: list[tuple[int, int]] = field(default_factory=list)  # this batch's (place, load) ablations
 
     def prepare(self, index: int) -> None:
+        for load in self._ablations_before(index):
+            self._ablate(index, load)
         self.prepared[index] = reference_for(
             self.task, self.ctx, self.case, pair_seed(self.case, index, self.salt), "normal"
         )
 
+    def _ablations_before(self, index: int) -> list[int]:
+        """The loads to ablate before pair `index` (a batch's places drawn as it starts)."""
+        if self.candidate_memory is None or self.ablate_every <= 0 or not self.instrumented:
+            return []
+        batch, place = divmod(index, self.ablate_every)
+        if place == 0:
+            loads = range(self.loads) if batch == 0 else [(self.ablation_load + batch) % self.loads]
+            self._planned = [(secrets.randbelow(self.ablate_every), load) for load in loads]
+        return [load for at, load in self._planned if at == place]
+
+    def _ablate(self, index: int, load: int) -> None:
+        """One ablation call, before the pair's inputs exist (one live set of inputs at a time)."""
+        assert self.candidate_memory is not None, "the candidate is loaded"
+        memory = self.candidate_memory
+        seed = pair_seed(self.case, index, self.ablation_salt ^ load)
+        inputs, expected = reference_for(self.task, self.ctx, self.case, seed, "normal")
+        turn = memory.timed_call(inputs, load, self.ablation_hold_ms, without_targets=True)
+        memory.side.pause()
+        problem = ablation_problem(turn, memory, inputs, expected, self.task, self.instrumented)
+        log.info("%s: load %d ablated before pair %d: %s", self.case.id, load, index, "right" if problem else "wrong")
+        if problem is not None:
+            raise ProblemError(problem)
+
     def baseline(self, index: int, hold_ms: float) -> Turn:
+        self.ablation_hold_ms = hold_ms
         turn = self.baseline_memory.timed_call(self.prepared[index][0], index % self.loads, hold_ms)
         self.baseline_memory.side.pause()  # both sides alike: a stopped worker resumes for its turn
         if self.candidate_memory is not None:  # nothing of the candidate ran while the baseline was timed
@@ -114,6 +155,7 @@ class CasePairs:
 
     def candidate(self, index: int, hold_ms: float) -> Turn:
         assert self.candidate_memory is not None, "the candidate is loaded"
+        self.ablation_hold_ms = hold_ms
         inputs, expected = self.prepared[index]
         turn = self.candidate_memory.timed_call(inputs, index % self.loads, hold_ms)
         self.candidate_memory.side.pause()  # nothing of the candidate runs while the baseline is timed
@@ -204,6 +246,7 @@ def _take_case(
     phases: Phases,
     hold_ms: float,
     set_up_shared: bool,
+    instrumented: Sequence[str],
 ) -> TimedCase | CaseResult:
     """The case's pairs, taken with the device alone (a failed `CaseResult` where the candidate
     failed them). With `set_up_shared` (`$AKA_PHASED_SET_UP=1`, phases, a candidate that does not
@@ -219,13 +262,25 @@ def _take_case(
     began = time.perf_counter()  # its set-up is logged: besides pairs and calibration, what the turn spends
     base_memory = _memory(baseline, task, ctx, case, f"paired-{case.id}", sides=2)
     cand_memory = _memory(candidate, task, ctx, case, f"paired-{case.id}", placements=base_memory.placements)
-    source = CasePairs(task, ctx, case, base_memory, cand_memory, config.loads, secrets.randbits(62))
+    gpu = ctx.device.type == "cuda"
+    source = CasePairs(
+        task,
+        ctx,
+        case,
+        base_memory,
+        cand_memory,
+        config.loads,
+        secrets.randbits(62),
+        ablate_every=pairs_per_batch(config, gpu) if ctx.target_kernels else 0,
+        instrumented=instrumented,
+        ablation_hold_ms=hold_ms,
+    )
     try:
         warm_up(cand_memory, task, ctx, case, config.loads, candidate=True)
         candidate.pause()  # nothing of it runs while the evaluator waits for the device alone
         log.info("%s: set up in %.3f s", case.id, time.perf_counter() - began)
         phases.want(ALONE)
-        pairs = take_pairs(source, config, ctx.device.type == "cuda", hold_ms)
+        pairs = take_pairs(source, config, gpu, hold_ms)
     except (ProblemError, ClaimError, LateLaunchError, WorkerFailure) as exc:
         return _failed(case, exc)
     finally:
@@ -238,7 +293,7 @@ def _take_case(
         base_memory.close()
         cand_memory.close()
     floor = None
-    if ctx.device.type == "cuda":
+    if gpu:
         floor = case_floor(task, case, ctx.device, output_bytes=nbytes(cand_memory.snapshots))
     return TimedCase(case, pairs, floor)
 
@@ -322,13 +377,15 @@ def _timed_cases(
     phases.want(ALONE)
     calibrations = _calibrate(baseline, task, ctx, cases, config)
     phases.want(SHARED)  # no candidate code has run yet: it loads only after the calibration
-    _load_candidate(candidate, task, ctx, cases, config.loads, phases)
+    instrumented = _load_candidate(candidate, task, ctx, cases, config.loads, phases)
     set_up_shared = phases.active and not candidate.autotunes and phased_set_up()
     gpu = ctx.device.type == "cuda"
     results: list[CaseResult] = []
     for case in _while_alive(candidate, cases):
         calibration = calibrations[case.id]
-        timed = _take_case(task, ctx, baseline, candidate, case, config, phases, calibration.hold_ms, set_up_shared)
+        timed = _take_case(
+            task, ctx, baseline, candidate, case, config, phases, calibration.hold_ms, set_up_shared, instrumented
+        )
 
         def recalibrate(case: Case = case) -> Calibration:
             candidate.kill()  # its GPU context and what it queued go with it; the step fails either way
@@ -362,10 +419,10 @@ def _one_turn(
     the pairs are judged against that. The calibration stays out of the candidate's reach as
     before (no candidate process exists while it runs); it only moves from before the candidate's
     code to after its end, and the step no longer waits twice for the device alone."""
-    _load_candidate(candidate, task, ctx, cases, config.loads, phases)
+    instrumented = _load_candidate(candidate, task, ctx, cases, config.loads, phases)
     gpu = ctx.device.type == "cuda"
     taken = [
-        _take_case(task, ctx, baseline, candidate, case, config, phases, config.hold_ms, False)
+        _take_case(task, ctx, baseline, candidate, case, config, phases, config.hold_ms, False, instrumented)
         for case in _while_alive(candidate, cases)
     ]
     timed = [t for t in taken if isinstance(t, TimedCase)]
@@ -411,13 +468,15 @@ def _while_alive(candidate: RemoteSide, cases: Sequence[Case]) -> Iterator[Case]
 
 def _load_candidate(
     candidate: RemoteSide, task: KernelTask, ctx: StepContext, cases: Sequence[Case], loads: int, phases: Phases
-) -> None:
+) -> list[str]:
+    """The candidate loaded `loads` times; the target kernels whose launches its worker counts."""
     started = load_side(candidate, "performance", cases, loads)
     if isinstance(started, StepResult):
         raise _NotLoaded(started)
     log.info("candidate loaded %d time(s)", loads)
     if phases.active:
         _first_calls(candidate, task, ctx, cases, loads, candidate=True)
+    return started
 
 
 class _NotLoaded(Exception):

@@ -44,7 +44,11 @@ _PR_SET_CHILD_SUBREAPER = 36
 STOP_CHECK_S = 1.0
 GROUP_WAIT_S = 2.0  # how long a signal waits for a just-forked worker to make its process group
 OUTPUT_TAIL_BYTES = 32 * 1024  # of a worker's output, copied into the step log
-# What a worker keeps of the step's AKA_ variables: nothing that names the judge's folders or channel.
+# What a worker keeps of the step's AKA_ variables: nothing that names the judge's folders or
+# channel. The step stays: candidate code can tell it anyway (the performance step loads it three
+# times and pauses it between calls), so the checks never rely on it being unknown (a red team
+# was honest where `AKA_STEP` said correctness: the performance step's ablation calls catch that,
+# `perf.CasePairs`).
 WORKER_VARIABLES = frozenset(
     {
         "AKA_STEP",

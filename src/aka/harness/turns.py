@@ -328,7 +328,13 @@ class CaseMemory:
         return {k: inputs[k].clone() for k in sorted(self.by_value)}
 
     def _request(
-        self, which: int, load: int, serial: int | None, poison: bool, inputs: Sequence[torch.Tensor]
+        self,
+        which: int,
+        load: int,
+        serial: int | None,
+        poison: bool,
+        inputs: Sequence[torch.Tensor],
+        without_targets: bool = False,
     ) -> dict[str, object]:
         return {
             "op": "call",
@@ -341,6 +347,7 @@ class CaseMemory:
             "poison": poison,
             "keep": self.placements.ring,
             "shift": (self.serial // self.sets) % ALLOCATION_SHIFTS,
+            "without_targets": without_targets,
         }
 
     def _write(self, which: int, inputs: Sequence[torch.Tensor]) -> None:
@@ -364,10 +371,7 @@ class CaseMemory:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         started = time.perf_counter()
-        request = self._request(which, load, None, poison, inputs)
-        if without_targets:
-            request["without_targets"] = True
-        reply = self.side.request(request, timeout)
+        reply = self.side.request(self._request(which, load, None, poison, inputs, without_targets), timeout)
         if reply.ok:
             self._snapshot()
         span_ms = (time.perf_counter() - started) * 1000.0
@@ -380,22 +384,36 @@ class CaseMemory:
             torch.cuda.synchronize()
 
     def timed_call(
-        self, inputs: Sequence[torch.Tensor], load: int, hold_ms: float, timeout: float = TIMED_CALL_TIMEOUT_S
+        self,
+        inputs: Sequence[torch.Tensor],
+        load: int,
+        hold_ms: float,
+        timeout: float = TIMED_CALL_TIMEOUT_S,
+        without_targets: bool = False,
     ) -> Turn:
-        """A timed call (see the module docstring); on the CPU, wall clock on both sides."""
+        """A timed call (see the module docstring); on the CPU, wall clock on both sides.
+        `without_targets`: the target kernels launch nothing in it (`perf.CasePairs`' ablation)."""
         self.serial += 1
         which = self.serial % self.sets
         if self.device.type != "cuda":
             started = time.perf_counter()
             self._write(which, inputs)
-            reply = self.side.request(self._request(which, load, None, False, inputs), timeout)
+            reply = self.side.request(self._request(which, load, None, False, inputs, without_targets), timeout)
             if reply.ok:
                 self._snapshot()
             span_ms = (time.perf_counter() - started) * 1000.0
             return Turn(reply, reply.number("t_ms") if reply.ok else 0.0, span_ms, False)
-        return self._timed_gpu(which, inputs, load, hold_ms, timeout)
+        return self._timed_gpu(which, inputs, load, hold_ms, timeout, without_targets)
 
-    def _timed_gpu(self, which: int, inputs: Sequence[torch.Tensor], load: int, hold_ms: float, timeout: float) -> Turn:
+    def _timed_gpu(
+        self,
+        which: int,
+        inputs: Sequence[torch.Tensor],
+        load: int,
+        hold_ms: float,
+        timeout: float,
+        without_targets: bool,
+    ) -> Turn:
         stream = torch.cuda.current_stream()
         flags = self.arena.tensors[FLAGS].data_ptr()
         serial = self.serial
@@ -416,7 +434,7 @@ class CaseMemory:
             snapshot.copy_(self.arena.tensors[name])
         finished.record()
         try:
-            reply = self.side.request(self._request(which, load, serial, False, inputs), timeout)
+            reply = self.side.request(self._request(which, load, serial, False, inputs, without_targets), timeout)
         except WorkerFailure:
             self._release(serial)
             raise

@@ -253,7 +253,7 @@ class Worker:
         if request.get("poison"):
             poison_allocator(slots)
         findings: list[str] = []
-        self.launches.suppressed = bool(request.get("without_targets"))  # an untimed check's call only
+        self.launches.suppressed = request.get("without_targets") is True  # the judge's ablation calls only
         if self.device.type != "cuda":
             started = time.perf_counter()
             try:

@@ -52,6 +52,7 @@ def test_a_process_that_does_not_stop_is_named(busy: subprocess.Popen[bytes]) ->
     assert list(still.unstopped) == [busy.pid]
     assert f"process {busy.pid} did not stop within" in (still.broken() or "")
     assert f"process {busy.pid} did not stop while it was paused" in (still.lenient() or "")
+    assert f"(threads ['{busy.pid}:R:" in (still.broken() or "")  # its state says why: it runs
 
 
 def test_a_process_that_ended_while_paused_is_named(busy: subprocess.Popen[bytes]) -> None:
@@ -137,4 +138,5 @@ def test_a_thread_in_uninterruptible_sleep_has_not_escaped_its_stop(
     assert (found is not None) == escaped
     assert Stillness(unstopped={4242: ["7"]}).moved_so_far() == found  # what the turn's watch asks meanwhile
     if escaped:
-        assert found == "process 4242 did not stop while it was paused (thread 7)"
+        # the thread's state and wait channel ("?" where /proc has none for it) say why
+        assert found == f"process 4242 did not stop while it was paused (thread 7:{state}:?)"

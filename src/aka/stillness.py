@@ -55,6 +55,20 @@ def _moving_threads(pid: int) -> list[str]:
     return [task for task in tasks if (_state(f"/proc/{pid}/task/{task}/stat") or "X") not in STILL]
 
 
+def _described(pid: int, threads: list[str]) -> list[str]:
+    """Threads as `tid:state:wait channel` (where the kernel has it): why one did not stop is then
+    in the verdict's message (an unchanged candidate was once judged so on an H100, session 51)."""
+    described = []
+    for task in threads[:5]:
+        try:
+            with open(f"/proc/{pid}/task/{task}/wchan") as channel:
+                wchan = channel.read().strip() or "-"
+        except OSError:
+            wchan = "?"
+        described.append(f"{task}:{_state(f'/proc/{pid}/task/{task}/stat') or 'gone'}:{wchan}")
+    return described
+
+
 def _dead(pid: int) -> bool:
     """Every thread of `pid` has ended. Not its leader's state alone: a process whose main thread
     exits reads `Z` while its other threads run on (a red team's helpers hid from the clocks so)."""
@@ -95,7 +109,8 @@ class Stillness:
         """Why the paused processes did not stay still, or None where none ran: the judge's pause
         of the candidate's worker, whose honest processes all wait for its next request."""
         for pid, threads in self.unstopped.items():  # still running when it was to stand still
-            return f"process {pid} did not stop within {STOP_WAIT_S:.0f} s of its pause (threads {threads[:5]})"
+            described = _described(pid, threads)
+            return f"process {pid} did not stop within {STOP_WAIT_S:.0f} s of its pause (threads {described})"
         return self._running() or self._moved(0)
 
     def lenient(self) -> str | None:
@@ -103,8 +118,8 @@ class Stillness:
         system call that blocks uninterruptibly when the stop came (disk I/O) may take a while and
         some CPU time (`LATE_NS`) to stand stopped; one still running now is not stopped at all."""
         for pid in self.unstopped:
-            if _moving_threads(pid):
-                return f"process {pid} did not stop while it was paused"
+            if threads := _moving_threads(pid):
+                return f"process {pid} did not stop while it was paused (threads {_described(pid, threads)})"
         return self._running() or self._moved(LATE_NS)
 
     def moved_so_far(self) -> str | None:
@@ -119,14 +134,14 @@ class Stillness:
         for pid in self.unstopped:
             for task in _moving_threads(pid):
                 if _state(f"/proc/{pid}/task/{task}/stat") not in (None, "D"):
-                    return f"process {pid} did not stop while it was paused (thread {task})"
+                    return f"process {pid} did not stop while it was paused (thread {_described(pid, [task])[0]})"
         return None
 
     def _running(self) -> str | None:
         """A process seen stopped whose threads run now (continued, and not yet stopped again)."""
         for pid in self.clocks:
             if pid not in self.unstopped and (threads := _moving_threads(pid)):
-                return f"process {pid} ran while it was paused (threads {threads[:5]} running)"
+                return f"process {pid} ran while it was paused (threads {_described(pid, threads)} running)"
         return None
 
     def _moved(self, late_ns: int) -> str | None:

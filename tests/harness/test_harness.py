@@ -193,6 +193,18 @@ def test_integers_compare_exactly_and_sequences_are_checked_one_by_one() -> None
     assert not result.correct and result.message.startswith("output 1:")
 
 
+def test_int64_outputs_off_by_two_to_the_63_are_wrong() -> None:
+    """int64's `got - expected` wraps: a red team's top-k indices, each stored as `index - 2**63`,
+    compared 0 apart and passed (session 51). Values past 2**53 that differ by less than a
+    float64 step are wrong too."""
+    expected = torch.tensor([575, 791, 3, 0], dtype=torch.int64)
+    wrapped = compare_outputs(expected - 2**63, expected)
+    assert not wrapped.correct and "4 of 4 values differ" in wrapped.message, wrapped.message
+    big = torch.tensor([2**62, -(2**62)], dtype=torch.int64)
+    assert not compare_outputs(big + 1, big).correct
+    assert compare_outputs(big.clone(), big).correct
+
+
 def test_tolerance_overrides_by_dtype_or_name() -> None:
     assert tolerance_for(torch.int8) == Tolerance(0.0, 0.0)
     assert tolerance_for(torch.float32, {"float32": Tolerance(1e-2, 0.0)}) == Tolerance(1e-2, 0.0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -284,26 +285,33 @@ def test_a_worker_that_runs_on_while_paused_is_stopped_or_caught(tmp_path: Path,
             f"subprocess.Popen([sys.executable, 'dodger.py', 'dodge.log', '{mark}'], stdin=subprocess.DEVNULL)\n"
         )
     )
-    (tmp_path / "home").mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     env.pop("AKA_NO_WORKER_SANDBOX", None)
     if not namespaces:
         env["AKA_NO_WORKER_SANDBOX"] = "1"
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", DODGE_JUDGE, str(tmp_path)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-    finally:
-        subprocess.run(["pkill", "-KILL", "-f", f"sleep {mark}"], check=False)
-        subprocess.run(["pkill", "-KILL", "-f", f"dodger.py dodge.log {mark}"], check=False)  # this test's only
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["grew"] == 0 or seen["failure"] is not None, seen  # it never ran on unseen
+    # The timer's dodge can itself stall under load (all its timers' SIGCONTs discarded by stops):
+    # then it ran no more than an honest worker, and it is tried again (three times at most).
+    for _ in range(3 if dodger == "timer" else 1):
+        home = tmp_path / "home"
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir()
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", DODGE_JUDGE, str(tmp_path)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=180,
+                check=False,
+            )
+        finally:
+            subprocess.run(["pkill", "-KILL", "-f", f"sleep {mark}"], check=False)
+            subprocess.run(["pkill", "-KILL", "-f", f"dodger.py dodge.log {mark}"], check=False)  # this test's only
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        assert seen["grew"] == 0 or seen["failure"] is not None, seen  # it never ran on unseen
+        if seen["failure"] is not None:
+            break
     assert seen["filtered"], seen
     if dodger == "timer":  # no system call at the time of the stop: caught by its clock
         assert seen["failure"] is not None and seen["failure"][0] == "tampering", seen

@@ -90,7 +90,7 @@ class _Tally:
 
 def _tally(got: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> _Tally:
     """NaN/Inf positions that differ from the reference, the largest finite difference, and the
-    values beyond `atol + rtol * |expected|`, in float64 (int64 for integers), a chunk at a time."""
+    values beyond `atol + rtol * |expected|`, in float64, a chunk at a time."""
     tally = _Tally()
     flat_got, flat_expected = got.detach().reshape(-1), expected.detach().reshape(-1)
     wide = torch.float64 if got.dtype.is_floating_point or got.dtype.is_complex else torch.int64
@@ -105,8 +105,9 @@ def _tally(got: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> _
             tally.add("inf", inf, offset)
             finite = torch.isfinite(e) & torch.isfinite(g)
             diff = torch.where(finite, (g - e).abs(), torch.zeros_like(g))
-        else:
-            diff = (g - e).abs()
+        else:  # in float64: int64's `g - e` wraps (a red team's indices, each off by 2^63, read 0 apart)
+            diff = (g.to(torch.float64) - e.to(torch.float64)).abs()
+            diff = torch.where((g != e) & (diff == 0), torch.full_like(diff, math.inf), diff)  # past 2^53
         tally.max_abs = max(tally.max_abs, float(diff.max().item()))
         tally.add("bad", diff > tolerance.atol + tolerance.rtol * e.abs(), offset)
     return tally

@@ -18,7 +18,9 @@ from aka.harness import Case, KernelTask, Tolerance, import_candidate, random_te
 EPS = 1e-5  # rms_norm_eps of the block; fixed by the contract, passed to the kernels as a float
 
 # The torch functions the workload uses, bound when the harness is imported (before kernel.py is),
-# so a candidate that rebinds torch.mm or F.scaled_dot_product_attention cannot change the workload.
+# so a candidate that rebinds torch.mm or F.scaled_dot_product_attention does not change the workload by
+# accident. Not a defence: the workload runs in the candidate's worker, whose code can reach and
+# replace these names (docs/evaluation.md, Known gaps, "The kernel-family policy").
 _mm = torch.mm
 _addmm = torch.addmm
 _sdpa = F.scaled_dot_product_attention

@@ -19,7 +19,9 @@ import torch.nn.functional as F
 from aka.harness import Case, KernelTask, Tolerance, import_candidate, random_tensor, run_task
 
 # The torch functions the workload uses, bound when the harness is imported (before kernel.py is),
-# so a candidate that rebinds torch.mm or torch.addmm cannot change the workload.
+# so a candidate that rebinds torch.mm or torch.addmm does not change the workload by
+# accident. Not a defence: the workload runs in the candidate's worker, whose code can reach and
+# replace these names (docs/evaluation.md, Known gaps, "The kernel-family policy").
 _mm = torch.mm
 _addmm = torch.addmm
 _silu = F.silu

@@ -24,12 +24,21 @@ CI_SHAPES = ((5, 8, 2, "float32"), (7, 60, 4, "bfloat16"))
 
 
 def make_inputs(case: Case, generator: torch.Generator, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """Logits (tokens, E): every row a random permutation of (j - E/2) / 16, j = 0..E-1 (exact in
-    bfloat16 for E <= 512); float32 rows also get a random offset in {-96, -64, ..., 96} (a kernel
-    without the max subtraction overflows exp). k: a 0-dim int64 CPU tensor."""
+    """Logits (tokens, E): every row E distinct points of the grid (j - G/2) / 16, j = 0..G-1
+    (G = 512 for 16-bit rows, exact in bfloat16 for E <= 512; G = 2E for float32), drawn from a
+    random window of 2E consecutive grid points (the whole grid where it is shorter), in random
+    order; float32 rows also get a random offset in {-96, -64, ..., 96} (a kernel without the max
+    subtraction overflows exp). Random gaps: with a whole permutation of an evenly spaced grid
+    the top-k weights were the same closed-form constants in every row, and a red team's kernel
+    wrote them without computing a softmax (session 51). k: a 0-dim int64 CPU tensor."""
     tokens, experts, k = case.int_param("tokens"), case.int_param("num_experts"), case.int_param("k")
-    ranks = torch.rand((tokens, experts), generator=generator, device=device).argsort(dim=1)
-    logits = (ranks - experts // 2).to(torch.float32) / 16.0
+    grid = 2 * experts if case.dtype() == torch.float32 else 512
+    if experts > grid:
+        raise ValueError(f"{experts} experts need more distinct values than {case.dtype()} holds exactly here")
+    window = min(2 * experts, grid)
+    start = torch.randint(0, grid - window + 1, (tokens, 1), generator=generator, device=device)
+    picks = start + torch.rand((tokens, window), generator=generator, device=device).argsort(dim=1)[:, :experts]
+    logits = (picks - grid // 2).to(torch.float32) / 16.0
     if case.dtype() == torch.float32:
         logits += 32.0 * torch.randint(-3, 4, (tokens, 1), generator=generator, device=device)
     return logits.to(case.dtype()).contiguous(), torch.tensor(k, dtype=torch.int64)

@@ -893,3 +893,33 @@ def test_only_the_baseline_copy_imports_under_the_baseline_prefix(tmp_path: Path
 
     counted = [m.__name__ for m in modules_under(tmp_path) if not m.__name__.startswith(BASELINE_MODULE_PREFIX)]
     assert counted == ["_aka_candidate_ops"]  # what make_verifier instruments
+
+
+def test_an_ablation_never_uses_inputs_whose_answer_is_zeros() -> None:
+    """Cross-entropy's last row is always ignored (loss 0): with one row, or two both ignored, the
+    right answer is all zeros, and an honest kernel that leaves a zeroed output alone there was
+    judged a `policy_violation` by the ablation (the fresh clone's suite test, session 51). Such
+    inputs are drawn again, and an ablation that can only get them is not made."""
+    from aka.harness.cases import Case
+    from aka.harness.checks import ABLATION_DRAWS, ablation_inputs
+    from aka.harness.describe import load_kernel_task
+    from aka.harness.task import StepContext
+
+    task = load_kernel_task(Path(__file__).resolve().parents[2] / "tasks" / "torch2triton" / "llm" / "cross_entropy")
+    assert task is not None
+    ctx = StepContext("correctness", torch.device("cpu"), "candidate", "ci", None)
+    one_row = Case.make(rows=1, vocab=64, dtype="float32")
+    assert ablation_inputs(task, ctx, one_row, list(range(ABLATION_DRAWS))) is None
+    drawn = ablation_inputs(task, ctx, Case.make(rows=64, vocab=64, dtype="float32"), [1, 2])
+    assert drawn is not None and float(drawn[1].abs().max()) > 0  # type: ignore[union-attr]
+
+
+def test_an_ablation_never_uses_inputs_whose_answer_is_empty(monkeypatch) -> None:
+    """An empty output is right whoever computed it: such an ablation call could not tell."""
+    from aka.harness import checks
+    from aka.harness.cases import Case
+    from aka.harness.task import StepContext
+
+    monkeypatch.setattr(checks, "reference_for", lambda *args: ((torch.ones(3),), (torch.empty(0), torch.empty(0, 4))))
+    ctx = StepContext("correctness", torch.device("cpu"), "candidate", "ci", None)
+    assert checks.ablation_inputs(None, ctx, Case.make(n=3, dtype="float32"), [1, 2, 3]) is None  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from aka.harness.turns import CaseMemory, Turn
 from aka.harness.verify import INCORRECT, POLICY, Problem, delivered_problems, max_abs_error, nonfinite_reference, worst
 
 SECOND_SEED_OFFSET = 7919
+ABLATION_DRAWS = 4  # inputs drawn for an ablation call until its answer is not all zeros
 log = logging.getLogger(__name__)
 
 
@@ -137,14 +138,36 @@ def _ablation(
     (docs/evaluation.md, Known gaps)."""
     if not instrumented or not ctx.target_kernels:
         return None
-    seed = secrets.randbelow(2**31)
-    inputs, expected = reference_for(task, ctx, case, seed, "normal")
+    drawn = ablation_inputs(task, ctx, case, [secrets.randbelow(2**31) for _ in range(ABLATION_DRAWS)])
+    if drawn is None:
+        return None
+    inputs, expected = drawn
     memory = CaseMemory(side, ctx.device, inputs, expected, f"ablation-{case.id}")
     try:
         turn = memory.call(inputs, load=0, poison=True, without_targets=True)
         return ablation_problem(turn, memory, inputs, expected, task, instrumented)
     finally:
         memory.close()
+
+
+def ablation_inputs(
+    task: KernelTask, ctx: StepContext, case: Case, seeds: Sequence[int]
+) -> tuple[tuple[torch.Tensor, ...], Output] | None:
+    """Inputs for an ablation call whose right output an all-zeros one would not match, from the
+    first seed that gives them (None where none does: the call could not tell; an empty answer
+    cannot tell either). A kernel that
+    leaves a zeroed output alone where the answer is zero is honest: cross-entropy's rows all
+    ignored (two rows, the last always ignored) have a loss of zeros, and an honest solution was
+    judged a `policy_violation` (session 51)."""
+    for seed in seeds:
+        inputs, expected = reference_for(task, ctx, case, seed, "normal")
+        outputs = [expected] if isinstance(expected, torch.Tensor) else list(expected)
+        if any(isinstance(t, torch.Tensor) and t.numel() for t in outputs) and not zeros_would_pass(
+            expected, task.tolerances
+        ):
+            return inputs, expected
+        log.info("%s: the ablation's inputs of seed %d have an empty or all-zeros answer: drawn again", case.id, seed)
+    return None
 
 
 def ablation_problem(

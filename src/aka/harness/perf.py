@@ -42,7 +42,7 @@ from aka.evaluation.wire import (
     wanted_placements,
 )
 from aka.harness.cases import Case
-from aka.harness.checks import ablation_problem, reference_for
+from aka.harness.checks import ABLATION_DRAWS, ablation_inputs, ablation_problem, reference_for
 from aka.harness.compare import Output
 from aka.harness.link import WorkerFailure
 from aka.harness.paired import (
@@ -134,8 +134,12 @@ class CasePairs:
         """One ablation call, before the pair's inputs exist (one live set of inputs at a time)."""
         assert self.candidate_memory is not None, "the candidate is loaded"
         memory = self.candidate_memory
-        seed = pair_seed(self.case, index, self.ablation_salt ^ load)
-        inputs, expected = reference_for(self.task, self.ctx, self.case, seed, "normal")
+        salts = [self.ablation_salt ^ load ^ (draw << 40) for draw in range(ABLATION_DRAWS)]
+        seeds = [pair_seed(self.case, index, salt) for salt in salts]
+        drawn = ablation_inputs(self.task, self.ctx, self.case, seeds)
+        if drawn is None:
+            return
+        inputs, expected = drawn
         turn = memory.timed_call(inputs, load, self.ablation_hold_ms, without_targets=True)
         memory.side.pause()
         problem = ablation_problem(turn, memory, inputs, expected, self.task, self.instrumented)

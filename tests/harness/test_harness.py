@@ -923,3 +923,47 @@ def test_an_ablation_never_uses_inputs_whose_answer_is_empty(monkeypatch) -> Non
     monkeypatch.setattr(checks, "reference_for", lambda *args: ((torch.ones(3),), (torch.empty(0), torch.empty(0, 4))))
     ctx = StepContext("correctness", torch.device("cpu"), "candidate", "ci", None)
     assert checks.ablation_inputs(None, ctx, Case.make(n=3, dtype="float32"), [1, 2, 3]) is None  # type: ignore[arg-type]
+
+
+def test_a_task_can_forbid_the_copies_it_is_about(monkeypatch) -> None:
+    """Where a copy is the whole work (a transpose), `x.t().contiguous()` beside a kernel that
+    copied its result once more passed (red team, session 51): the task forbids the copies.
+    Under Triton's interpreter, whose launches copy their tensors back, `copy_` stays allowed."""
+    from aka.harness.guard import ForbiddenOps
+
+    x = torch.ones(3, 2)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with ForbiddenOps(["-clone", "-copy_"]) as mode:
+        x.t().contiguous()
+        torch.empty(2, 3).copy_(x.t())
+    assert set(mode.violations) == {"clone", "copy_"}
+    with ForbiddenOps() as mode:
+        x.t().contiguous()
+    assert not mode.violations  # allowed everywhere else
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with ForbiddenOps(["-clone", "-copy_"]) as mode:
+        torch.empty(2, 3).copy_(x.t())
+    assert not mode.violations
+
+
+def test_an_autotuned_kernel_runs_under_the_interpreter(tmp_path: Path, monkeypatch) -> None:
+    """The autotuner's benchmarker asks for a GPU driver under Triton's interpreter ("0 active
+    drivers"): an honest autotuned kernel failed on the CPU (red team, session 51). Its configs
+    are taken untimed there, the first kept, and the kernel computes."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    (tmp_path / "tuned.py").write_text(
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+        "@triton.autotune(configs=[triton.Config({'BLOCK': 8}), triton.Config({'BLOCK': 16})], key=['n'])\n"
+        "@triton.jit\n"
+        "def double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(out_ptr + offsets, 2 * tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)\n\n\n"
+        "def run(x):\n"
+        "    out = torch.empty_like(x)\n"
+        "    double[lambda meta: (triton.cdiv(x.numel(), meta['BLOCK']),)](x, out, x.numel())\n"
+        "    return out\n"
+    )
+    module = import_candidate("tuned", tmp_path)
+    x = torch.arange(20, dtype=torch.float32)
+    assert torch.equal(module.run(x), 2 * x)
+    assert module.double.best_config.kwargs == {"BLOCK": 8}  # untimed: the first

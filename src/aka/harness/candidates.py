@@ -95,6 +95,7 @@ def import_candidate(module: str = "kernel", directory: Path | None = None) -> M
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     if interpreted:
         interpreter_bfloat16.install()  # the interpreter's bfloat16 is not the GPU's
+        _autotune_untimed()
     try:
         spec.loader.exec_module(loaded)
         if interpreted and "triton" in sys.modules:
@@ -103,6 +104,21 @@ def import_candidate(module: str = "kernel", directory: Path | None = None) -> M
         sys.modules.pop(name, None)
         raise
     return loaded
+
+
+def _untimed(fn: Callable[[], object], quantiles: Sequence[float] | None = None, **_: object) -> object:
+    return [0.0] * len(quantiles) if quantiles else 0.0
+
+
+def _autotune_untimed() -> None:
+    """Under Triton's interpreter the autotuner's benchmarker asks for a GPU driver ("0 active
+    drivers"), and an honest autotuned kernel failed on the CPU (red team, session 51). Times mean
+    nothing there: every config reads 0 untried, and the autotuner keeps its first."""
+    try:
+        from triton.runtime import autotuner
+    except ImportError:
+        return
+    autotuner.Autotuner.do_bench = property(lambda self: self._do_bench or _untimed)
 
 
 def candidate_function(module: str, name: str) -> Callable[[Path], Callable[..., object]]:

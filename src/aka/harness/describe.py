@@ -86,6 +86,8 @@ def judging_notes(task: KernelTask, family: str, gpu: bool) -> list[str]:
     ]
     if policy_applies(family):
         allowed = f" (also allowed here: {', '.join(sorted(task.allowed_torch_ops))})" if task.allowed_torch_ops else ""
+        if task.forbidden_torch_ops:
+            allowed += f" (not allowed here, the copy being the work: {', '.join(sorted(task.forbidden_torch_ops))})"
         lines.append(
             "- The work must be done by your kernels: torch operators beyond allocation, views, copies and "
             f"fills are rejected{allowed}, and each target kernel must be launched in every call."

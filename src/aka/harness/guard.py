@@ -102,8 +102,15 @@ class ForbiddenOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return False
 
     def __init__(self, extra_allowed: Iterable[str] = ()) -> None:
+        """`extra_allowed`: the task's own additions; a name written `-name` is taken out instead
+        (a task whose whole work is a copy forbids the copies: `KernelTask.forbidden_torch_ops`;
+        under Triton's interpreter, which copies each launch's tensors back, not `copy_`)."""
         super().__init__()  # type: ignore[no-untyped-call]
-        self.allowed = ALLOWED_ATEN_OPS | frozenset(extra_allowed)
+        names = list(extra_allowed)
+        removed = {name[1:] for name in names if name.startswith("-")}
+        if os.environ.get("TRITON_INTERPRET") == "1":  # its launches copy every tensor back with `copy_`
+            removed.discard("copy_")
+        self.allowed = (ALLOWED_ATEN_OPS | {name for name in names if not name.startswith("-")}) - removed
         self.violations: Counter[str] = Counter()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:

@@ -119,7 +119,7 @@ def set_up(side: RemoteSide, task: KernelTask, ctx: StepContext, task_file: Path
             task.name,
             ctx.device.type,
             policy,
-            sorted(task.allowed_torch_ops),
+            [*sorted(task.allowed_torch_ops), *(f"-{name}" for name in sorted(task.forbidden_torch_ops))],
             ctx.target_kernels,
             (HELDOUT_FILE,),
             SETUP_TIMEOUT_S,

@@ -157,6 +157,9 @@ class KernelTask:
     min_flops: Callable[[Case], int] | None = None
     flops_operand_bits: int = 16
     allowed_torch_ops: frozenset[str] = frozenset()
+    # allowed operators this task forbids: where a copy is the whole work (a transpose, a gather),
+    # `x.t().contiguous()` beside a target kernel that only copied its result passed (session 51)
+    forbidden_torch_ops: frozenset[str] = frozenset()
     nonfinite_reference: bool = False
 
     def cases_for(self, profile: str, directory: Path | None = None) -> Sequence[Case]:

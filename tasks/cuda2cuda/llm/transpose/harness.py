@@ -61,6 +61,9 @@ TASK = KernelTask(
     # A transpose only moves values, so the result must match bit for bit.
     tolerances={torch.float32: EXACT},
     min_bytes=lambda case: 2 * case.int_param("rows") * case.int_param("cols") * 4,
+    # the copy is the whole work here: torch's copies may not do it beside a kernel that copies
+    # their result once more (a red team's `x.t().contiguous()`, session 51)
+    forbidden_torch_ops=frozenset({"clone", "copy_", "cat", "stack"}),
 )
 
 if __name__ == "__main__":

@@ -47,6 +47,9 @@ TASK = KernelTask(
     load_candidate=candidate_function("kernel", "embedding_gather"),
     tolerances=TOLERANCES,
     min_bytes=min_bytes,
+    # the copy is the whole work here: torch's copies may not do it beside a kernel that copies
+    # their result once more (a red team's `x.t().contiguous()`, session 51)
+    forbidden_torch_ops=frozenset({"clone", "copy_", "cat", "stack"}),
 )
 
 if __name__ == "__main__":

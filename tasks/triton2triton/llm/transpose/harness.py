@@ -35,6 +35,9 @@ TASK = KernelTask(
     tolerances=TOLERANCES,
     # x read once, out written once.
     min_bytes=lambda case: 2 * case.int_param("rows") * case.int_param("cols") * case.dtype().itemsize,
+    # the copy is the whole work here: torch's copies may not do it beside a kernel that copies
+    # their result once more (a red team's `x.t().contiguous()`, session 51)
+    forbidden_torch_ops=frozenset({"clone", "copy_", "cat", "stack"}),
 )
 
 if __name__ == "__main__":

@@ -845,6 +845,7 @@ def test_a_launch_that_runs_no_program_is_not_counted(tmp_path: Path, monkeypatc
     import importlib.util
 
     import torch
+    import triton
 
     from aka.harness.guard import LaunchCounter
 
@@ -867,13 +868,9 @@ def test_a_launch_that_runs_no_program_is_not_counted(tmp_path: Path, monkeypatc
     module.k[lambda meta: (0,)](x, 8, BLOCK=8)
     module.k.run(x, 8, BLOCK=8, grid=(1,), warmup=True)  # compiles, runs nothing
     assert counter.total() == 0 and x.sum().item() == 0.0  # nothing ran, nothing counted
-    module.k[lambda meta: (triton_cdiv(meta["n"], meta["BLOCK"]),)](x, 8, BLOCK=8)
+    module.k[lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)](x, 8, BLOCK=8)
     module.k[(1,)](x, 8, BLOCK=8)
     assert counter.total() == 2 and x.tolist() == [2.0] * 8
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def test_only_the_baseline_copy_imports_under_the_baseline_prefix(tmp_path: Path, monkeypatch) -> None:

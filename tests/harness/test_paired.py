@@ -179,7 +179,7 @@ class _Source:
         self.checked: list[int] = []
         self.pairing = False
 
-    def prepare(self, index: int) -> None:
+    def prepare(self, index: int, hold_ms: float) -> None:
         self.prepared.append(index)
 
     def baseline(self, index: int, hold_ms: float) -> _Call:

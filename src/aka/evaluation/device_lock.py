@@ -395,11 +395,8 @@ def run_sharing_device(
                     except subprocess.TimeoutExpired as exc:
                         if time.monotonic() < deadline + turn.paused_s():
                             continue
-                        with contextlib.suppress(ProcessLookupError, PermissionError):
-                            os.killpg(proc.pid, signal.SIGKILL)
-                        proc.communicate()
                         raise subprocess.TimeoutExpired(proc.args, timeout, exc.output, exc.stderr) from None
-        except BaseException:  # SIGTERM's SystemExit, Ctrl-C: its own session would outlive the caller
+        except BaseException:  # its timeout, SIGTERM's SystemExit, Ctrl-C: its own session would outlive the caller
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()

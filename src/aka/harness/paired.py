@@ -68,11 +68,12 @@ class TimedCall(Protocol):
 
 
 class PairSource(Protocol):
-    """What is timed. `prepare(i)` draws pair i's inputs and expected output; `candidate(i, hold)`
+    """What is timed. `prepare(i, hold)` draws pair i's inputs and expected output (calls it makes
+    beside the pair's hold as long); `candidate(i, hold)`
     also checks its output (raising `aka.harness.verify.ProblemError`); `release()` drops what
     the prepared pairs hold."""
 
-    def prepare(self, index: int) -> None: ...
+    def prepare(self, index: int, hold_ms: float) -> None: ...
 
     def baseline(self, index: int, hold_ms: float) -> TimedCall: ...
 
@@ -207,7 +208,7 @@ def calibrate(source: PairSource, config: PairedConfig, gpu: bool, first: int = 
     count = config.calibration if gpu else max(config.cpu_pairs, 2)
     index = first
     while len(calibration.claimed) < count and index < first + 20 * count:
-        source.prepare(index)
+        source.prepare(index, calibration.hold_ms)
         call = source.baseline(index, calibration.hold_ms)
         _positive(call, "baseline")
         if call.late:  # never counted: idle GPU time inside its events would flatter the candidate
@@ -385,7 +386,7 @@ def take_pairs(source: PairSource, config: PairedConfig, gpu: bool, hold_ms: flo
         late: tuple[set[int], set[int]] = (set(), set())  # pairs whose baseline / candidate came late
         counted: list[tuple[int, TimedCall, TimedCall]] = []
         for _ in range(batch):
-            source.prepare(index)
+            source.prepare(index, hold_ms)
             calls: dict[int, TimedCall] = {}
             for which in (0, 1) if _baseline_first(index, config.batch) else (1, 0):
                 calls[which] = source.candidate(index, hold_ms) if which else source.baseline(index, hold_ms)

@@ -108,14 +108,13 @@ class CasePairs:
     prepared: dict[int, tuple[tuple[torch.Tensor, ...], Output]] = field(default_factory=dict)
     ablate_every: int = 0
     instrumented: Sequence[str] = ()
-    ablation_hold_ms: float = 0.0  # the hold of the calls around it (it doubles while calls come late)
     ablation_salt: int = field(default_factory=lambda: secrets.randbits(62))
     ablation_load: int = field(default_factory=lambda: secrets.randbelow(1 << 30))
     _planned: list[tuple[int, int]] = field(default_factory=list)  # this batch's (place, load) ablations
 
-    def prepare(self, index: int) -> None:
+    def prepare(self, index: int, hold_ms: float) -> None:
         for load in self._ablations_before(index):
-            self._ablate(index, load)
+            self._ablate(index, load, hold_ms)
         self.prepared[index] = reference_for(
             self.task, self.ctx, self.case, pair_seed(self.case, index, self.salt), "normal"
         )
@@ -130,7 +129,7 @@ class CasePairs:
             self._planned = [(secrets.randbelow(self.ablate_every), load) for load in loads]
         return [load for at, load in self._planned if at == place]
 
-    def _ablate(self, index: int, load: int) -> None:
+    def _ablate(self, index: int, load: int, hold_ms: float) -> None:
         """One ablation call, before the pair's inputs exist (one live set of inputs at a time)."""
         assert self.candidate_memory is not None, "the candidate is loaded"
         memory = self.candidate_memory
@@ -140,7 +139,7 @@ class CasePairs:
         if drawn is None:
             return
         inputs, expected = drawn
-        turn = memory.timed_call(inputs, load, self.ablation_hold_ms, without_targets=True)
+        turn = memory.timed_call(inputs, load, hold_ms, without_targets=True)
         memory.side.pause()
         problem = ablation_problem(turn, memory, inputs, expected, self.task, self.instrumented)
         log.info("%s: load %d ablated before pair %d: %s", self.case.id, load, index, "right" if problem else "wrong")
@@ -148,7 +147,6 @@ class CasePairs:
             raise ProblemError(problem)
 
     def baseline(self, index: int, hold_ms: float) -> Turn:
-        self.ablation_hold_ms = hold_ms
         turn = self.baseline_memory.timed_call(self.prepared[index][0], index % self.loads, hold_ms)
         self.baseline_memory.side.pause()  # both sides alike: a stopped worker resumes for its turn
         if self.candidate_memory is not None:  # nothing of the candidate ran while the baseline was timed
@@ -159,7 +157,6 @@ class CasePairs:
 
     def candidate(self, index: int, hold_ms: float) -> Turn:
         assert self.candidate_memory is not None, "the candidate is loaded"
-        self.ablation_hold_ms = hold_ms
         inputs, expected = self.prepared[index]
         turn = self.candidate_memory.timed_call(inputs, index % self.loads, hold_ms)
         self.candidate_memory.side.pause()  # nothing of the candidate runs while the baseline is timed
@@ -277,7 +274,6 @@ def _take_case(
         secrets.randbits(62),
         ablate_every=pairs_per_batch(config, gpu) if ctx.target_kernels else 0,
         instrumented=instrumented,
-        ablation_hold_ms=hold_ms,
     )
     try:
         warm_up(cand_memory, task, ctx, case, config.loads, candidate=True)

@@ -22,9 +22,12 @@ method is the largest |self-speedup - 1| over the repeats.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import functools
 import json
+import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -150,6 +153,7 @@ def main() -> int:
     rows: dict[str, dict[str, Any]] = {}
     written = threading.Lock()
     with tempfile.TemporaryDirectory() as tmp:
+        keep_logs_when_cut(Path(tmp), args.keep_logs)
         root = Path(tmp) / "tasks"
         copy_tasks(tasks, root, source_baseline=True)
         repos = Path(tmp) / "repos"
@@ -181,6 +185,26 @@ def main() -> int:
             list(pool.map(measure, copies))
     ordered = [rows[t.name] for t in tasks if t.name in rows]
     return write_report(render(ordered, f"{device.name} ({device.arch or 'cpu'})", args.repeats), args.out)
+
+
+def keep_logs_when_cut(tmp: Path, keep: Path | None) -> None:
+    """On SIGTERM (a device call cut at its limit): every thread's stack, and the logs of the
+    evaluations still in flight, which the temporary folder takes with it. Session 52's A/A lost
+    the log of an evaluation that made no progress for eight minutes, and with it the cause."""
+
+    def cut(signum: int, frame: object) -> None:
+        faulthandler.dump_traceback(all_threads=True)
+        if keep is not None:
+            for log in sorted(tmp.glob("*/**/*.log")):
+                evaluation = log.relative_to(tmp).parts[0]
+                if (keep / f"{evaluation}.log").exists() or log.stat().st_size > 4 << 20:
+                    continue  # finished: its log was kept
+                copy = keep / "unfinished" / log.relative_to(tmp)
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(log, copy)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, cut)
 
 
 def measure_task(

@@ -77,6 +77,44 @@ def test_aa_noise_compares_with_both_ways_of_running_do_bench(tmp_path: Path) ->
     assert "same inputs, on its 1 tasks: median band evaluator 0.0010, do_bench 0.0005" in report
 
 
+def test_aa_noise_cut_by_sigterm_keeps_its_stacks_and_the_unfinished_evaluations_logs(tmp_path: Path) -> None:
+    """A device call cut at its limit ends the script with SIGTERM: the logs of evaluations still
+    in flight (their temporary folder goes with the process) and every thread's stack stay."""
+    script = f"""
+import os, signal, sys, time
+from pathlib import Path
+sys.path.insert(0, {str(REPO / "benchmarks")!r})
+import aa_noise
+tmp, keep = Path(sys.argv[1]), Path(sys.argv[2])
+for name in ("gelu-0", "gelu-1"):
+    (tmp / name / "worker").mkdir(parents=True)
+    (tmp / name / "evaluation.log").write_text(name + " steps")
+    (tmp / name / "worker" / "performance.log").write_text(name + " stuck here")
+keep.mkdir()
+(keep / "gelu-0.log").write_text("finished")
+aa_noise.keep_logs_when_cut(tmp, keep)
+def waiting_for_the_device():
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(30)
+waiting_for_the_device()
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "tmp"), str(tmp_path / "keep")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        check=False,
+    )
+    assert done.returncode == 128 + 15 and "waiting_for_the_device" in done.stderr, done.stderr
+    unfinished = tmp_path / "keep" / "unfinished"
+    assert sorted(str(p.relative_to(unfinished)) for p in unfinished.rglob("*.log")) == [
+        "gelu-1/evaluation.log",
+        "gelu-1/worker/performance.log",
+    ]
+    assert (unfinished / "gelu-1" / "worker" / "performance.log").read_text() == "gelu-1 stuck here"
+
+
 def test_aa_noise_merge_keeps_the_latest_row_of_a_task_and_lists_the_replaced(tmp_path: Path) -> None:
     first, second = tmp_path / "first.json", tmp_path / "second.json"
     first.write_text(

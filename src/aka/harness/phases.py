@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 
 from aka.evaluation.wire import ENV_TURN_FD, TURN_ALONE, TURN_GO, TURN_SHARED
+from aka.harness import stall
 from aka.harness.channel import hide
 from aka.harness.task import HarnessError
 
@@ -76,6 +77,10 @@ class Phases:
         if reply != TURN_GO:
             raise HarnessError(f"the evaluator did not give the device {mode}: {reply!r}")
         self.mode = mode
+        if mode == ALONE:  # every other evaluation on this device waits while it is ours
+            stall.hold()
+        else:
+            stall.release()
         log.info("the device came %s after %.3f s", mode, time.perf_counter() - started)
 
     def _line(self) -> bytes:
@@ -88,6 +93,7 @@ class Phases:
         return data
 
     def close(self) -> None:
+        stall.release()
         if self.sock is not None:
             self.sock.close()
             self.sock = None

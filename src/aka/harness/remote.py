@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aka.harness import stall
 from aka.harness.link import Link, LinkClosed, LinkTimeout, ProtocolError, Reply, WorkerFailure
 from aka.harness.shared import Arena
 from aka.harness.spawn import fork_worker, namespaces_work, start_plain
@@ -157,6 +158,7 @@ class RemoteSide:
         `WorkerFailure` (crash, timeout, tampering)."""
         self.stayed_paused()
         self.resume()
+        stall.expect(timeout)
         deadline = time.monotonic() + timeout
         stopped = 0
         try:

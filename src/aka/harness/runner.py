@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from aka.evaluation.wire import ENV_STEP, StepExit
+from aka.harness import stall
 from aka.harness.channel import ReportChannel
 from aka.harness.checks import correctness_step, reference_for
 from aka.harness.cuda_driver import CudaOutOfMemoryError
@@ -241,6 +242,7 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
         log.exception("%s: unexpected error in the judge", task.name)
         return StepExit.HARNESS_BUG
     finally:
+        stall.release()  # the step's result stands (or its error): no watchdog ends it now
         if workers is not None:
             workers.close()
         phases.close()

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from aka.evaluation.wire import allocation_shifts
-from aka.harness import cuda_driver, host_memory
+from aka.harness import cuda_driver, host_memory, stall
 from aka.harness.compare import Output
 from aka.harness.link import Reply, WorkerFailure
 from aka.harness.remote import RemoteSide
@@ -482,6 +482,7 @@ def _event(timing: bool) -> torch.cuda.Event:
 
 def _wait(event: torch.cuda.Event, timeout: float) -> bool:
     """Spin, then sleep, until `event` completes or `timeout` passes."""
+    stall.expect(timeout)
     deadline = time.perf_counter() + timeout
     spins = 0
     while not event.query():  # type: ignore[no-untyped-call]

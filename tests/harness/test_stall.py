@@ -41,7 +41,8 @@ def test_a_worker_request_restarts_the_watchdog_with_its_own_timeout() -> None:
 
 
 def test_a_judge_that_keeps_making_progress_runs_past_the_margin() -> None:
-    body = "stall.hold()\nfor _ in range(30):\n    time.sleep(0.1)\n    stall.expect(0.0)\nstall.release()\nprint('finished')\n"
+    body = "stall.hold()\nfor _ in range(30):\n    time.sleep(0.1)\n    stall.expect(0.0)\n"
+    body += "stall.release()\nprint('finished')\n"
     done, _ = _judge(body)
     assert done.returncode == 0 and "finished" in done.stdout, done.stderr
 

@@ -8,9 +8,10 @@ baseline's calls in the same pairs, with about twice their spread (docs/benchmar
 ways; each variant here removes one, on the real performance step of a task's own sources on
 both sides, run in-process (`judge_step`) with the evaluator's environment:
 
-- `plain`: as the evaluator runs it;
-- `no_guard`: the candidate's worker without the torch-operator policy and the launch counter;
-- `guard_both`: the baseline's worker under the policy too (its findings are never read);
+- `plain`: as the evaluator runs it (since session 52 the baseline's worker runs the guards too,
+  observed only);
+- `no_guard`: neither worker under the torch-operator policy or the launch counter;
+- `candidate_guard_only`: the guards on the candidate's side alone (as before session 52);
 - `candidate_first`: the candidate's worker forked (and its CUDA context made) before the baseline's.
 
 Each variant runs in a process of its own: the judge forks its workers before it touches CUDA,
@@ -36,7 +37,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "benchmarks")]
 
-VARIANTS = ("plain", "no_guard", "guard_both", "candidate_first")
+VARIANTS = ("plain", "no_guard", "candidate_guard_only", "candidate_first")
 LINE = re.compile(
     r"unexplained us: baseline alone (?P<alone>[-\d.]+) \(sd [-\d.]+\), in pairs (?P<base>[-\d.]+) "
     r"\(sd (?P<base_sd>[-\d.]+)\); candidate (?P<cand>[-\d.]+) \(sd (?P<cand_sd>[-\d.]+)\)"
@@ -46,17 +47,18 @@ LINE = re.compile(
 def _patch(variant: str) -> None:
     """Applied in the judge's process before it forks its workers."""
     from aka.harness import guard, remote, sides
+    from aka.harness.guard import OBSERVE, OFF
 
     if variant == "no_guard":
         sides.policy_applies = lambda family: False  # type: ignore[assignment]
         guard.LaunchCounter.instrument = lambda self, modules, names: None  # type: ignore[method-assign]
-    elif variant == "guard_both":
+    elif variant == "candidate_guard_only":
         original = remote.RemoteSide.setup
 
         def setup(
-            self: Any, directory: Path, task_file: str, task_name: str, device: str, policy: bool, *rest: Any
+            self: Any, directory: Path, task_file: str, task_name: str, device: str, policy: str, *rest: Any
         ) -> None:
-            original(self, directory, task_file, task_name, device, True, *rest)
+            original(self, directory, task_file, task_name, device, OFF if policy == OBSERVE else policy, *rest)
 
         remote.RemoteSide.setup = setup  # type: ignore[method-assign, assignment]
     elif variant == "candidate_first":

@@ -50,7 +50,7 @@ def measure(device: str, cycles: int) -> dict[str, object]:
         (home / "task").mkdir()
         (home / "task" / "harness.py").write_text(HARNESS)
         side = RemoteSide("candidate", device, home / "home", None, dict(os.environ))
-        side.setup(home / "task", "harness.py", "pause", device, False, [], [], [], 300.0)
+        side.setup(home / "task", "harness.py", "pause", device, "off", [], [], [], 300.0)
         try:
             threads = len(os.listdir(f"/proc/{side.process.pid}/task"))
             walk, take, whole, check = [], [], [], []

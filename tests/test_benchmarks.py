@@ -195,7 +195,7 @@ def test_the_asymmetry_probe_runs_each_variant_in_its_own_judge(tmp_path: Path) 
         timeout=600,
     )
     rows = json.loads(out.read_text())
-    assert [r["variant"] for r in rows] == ["plain", "no_guard", "guard_both", "candidate_first"]
+    assert [r["variant"] for r in rows] == ["plain", "no_guard", "candidate_guard_only", "candidate_first"]
     assert all(r["status"] == "ok" and len(r["cases"]) == 3 for r in rows), rows
 
 

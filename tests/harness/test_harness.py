@@ -822,7 +822,8 @@ def test_launches_are_counted_in_every_load_of_the_candidate() -> None:
             self.fn = lambda: None
 
         def run(self, *args: object, grid: object, warmup: bool = False) -> str:
-            return "compiled" if warmup else "launched"
+            dims = grid({"BLOCK": 4}) if callable(grid) else grid
+            return "compiled" if warmup else f"launched {dims}"
 
     loads = [types.ModuleType(f"kernel{n}") for n in range(3)]
     for module in loads:
@@ -832,10 +833,18 @@ def test_launches_are_counted_in_every_load_of_the_candidate() -> None:
     counter = LaunchCounter()
     counter.instrument([*loads, alias], ["k", "missing"])
     assert counter.instrumented == {"k"}
-    assert [module.k.run(grid=(1,)) for module in loads] == ["launched"] * 3  # type: ignore[attr-defined]
+    assert [module.k.run(grid=(1,)) for module in loads] == ["launched (1,)"] * 3  # type: ignore[attr-defined]
     assert counter.total() == 3
-    counter.suppressed = True  # the ablation: compiled, not launched, not counted
-    assert loads[0].k.run(grid=(1,)) == "compiled"  # type: ignore[attr-defined]
+    counter.suppressed = True  # the ablation: launched as any launch, on no programs, not counted
+    assert loads[0].k.run(grid=(1, 2)) == "launched (0, 0)"  # type: ignore[attr-defined]
+    asked: list[object] = []
+
+    def grid(meta: object) -> tuple[int]:
+        asked.append(meta)
+        return (3,)
+
+    assert loads[1].k.run(grid=grid) == "launched (0,)"  # type: ignore[attr-defined]
+    assert asked == [{"BLOCK": 4}]  # the candidate's grid function asked, as at any launch
     assert counter.total() == 3
 
 
@@ -941,6 +950,24 @@ def test_a_task_can_forbid_the_copies_it_is_about(monkeypatch) -> None:
     with ForbiddenOps(["-clone", "-copy_"]) as mode:
         torch.empty(2, 3).copy_(x.t())
     assert not mode.violations
+
+
+def test_allocating_and_reshaping_in_place_are_not_computing() -> None:
+    """An honest moe_align_block_size kernel whose outputs came from `topk_ids.new_full` and
+    `new_zeros` was judged a `policy_violation` (red team, session 52); in-place views likewise.
+    Computing stays one."""
+    from aka.harness.guard import ForbiddenOps
+
+    x = torch.ones(4, 2)
+    with ForbiddenOps() as mode:
+        x.new_zeros(3), x.new_ones(3), x.new_full((3,), 7), x.new_empty(3)
+        y = torch.empty(4, 2)
+        y.unsqueeze_(0).squeeze_(0).t_().transpose_(0, 1)
+        y.resize_as_(x).diagonal()
+    assert not mode.violations, mode.violations
+    with ForbiddenOps() as mode:
+        x.sum(), x * 2
+    assert set(mode.violations) == {"sum", "mul"}
 
 
 def test_an_autotuned_kernel_runs_under_the_interpreter(tmp_path: Path, monkeypatch) -> None:

@@ -137,7 +137,7 @@ def test_what_a_worker_held_of_the_hosts_memory_is_read_by_ending_it(tmp_path: P
     (tmp_path / "task" / "harness.py").write_text(HOARDS_AT_IMPORT)
     side = RemoteSide("candidate", "cpu", tmp_path / "home", None, dict(os.environ))
     try:
-        side.setup(tmp_path / "task", "harness.py", "hoard", "cpu", False, [], [], [], 120.0)
+        side.setup(tmp_path / "task", "harness.py", "hoard", "cpu", "off", [], [], [], 120.0)
         now = host_memory.available_bytes() or 0
         freed = memory_freed_by_ending(side, lambda: host_memory.available_bytes() or 0, now)
         assert not side.alive()

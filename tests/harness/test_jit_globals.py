@@ -87,3 +87,86 @@ def test_the_interpreted_candidate_fails_to_load_as_it_would_fail_to_compile(
     with pytest.raises(NameError, match="plain_global: SCALE"):
         import_candidate("kernel")
     assert "kernel" not in sys.modules
+
+
+HONEST_STYLES = """
+import triton
+import triton.language as tl
+
+BLOCK_SIZE = 256
+CONFIGS = [triton.Config({"BLOCK": 128}, num_warps=4)]
+
+
+def get_autotune_config():
+    return CONFIGS
+
+
+@triton.autotune(configs=get_autotune_config(), key=["n"])
+@triton.jit
+def tutorial_style(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)
+
+
+@triton.jit
+def default_from_a_global(x_ptr, n, BLOCK: tl.constexpr = BLOCK_SIZE):
+    offsets = tl.arange(0, BLOCK)
+    for _ in range(min(n, 2)):
+        tl.store(x_ptr + offsets, 1.0, mask=offsets < n)
+"""
+
+
+def test_decorators_and_defaults_may_read_plain_globals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """They are Python's, evaluated as the module loads, and compiled Triton takes them: the
+    tutorial's `configs=get_autotune_config()` and a default from a global were refused on the
+    CPU (red team, session 52)."""
+    assert non_constexpr_globals(_load(tmp_path, monkeypatch, HONEST_STYLES, "jit_globals_styles")) == []
+
+
+HOST_CALLS = """
+import sys
+import types
+import triton
+import triton.language as tl
+
+_host = types.ModuleType("host")
+_host.work = lambda: None
+
+
+@triton.jit
+def imports_the_host(x_ptr):
+    __import__("sys").modules[__name__].work()
+
+
+@triton.jit
+def calls_its_own_module(x_ptr):
+    _host.work()
+
+
+@triton.jit
+def climbs_to_builtins(x_ptr):
+    tl.__builtins__["print"]("host")
+
+
+@triton.jit
+def reads_sys(x_ptr):
+    sys.modules
+
+
+def work():
+    pass
+"""
+
+
+def test_a_kernel_cannot_reach_host_code_under_the_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreter runs a kernel's body as Python at every launch, so a red team's kernels
+    computed their outputs on the host through `__import__` and a module of their own (session 52);
+    compiled Triton knows neither, or runs such calls once at compile time."""
+    module = _load(tmp_path, monkeypatch, HOST_CALLS, "jit_globals_host")
+    assert non_constexpr_globals(module) == [
+        "calls_its_own_module: _host (module host: its code would run on the host)",
+        "climbs_to_builtins: .__builtins__",
+        "imports_the_host: __import__ (a builtin compiled Triton does not know)",
+        "imports_the_host: __name__",
+        "reads_sys: sys (module sys: its code would run on the host)",
+    ]

@@ -79,7 +79,7 @@ def state(pid, settles_to=None):
 home = Path(sys.argv[1])
 adopt_orphans()
 side = RemoteSide("candidate", "cpu", home / "home", None, dict(os.environ))
-side.setup(home / "task", "harness.py", "escapes", "cpu", False, [], [], [], 120.0)
+side.setup(home / "task", "harness.py", "escapes", "cpu", "off", [], [], [], 120.0)
 deadline = time.monotonic() + 30
 while (pid := escaped()) is None and time.monotonic() < deadline:
     time.sleep(0.05)
@@ -144,7 +144,7 @@ from aka.harness.remote import RemoteSide, adopt_orphans
 home = Path(sys.argv[1])
 adopt_orphans()
 side = RemoteSide("candidate", "cpu", home / "home", None, dict(os.environ))
-side.setup(home / "task", "harness.py", "escapes", "cpu", False, [], [], [], 120.0)
+side.setup(home / "task", "harness.py", "escapes", "cpu", "off", [], [], [], 120.0)
 log = side.directory / "chain.log"
 deadline = time.monotonic() + 30
 while (not log.exists() or log.stat().st_size < 100) and time.monotonic() < deadline:
@@ -247,7 +247,7 @@ from aka.harness.remote import RemoteSide, adopt_orphans
 home = Path(sys.argv[1])
 adopt_orphans()
 side = RemoteSide("candidate", "cpu", home / "home", None, dict(os.environ))
-side.setup(home / "task", "harness.py", "escapes", "cpu", False, [], [], [], 120.0)
+side.setup(home / "task", "harness.py", "escapes", "cpu", "off", [], [], [], 120.0)
 log = side.directory / "dodge.log"
 deadline = time.monotonic() + 60
 while (not log.exists() or log.stat().st_size < 100) and time.monotonic() < deadline:

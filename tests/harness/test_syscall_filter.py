@@ -163,7 +163,7 @@ def test_a_worker_whose_cuda_fails_under_the_filter_runs_without_it(tmp_path: Pa
     monkeypatch.setattr(side, "close_process", lambda: None, raising=False)
     monkeypatch.setattr(side, "_start", lambda forked, filtered=True: started.append((forked, filtered)), raising=False)
     (tmp_path / "task").mkdir()
-    side.setup(tmp_path / "task", "harness.py", "t", "cuda", False, [], [], [], 10.0)
+    side.setup(tmp_path / "task", "harness.py", "t", "cuda", "off", [], [], [], 10.0)
     assert started == [(False, True), (False, False)]  # plain and filtered, then plain without the filter
 
 

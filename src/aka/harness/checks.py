@@ -145,7 +145,7 @@ def _ablation(
     memory = CaseMemory(side, ctx.device, inputs, expected, f"ablation-{case.id}")
     try:
         turn = memory.call(inputs, load=0, poison=True, without_targets=True)
-        return ablation_problem(turn, memory, inputs, expected, task, instrumented)
+        return ablation_problem(turn, memory, expected, task, instrumented)
     finally:
         memory.close()
 
@@ -173,17 +173,18 @@ def ablation_inputs(
 def ablation_problem(
     turn: Turn,
     memory: CaseMemory,
-    inputs: Sequence[torch.Tensor],
     expected: Output,
     task: KernelTask,
     instrumented: Sequence[str],
 ) -> Problem | None:
     """A `policy_violation` where a call made with the target kernels launching nothing still
-    delivered the right output (a call that failed or came out wrong is what an honest one does)."""
+    delivered the right output (a call that failed or came out wrong is what an honest one does).
+    The output alone decides: a red team's wrapper changed an input, computed the output on the
+    host and had its target kernel only put the input back, so with the kernel suppressed the
+    input stayed changed and the call counted as wrong (session 52)."""
     if not turn.reply.ok:
         return None
-    changed = memory.changed_inputs(inputs)
-    problems = delivered_problems(turn.reply, memory.snapshots, expected, task.tolerances, changed)
+    problems = delivered_problems(turn.reply, memory.snapshots, expected, task.tolerances, [])
     if any(problem.kind == INCORRECT for problem in problems):  # its findings (no launch) aside
         return None
     return Problem(

@@ -20,7 +20,7 @@ import operator
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -87,8 +87,26 @@ ALLOWED_ATEN_OPS = frozenset(
         "stack",
         "is_nonzero",
         "item",
+        # allocation and metadata a red team's honest kernels used (session 52): `x.new_zeros`,
+        # `new_full` (the moe_align_block_size contract lets a candidate allocate), in-place views
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "scalar_tensor",
+        "resize_as_",
+        "unsqueeze_",
+        "squeeze_",
+        "t_",
+        "transpose_",
+        "as_strided_",
+        "diagonal",
     }
 )
+
+
+# How a worker applies the guards: the candidate's are enforced (findings); the baseline's run
+# alike, observed only, so that both sides' calls carry the same Python work (aka.harness.sides).
+ENFORCE, OBSERVE, OFF = "enforce", "observe", "off"
 
 
 class ForbiddenOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
@@ -155,8 +173,8 @@ class LaunchCounter:
                 original = target.run  # type: ignore[attr-defined]
 
                 def counting_run(*args: Any, _name: str = name, _run: Any = original, **kwargs: Any) -> Any:
-                    if self.suppressed:  # compiled, not launched: it returns what a launch returns
-                        return _run(*args, **{**kwargs, "warmup": True})
+                    if self.suppressed:  # launched as any launch is, on a grid of no programs
+                        return _run(*args, **{**kwargs, "grid": no_programs(kwargs.get("grid"))})
                     grids: list[object] = []
                     grid = kwargs.get("grid")
                     if callable(grid):  # the grid Triton itself computes, seen as it uses it
@@ -178,6 +196,21 @@ class LaunchCounter:
 
     def total(self) -> int:
         return sum(self.counts.values())
+
+
+def no_programs(grid: object) -> Callable[[Any], tuple[int, ...]]:
+    """A suppressed launch's grid: the candidate's own grid function is asked as Triton asks it
+    at every launch, and no program runs (Triton's launcher and its interpreter skip a grid
+    without programs). Until session 52 a suppressed launch was a warm-up, which Triton tells
+    apart: a red team's grid function noted that it was asked and its wrapper did the work on
+    the host only then, and under the interpreter a warm-up skips the kernel's pre-run hooks,
+    where another did the work."""
+
+    def empty(meta: Any) -> tuple[int, ...]:
+        dims = grid(meta) if callable(grid) else grid
+        return (0,) * (len(dims) if isinstance(dims, tuple | list) and dims else 1)
+
+    return empty
 
 
 def programs(grid: object) -> int:

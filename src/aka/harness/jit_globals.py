@@ -5,6 +5,16 @@ Compiled Triton (`@triton.jit` on a GPU) refuses a kernel that reads a plain mod
 The interpreter (`TRITON_INTERPRET=1`, our CPU profile) runs such a kernel happily, so a candidate
 checked on the CPU would only fail on the GPU. Checking the same rule at import keeps the CPU
 verdict equal to the GPU's for this class of error.
+
+Only the kernel's body is read: decorators and argument defaults are Python's, evaluated when
+the module loads (`@triton.autotune(configs=CONFIGS)`, `BLOCK: tl.constexpr = BLOCK_SIZE` are
+honest, and compiled Triton takes them; both were refused here until a red team's honest kernels
+showed it, session 52). Two rules compiled Triton keeps by construction are checked too, since the
+interpreter runs a kernel's body as Python at every launch while compiled Triton runs any Python
+it calls once, at compile time: a builtin name must be one compiled Triton knows (`len`, `range`,
+`min`, ...; `__import__` is not), and a module read in a kernel must be Triton's or `math`, and
+no attribute with a dunder name. A red team's kernels computed their outputs on the host through
+`__import__("sys").modules[__name__]` and a module object of their own (session 52).
 """
 
 from __future__ import annotations
@@ -16,6 +26,10 @@ import textwrap
 from types import FunctionType, ModuleType
 
 _WRAPPER_DEPTH = 4
+# compiled Triton's builtin names (triton.compiler.code_generator.CodeGenerator.builtin_namespace)
+TRITON_BUILTINS = frozenset(
+    {"len", "list", "range", "float", "int", "isinstance", "getattr", "hasattr", "print", "min", "max"}
+)
 
 
 def _kernel_function(value: object) -> FunctionType | None:
@@ -45,32 +59,65 @@ def _allowed(value: object) -> bool:
     )
 
 
-def _global_reads(function: FunctionType) -> set[str]:
-    """Names the function body reads that it neither binds nor takes as arguments."""
+def _body(function: FunctionType) -> tuple[list[ast.AST], set[str]]:
+    """The statements of the function's body and its parameters' names (its decorators and
+    defaults left out); nothing where the source cannot be read."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     except (OSError, TypeError, SyntaxError):
-        return set()
+        return [], set()
+    definition = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+    if definition is None:
+        return [], set()
+    arguments = definition.args
+    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+    return list(definition.body), {a.arg for a in every if a is not None}
+
+
+def _global_reads(function: FunctionType) -> tuple[set[str], set[str]]:
+    """Names the function body reads that it neither binds nor takes as arguments, and the
+    dunder attributes it reads."""
+    body, bound = _body(function)
     loads: set[str] = set()
-    bound: set[str] = set()
-    for node in ast.walk(tree):
+    dunders: set[str] = set()
+    for node in (n for statement in body for n in ast.walk(statement)):
         if isinstance(node, ast.Name):
             (loads if isinstance(node.ctx, ast.Load) else bound).add(node.id)
         elif isinstance(node, ast.arg):
             bound.add(node.arg)
-    return loads - bound
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__"):
+            dunders.add(node.attr)
+    return loads - bound, dunders
+
+
+def _reachable_module(value: ModuleType) -> bool:
+    return value.__name__ == "math" or value.__name__.split(".")[0] == "triton"
+
+
+def _problem(name: str, function: FunctionType) -> str | None:
+    """Why compiled Triton would refuse the kernel's read of global `name` (None: it would not)."""
+    scope = function.__globals__
+    if name not in scope:
+        known = name in vars(builtins)
+        return None if not known or name in TRITON_BUILTINS else f"{name} (a builtin compiled Triton does not know)"
+    value = scope[name]
+    if isinstance(value, ModuleType):
+        return None if _reachable_module(value) else f"{name} (module {value.__name__}: its code would run on the host)"
+    return None if _allowed(value) else name
 
 
 def non_constexpr_globals(module: ModuleType) -> list[str]:
-    """`kernel: NAME` for every plain global a Triton kernel of `module` reads."""
+    """`kernel: NAME` for every global a Triton kernel of `module` reads that compiled Triton
+    refuses (or runs only at compile time), and every dunder attribute it reads."""
     problems = []
     for value in vars(module).values():
         function = _kernel_function(value)
         if function is None or function.__module__ != module.__name__:
             continue
-        for name in sorted(_global_reads(function)):
-            if name in function.__globals__ and name not in vars(builtins) and not _allowed(function.__globals__[name]):
-                problems.append(f"{function.__name__}: {name}")
+        reads, dunders = _global_reads(function)
+        found = (_problem(name, function) for name in sorted(reads))
+        problems += [f"{function.__name__}: {problem}" for problem in found if problem]
+        problems += [f"{function.__name__}: .{name}" for name in sorted(dunders)]
     return sorted(set(problems))
 
 
@@ -79,6 +126,7 @@ def check_jit_globals(module: ModuleType) -> None:
     problems = non_constexpr_globals(module)
     if problems:
         raise NameError(
-            f"Triton kernels can only read constexpr globals (wrap the value in tl.constexpr(...)), "
-            f"but compiled Triton would refuse: {', '.join(problems)}"
+            "Triton kernels can only read constexpr globals (wrap the value in tl.constexpr(...)), "
+            "Triton's modules and math, and the builtins compiled Triton knows, but compiled Triton "
+            f"would refuse these (or run them once, at compile time): {', '.join(problems)}"
         )

@@ -420,12 +420,16 @@ def take_pairs(source: PairSource, config: PairedConfig, gpu: bool, hold_ms: flo
             )
     if not times.base:
         raise LateLaunchError("no pair could be timed fairly")
-    if len(own_late) - baseline_late > max(2.0, config.late_share * index):
-        # Late far more often than the baseline: leaving those pairs out would let a candidate pick
-        # which of its calls count (late exactly when slow); its launch path is its own cost.
-        log.info(
-            "%d pairs with only the candidate late counted (the baseline was late in %d)", len(own_late), baseline_late
-        )
+    # Late far more often than the baseline: leaving those pairs out would let a candidate pick
+    # which of its calls count (late exactly when slow); its launch path is its own cost.
+    own_counted = len(own_late) - baseline_late > max(2.0, config.late_share * index)
+    log.info(
+        "late pairs: %d of the baseline's, %d of the candidate's alone (%s)",
+        baseline_late,
+        len(own_late),
+        "counted" if own_counted else "left out",
+    )
+    if own_counted:
         for pair, base, cand in own_late:
             times.add(credited_ms(base, gpu), credited_ms(cand, gpu), _baseline_first(pair, config.batch))
             spans.add(base, cand)

@@ -141,7 +141,7 @@ class CasePairs:
         inputs, expected = drawn
         turn = memory.timed_call(inputs, load, hold_ms, without_targets=True)
         memory.side.pause()
-        problem = ablation_problem(turn, memory, inputs, expected, self.task, self.instrumented)
+        problem = ablation_problem(turn, memory, expected, self.task, self.instrumented)
         log.info("%s: load %d ablated before pair %d: %s", self.case.id, load, index, "right" if problem else "wrong")
         if problem is not None:
             raise ProblemError(problem)

@@ -202,7 +202,7 @@ class RemoteSide:
         task_file: str,
         task_name: str,
         device: str,
-        policy: bool,
+        policy: str,
         allowed_ops: Sequence[str],
         target_kernels: Sequence[str],
         hidden: Sequence[str],

@@ -23,6 +23,7 @@ import torch
 from aka.evaluation.wire import BASELINE_SOURCES_DIR, ENV_SHARED_CACHE, HELDOUT_FILE
 from aka.harness import syscall_filter
 from aka.harness.cases import Case
+from aka.harness.guard import ENFORCE, OBSERVE, OFF
 from aka.harness.host_memory import available_bytes
 from aka.harness.link import WorkerFailure
 from aka.harness.remote import NAMESPACE_FEATURE, RemoteError, RemoteSide, adopt_orphans
@@ -111,7 +112,13 @@ def _path(value: str | None) -> Path | None:
 def set_up(side: RemoteSide, task: KernelTask, ctx: StepContext, task_file: Path, role: str) -> None:
     """The worker's copy of the evaluation directory (without held-out files) and the task in it."""
     side.role = role
-    policy = policy_applies(ctx.family) and role == "candidate"
+    # The baseline runs under the same guards, observed and never enforced: they put Python work
+    # into each call's launch path (the dispatch mode, ~10 us a call on a two-core CPU) that is
+    # the evaluator's, not the candidate's. With them on the candidate's side alone an unchanged
+    # candidate came late to its pairs far more often than its baseline (H100, session 52's A/A:
+    # 477 pairs late for it alone against 56); alike on both sides, an A/A pair runs one code.
+    applies = policy_applies(ctx.family)
+    policy = (ENFORCE if role == "candidate" else OBSERVE) if applies else OFF
     try:
         side.setup(
             Path.cwd(),

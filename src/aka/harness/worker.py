@@ -31,6 +31,9 @@ import torch
 from aka.harness import cuda_driver, syscall_filter
 from aka.harness.candidates import BASELINE_MODULE_PREFIX, ToolMissingError, separate_load
 from aka.harness.guard import (
+    ENFORCE,
+    OBSERVE,
+    OFF,
     ForbiddenOps,
     LaunchCounter,
     PersistingL2,
@@ -114,7 +117,7 @@ class Worker:
         self.device = torch.device("cpu")
         self.loads: list[Callable[..., object]] = []
         self.arenas: dict[str, OpenedArena] = {}
-        self.policy = False
+        self.policy = OFF
         self.allowed: frozenset[str] = frozenset()
         self.kernels: tuple[str, ...] = ()
         self.launches = LaunchCounter()
@@ -160,7 +163,9 @@ class Worker:
         os.chdir(self.directory)
         self.device = torch.device(request["device"])
         self.side = request["side"]
-        self.policy, self.allowed = bool(request["policy"]), frozenset(request["allowed_ops"])
+        self.policy, self.allowed = str(request["policy"]), frozenset(request["allowed_ops"])
+        if self.policy not in (ENFORCE, OBSERVE, OFF):
+            raise ValueError(f"unknown policy {self.policy!r}")
         self.kernels = tuple(request["target_kernels"])
         self.task = _load_task(self.directory / request["task_file"], request["task_name"])
         if self.device.type == "cuda":
@@ -193,7 +198,7 @@ class Worker:
         modules = [
             m for m in modules_under(self.directory) if m.__name__.startswith(BASELINE_MODULE_PREFIX) is baseline
         ]
-        if self.side == "candidate":
+        if self.side == "candidate" or self.policy == OBSERVE:  # the baseline's counted alike, never judged
             self.launches.instrument(modules, self.kernels)
         return {"ok": True, "instrumented": sorted(self.launches.instrumented), "autotunes": autotunes(modules)}
 
@@ -218,10 +223,12 @@ class Worker:
 
     @contextlib.contextmanager
     def _guarded(self, findings: list[str]) -> Iterator[None]:
-        mode = ForbiddenOps(self.allowed) if self.policy else None
+        mode = ForbiddenOps(self.allowed) if self.policy != OFF else None
         before = self.launches.total()
         with mode or contextlib.nullcontext():
             yield
+        if self.policy != ENFORCE:
+            return
         if mode is not None and mode.violations:
             findings.append(f"{POLICY}: {mode.describe()}")
         if self.launches.instrumented and self.launches.total() == before:

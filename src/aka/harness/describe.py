@@ -90,7 +90,8 @@ def judging_notes(task: KernelTask, family: str, gpu: bool) -> list[str]:
             allowed += f" (not allowed here, the copy being the work: {', '.join(sorted(task.forbidden_torch_ops))})"
         lines.append(
             "- The work must be done by your kernels: torch operators beyond allocation, views, copies and "
-            f"fills are rejected{allowed}, and each target kernel must be launched in every call."
+            f"fills are rejected{allowed} (an operator of your own made with torch.library among them: launch "
+            "your kernels directly), and each target kernel must be launched in every call."
         )
     if gpu:
         budget = task.paired.for_cases(len(task.cases))

@@ -153,6 +153,16 @@ def reads_sys(x_ptr):
     sys.modules
 
 
+@triton.jit
+def climbs_with_a_string(x_ptr):
+    getattr(tl, "__builtins__")
+
+
+@triton.jit
+def climbs_through_triton(x_ptr):
+    tl.core.builtins.print(x_ptr)
+
+
 def work():
     pass
 """
@@ -165,7 +175,9 @@ def test_a_kernel_cannot_reach_host_code_under_the_interpreter(tmp_path: Path, m
     module = _load(tmp_path, monkeypatch, HOST_CALLS, "jit_globals_host")
     assert non_constexpr_globals(module) == [
         "calls_its_own_module: _host (module host: its code would run on the host)",
-        "climbs_to_builtins: .__builtins__",
+        "climbs_through_triton: tl.core.builtins (module builtins: its code would run on the host)",
+        "climbs_to_builtins: __builtins__",
+        "climbs_with_a_string: __builtins__",
         "imports_the_host: __import__ (a builtin compiled Triton does not know)",
         "imports_the_host: __name__",
         "reads_sys: sys (module sys: its code would run on the host)",

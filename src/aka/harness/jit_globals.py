@@ -74,20 +74,51 @@ def _body(function: FunctionType) -> tuple[list[ast.AST], set[str]]:
     return list(definition.body), {a.arg for a in every if a is not None}
 
 
-def _global_reads(function: FunctionType) -> tuple[set[str], set[str]]:
-    """Names the function body reads that it neither binds nor takes as arguments, and the
-    dunder attributes it reads."""
+def _dunder(name: object) -> bool:
+    return isinstance(name, str) and name.startswith("__") and name.endswith("__")
+
+
+def _chain(node: ast.Attribute) -> list[str]:
+    """`a.b.c` as ["a", "b", "c"]; empty where the chain does not start at a name."""
+    names: list[str] = []
+    current: ast.expr = node
+    while isinstance(current, ast.Attribute):
+        names.insert(0, current.attr)
+        current = current.value
+    return [current.id, *names] if isinstance(current, ast.Name) else []
+
+
+def _global_reads(function: FunctionType) -> tuple[set[str], set[str], list[list[str]]]:
+    """Names the function body reads that it neither binds nor takes as arguments, the dunder
+    names it reads (as attributes or as strings, `getattr(tl, "__builtins__")`), and its chains
+    of attributes."""
     body, bound = _body(function)
     loads: set[str] = set()
     dunders: set[str] = set()
+    chains: list[list[str]] = []
     for node in (n for statement in body for n in ast.walk(statement)):
         if isinstance(node, ast.Name):
             (loads if isinstance(node.ctx, ast.Load) else bound).add(node.id)
         elif isinstance(node, ast.arg):
             bound.add(node.arg)
-        elif isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__"):
-            dunders.add(node.attr)
-    return loads - bound, dunders
+        elif isinstance(node, ast.Attribute):
+            if _dunder(node.attr):
+                dunders.add(node.attr)
+            chains.append(_chain(node))
+        elif isinstance(node, ast.Constant) and _dunder(node.value):
+            dunders.add(str(node.value))
+    return loads - bound, dunders, [chain for chain in chains if chain and chain[0] not in bound]
+
+
+def _chain_problem(chain: list[str], function: FunctionType) -> str | None:
+    """A module outside Triton and `math` reached through a chain of attributes of a global
+    (`tl.core.builtins`: Triton's own modules import others)."""
+    value: object = function.__globals__.get(chain[0])
+    for depth, name in enumerate(chain[1:], start=2):
+        value = getattr(value, name, None)
+        if isinstance(value, ModuleType) and not _reachable_module(value):
+            return f"{'.'.join(chain[:depth])} (module {value.__name__}: its code would run on the host)"
+    return None
 
 
 def _reachable_module(value: ModuleType) -> bool:
@@ -114,10 +145,11 @@ def non_constexpr_globals(module: ModuleType) -> list[str]:
         function = _kernel_function(value)
         if function is None or function.__module__ != module.__name__:
             continue
-        reads, dunders = _global_reads(function)
-        found = (_problem(name, function) for name in sorted(reads))
+        reads, dunders, chains = _global_reads(function)
+        found = [_problem(name, function) for name in sorted(reads)]
+        found += [_chain_problem(chain, function) for chain in chains if chain[0] in function.__globals__]
         problems += [f"{function.__name__}: {problem}" for problem in found if problem]
-        problems += [f"{function.__name__}: .{name}" for name in sorted(dunders)]
+        problems += [f"{function.__name__}: {name}" for name in sorted(dunders)]
     return sorted(set(problems))
 
 

@@ -79,6 +79,16 @@ def toy_kernel_source(value: int = 42, time_ms: float = 4.0, extra: str = "") ->
 ToyTaskFactory = Callable[..., Path]
 
 
+@pytest.fixture(autouse=True)
+def _no_judge_watchdog_left_armed() -> object:
+    """A test that holds a judge's turn alone in this process (`Phases.want(ALONE)`) arms the
+    judge's watchdog (`aka.harness.stall`), which would end this pytest worker a minute later."""
+    yield
+    from aka.harness import stall
+
+    stall.release()
+
+
 @pytest.fixture
 def tasks_root(tmp_path: Path) -> Path:
     root = tmp_path / "tasks"

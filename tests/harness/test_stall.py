@@ -90,3 +90,17 @@ def test_the_turns_phases_hold_and_release_the_watchdog(monkeypatch: pytest.Monk
     calls.clear()
     Phases.none().want(ALONE)
     assert calls == []
+
+
+def test_a_judge_whose_standard_error_is_no_file_goes_without(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A judge run inside pytest's capture (`run_task` in a test) has no file to write stacks to:
+    the watchdog is skipped, the step goes on (a fresh clone's test failed on it, session 52)."""
+    import io
+
+    from aka.harness import stall
+
+    monkeypatch.setattr(sys, "__stderr__", None)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    stall.hold()
+    stall.expect(1.0)
+    stall.release()

@@ -367,7 +367,9 @@ def _write_problem(
 BAD_PROBLEMS = {
     "LogShifted.py": "torch.log(x - 2)",  # NaN on [0, 1) inputs
     "ZeroOut.py": "x - x",  # zeros pass
-    "MeanOfMany.py": "torch.sign(x.sum()).expand(4)",  # the same answer for every seed
+    "MeanOfMany.py": "torch.sign(x.sum()).expand(4)",  # one value everywhere: a constant passes
+    "SameForEverySeed.py": "torch.arange(4, dtype=x.dtype) + 0 * x.sum()",  # a stored answer passes
+    "RandomEveryCall.py": "torch.nn.functional.dropout(x, 0.5, training=True)",  # no kernel can match it
     "19_ReLU.py": "torch.relu(x - 0.5)",
     "MSELike.py": "((x - 0.5) ** 2).mean()",  # one value: a constant is itself, "inputs matter" judges it
 }
@@ -380,20 +382,26 @@ def test_import_report_records_bad_references(tmp_path: Path) -> None:
     with pytest.raises(AkaError, match="probe device must be cpu or cuda"):
         import_kernelbench(folder, "torch2triton", tmp_path / "tasks", probe_device="tpu")
     result = import_kernelbench(folder, "torch2triton", tmp_path / "tasks", probe_jobs=2)
-    assert len(result.created) == 5 and result.report is not None
+    assert len(result.created) == 7 and result.report is not None
     report = yaml.safe_load(result.report.read_text())
     statuses = {name: task["status"] for name, task in report["tasks"].items()}
     assert statuses == {
         "log_shifted": "FAIL",
         "zero_out": "FAIL",
-        "mean_of_many": "WARN",
+        "mean_of_many": "FAIL",
+        "same_for_every_seed": "WARN",
+        "random_every_call": "FAIL",
         "19_relu": "PASS",
         "mse_like": "PASS",
     }
+    checks = {t: {c["name"]: c["status"] for c in report["tasks"][t]["checks"]} for t in report["tasks"]}
+    assert checks["mean_of_many"]["constant kernel rejected"] == "FAIL"
+    assert checks["same_for_every_seed"]["inputs matter"] == "WARN"
+    assert checks["random_every_call"]["deterministic"] == "FAIL"
     relu = {c["name"]: c["status"] for c in report["tasks"]["19_relu"]["checks"]}
     assert relu["NaN kernel rejected"] == "PASS" and relu["zeros kernel rejected"] == "PASS"
     failed = {c["name"] for c in report["tasks"]["log_shifted"]["checks"] if c["status"] == "FAIL"}
-    assert failed == {"finite"} and report["counts"] == {"PASS": 2, "WARN": 1, "FAIL": 2}
+    assert failed == {"finite"} and report["counts"] == {"PASS": 2, "WARN": 1, "FAIL": 4}
     assert report["tolerances"]["float32"] == 1e-4 and "get_tolerance_for_precision" in report["tolerance_source"]
 
 

@@ -142,6 +142,28 @@ def test_zeros_would_pass_agrees_with_the_comparison(dtype: torch.dtype, scale: 
     assert not zeros_would_pass(torch.empty(0)) and not zeros_would_pass([])  # nothing to tell
 
 
+def test_constant_would_pass_agrees_with_the_comparison() -> None:
+    """One value everywhere passes where every value lies within tolerance of some c: read from the
+    extremes; outputs of one value each (a loss) are never asked."""
+    from aka.harness.compare import compare_outputs, constant_would_pass
+
+    near = 3.0 + torch.randn(1000) * 1e-6
+    spread = torch.randn(1000)
+    for expected, passes in [
+        (near, True),
+        (spread, False),
+        (torch.full((5,), 7, dtype=torch.int64), True),
+        (torch.arange(5), False),
+        (torch.tensor([1.0, float("nan")]), False),
+        (torch.tensor(2.5), False),  # one value: the answer itself
+        ((torch.tensor(1.0), near), True),
+        ((near, spread), False),
+    ]:
+        assert constant_would_pass(expected) is passes, expected
+    middle = float((near.max() + near.min()) / 2)
+    assert compare_outputs(torch.full_like(near, middle), near).correct
+
+
 @pytest.mark.parametrize(
     "dtype, bits",
     [

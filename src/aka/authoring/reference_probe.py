@@ -30,7 +30,7 @@ import torch
 from aka.harness.compare import Output, compare_outputs, zeros_would_pass
 from aka.harness.describe import load_kernel_task
 from aka.harness.host_memory import available_bytes, host_allocation_failed
-from aka.harness.task import KernelTask, make_case_inputs
+from aka.harness.task import KernelTask, exact_float32, make_case_inputs
 from aka.harness.verify import nonfinite_reference
 
 Status = Literal["PASS", "WARN", "FAIL"]
@@ -76,22 +76,25 @@ def _like(expected: Output, fill: str) -> Output:
 
 
 def probe_task(task: KernelTask, seeds: int = SEED_COUNT, device: torch.device | None = None) -> ProbeResult:
-    """The reference on each case's seeds (the correctness step's first two, then more): finite, not
-    passed by zeros or NaN, not passed by a constant per element, not the same output for every seed."""
+    """The reference on each case's seeds (the correctness step's first two, then more): finite, the
+    same twice on the same inputs, not passed by zeros or NaN, not passed by a constant per element,
+    not the same output for every seed."""
     started = time.monotonic()
     device = device or torch.device("cpu")
+    exact_float32()  # as the judge computes its references
     checks: list[ProbeCheck] = []
     for case in task.cases_for("ci") or task.cases:
         case_seeds = [case.seed, case.seed + SECOND_SEED_OFFSET, *(case.seed + 104729 * k for k in range(2, seeds))]
         try:
             expected = [task.reference(*make_case_inputs(task, case, seed, device)) for seed in case_seeds[:seeds]]
+            again = task.reference(*make_case_inputs(task, case, case_seeds[0], device))
         except Exception as exc:  # noqa: BLE001 - the task's own code failing is the finding
             if _out_of_memory(exc):
                 checks.append(_did_not_fit(f"{case.id}: ", device, exc))
                 continue
             checks.append(ProbeCheck("reference runs", "FAIL", f"{case.id}: {type(exc).__name__}: {exc}"[:500]))
             continue
-        checks += _case_checks(task, case.id, expected)
+        checks += _case_checks(task, case.id, expected, again)
     if not checks:
         checks.append(ProbeCheck("reference runs", "FAIL", "the task has no cases"))
     worst: Status = max((c.status for c in checks), key=_RANK.__getitem__)
@@ -109,12 +112,23 @@ def _did_not_fit(where: str, device: torch.device, exc: BaseException) -> ProbeC
     return ProbeCheck("reference runs", "WARN", message)
 
 
-def _case_checks(task: KernelTask, case_id: str, expected: Sequence[Output]) -> list[ProbeCheck]:
+def _case_checks(task: KernelTask, case_id: str, expected: Sequence[Output], again: Output) -> list[ProbeCheck]:
+    """`again`: the reference once more on the first seed's inputs."""
     problems = [p for p in (nonfinite_reference(e) for e in expected) if p is not None]
     if problems and not task.nonfinite_reference:
         return [ProbeCheck("finite", "FAIL", f"{case_id}: the reference is not finite: {problems[0]}")]
     checks = [ProbeCheck("finite", "PASS", f"{case_id}: {len(expected)} seeds")]
     tolerances = task.tolerances
+    if not compare_outputs(again, expected[0], tolerances).correct:  # dropout in training mode, say
+        return [
+            *checks,
+            ProbeCheck(
+                "deterministic",
+                "FAIL",
+                f"{case_id}: two calls on the same inputs differ beyond the tolerance: no kernel can match it",
+            ),
+        ]
+    checks.append(ProbeCheck("deterministic", "PASS", case_id))
     # the judge's own reading (no zeros copy of an output that may fill the GPU); an output with
     # nothing in it is matched by zeros too
     if all(zeros_would_pass(e, tolerances) or not any(t.numel() for t in _outputs(e)) for e in expected):
@@ -135,8 +149,8 @@ def _case_checks(task: KernelTask, case_id: str, expected: Sequence[Output]) -> 
         checks.append(
             ProbeCheck(
                 "constant kernel rejected",
-                "WARN",
-                f"{case_id}: near-constant: one value everywhere matches it on every seed",
+                "FAIL",
+                f"{case_id}: near-constant: one value everywhere matches it on every seed (the judge stops on it)",
             )
         )
     else:

@@ -6,8 +6,10 @@ can have seen. The judge draws the inputs and computes the expected output; the 
 worker gets the inputs in the judge's memory, and the judge compares what it copied back
 (`aka.harness.verify`). A reference that is NaN or Inf on the task's own inputs is a defect of
 the task (`HarnessError`), unless the task declares it (`nonfinite_reference`); so is a case whose
-reference an all-zeros output matches on every check (`zeros_would_pass`): there a "correct"
-verdict says nothing, and a zeros kernel would earn a reward.
+reference an all-zeros output, or one value everywhere, matches on every check (`zeros_would_pass`,
+`constant_would_pass`): there a "correct" verdict says nothing, and a zeros or constant kernel
+would earn a reward. Before any candidate (the baseline's measurement) the reference must also
+give the same output twice on the same inputs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Sequence
 import torch
 
 from aka.harness.cases import Case, Distribution, input_distribution
-from aka.harness.compare import Output, zeros_would_pass
+from aka.harness.compare import Output, compare_outputs, constant_would_pass, zeros_would_pass
 from aka.harness.link import WorkerFailure
 from aka.harness.remote import RemoteSide
 from aka.harness.report import CaseResult, StepResult
@@ -62,14 +64,49 @@ def zeros_defect(case: Case) -> HarnessError:
     )
 
 
+def constant_defect(case: Case) -> HarnessError:
+    return HarnessError(
+        f"the task's reference cannot tell a wrong kernel from a right one: one value written everywhere "
+        f"matches it within tolerance on every check of case {case.id} (a near-constant output on the task's "
+        "own inputs); a defect of the task, not of the candidate"
+    )
+
+
+def random_reference(case: Case, seed: int) -> HarnessError:
+    return HarnessError(
+        f"the task's reference is not deterministic: two calls on the same inputs (case {case.id}, seed "
+        f"{seed}) differ beyond the tolerance (dropout left in training mode, say), so no kernel can match it; "
+        "a defect of the task, not of the candidate"
+    )
+
+
+def _reference_problem(task: KernelTask, ctx: StepContext, case: Case, plan: list[tuple[int, Distribution]]) -> None:
+    """The reference as a judge of the case, before any candidate: not matched by zeros or by one
+    value on every check, and the same output twice on the same inputs (a red team found a
+    KernelBench problem whose reference is random on every call, session 52)."""
+    zeros = constant = True
+    for check in plan:  # every check runs (each must be finite), one alive at a time
+        expected = reference_for(task, ctx, case, *check)[1]
+        zeros = zeros and zeros_would_pass(expected, task.tolerances)
+        constant = constant and constant_would_pass(expected, task.tolerances)
+    if zeros:
+        raise zeros_defect(case)
+    if constant:
+        raise constant_defect(case)
+    first = reference_for(task, ctx, case, *plan[0])[1]
+    if not compare_outputs(reference_for(task, ctx, case, *plan[0])[1], first, task.tolerances).correct:
+        raise random_reference(case, plan[0][0])
+
+
 def _check_case(task: KernelTask, ctx: StepContext, side: RemoteSide, case: Case, eval_seed: int) -> CaseResult:
     worst_error = 0.0
     memory: CaseMemory | None = None
-    zeros_pass = True
+    zeros_pass = constant_pass = True
     try:
         for seed, distribution in check_plan(case, eval_seed):
             inputs, expected = reference_for(task, ctx, case, seed, distribution)
             zeros_pass = zeros_pass and zeros_would_pass(expected, task.tolerances)
+            constant_pass = constant_pass and constant_would_pass(expected, task.tolerances)
             memory = memory or CaseMemory(side, ctx.device, inputs, expected, f"check-{case.id}")
             turn = memory.call(inputs, load=0, poison=True)
             where = "the evaluation-time seed" if seed == eval_seed ^ case.seed else f"seed {seed}, {distribution}"
@@ -90,6 +127,8 @@ def _check_case(task: KernelTask, ctx: StepContext, side: RemoteSide, case: Case
             memory.close()
     if zeros_pass:
         raise zeros_defect(case)
+    if constant_pass:
+        raise constant_defect(case)
     return CaseResult(case, correct=True, max_abs_error=worst_error)
 
 
@@ -201,9 +240,7 @@ def correctness_step(task: KernelTask, ctx: StepContext, side: RemoteSide | None
     eval_seed = secrets.randbelow(2**31)
     if ctx.target != "candidate" or side is None:  # the reference itself: finite on every check
         for case in cases:
-            plan = check_plan(case, eval_seed)  # every check runs (each must be finite), one alive at a time
-            if all([zeros_would_pass(reference_for(task, ctx, case, *check)[1], task.tolerances) for check in plan]):
-                raise zeros_defect(case)
+            _reference_problem(task, ctx, case, check_plan(case, eval_seed))
         return StepResult("correctness", "ok", None, [CaseResult(c, correct=True) for c in cases], eval_seed=eval_seed)
     loaded = load_side(side, "correctness", cases, 1)
     if isinstance(loaded, StepResult):

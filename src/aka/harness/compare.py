@@ -180,6 +180,41 @@ def zeros_would_pass(expected: Output, overrides: Overrides | None = None) -> bo
     return bool(tensors)
 
 
+def constant_would_pass(expected: Output, overrides: Overrides | None = None) -> bool:
+    """Whether one value everywhere in each output would be judged correct: some c within
+    `atol + rtol * |x|` of every value x, read from each tensor's extremes (the bound for c is
+    widest at the smallest value and narrowest at the largest). Outputs of one value each (a
+    loss) are not asked: one value is the answer itself. A red team's kernel wrote the bias
+    everywhere, never reading its input, in a KernelBench problem whose output is near-constant
+    on its own inputs, and passed at 160x (session 52)."""
+    tensors = [expected] if isinstance(expected, torch.Tensor) else [t for t in expected if isinstance(t, torch.Tensor)]
+    if not any(t.numel() > 1 for t in tensors):
+        return False
+    for t in (t for t in tensors if t.numel() > 1):
+        if t.dtype == torch.bool or t.is_complex() or not t.is_floating_point():
+            if t.is_complex() or bool((t != t.reshape(-1)[0]).any()):
+                return False
+            continue
+        low, high = _extremes(t)
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return False
+        tolerance = tolerance_for(t.dtype, overrides)
+        if high - tolerance.atol - tolerance.rtol * abs(high) > low + tolerance.atol + tolerance.rtol * abs(low):
+            return False
+    return True
+
+
+def _extremes(t: torch.Tensor) -> tuple[float, float]:
+    """(min, max); float8 (no aminmax) through float32 copies of one chunk at a time."""
+    try:
+        low, high = torch.aminmax(t)
+        return float(low), float(high)
+    except (NotImplementedError, RuntimeError):
+        flat = t.reshape(-1)
+        pairs = [torch.aminmax(flat[at : at + CHUNK_ELEMENTS].float()) for at in range(0, flat.numel(), CHUNK_ELEMENTS)]
+        return min(float(lo) for lo, _ in pairs), max(float(hi) for _, hi in pairs)
+
+
 def _largest_magnitude(t: torch.Tensor) -> float:
     """max |value|, from the extremes; float8 (no aminmax) through float32 copies of one chunk at a time."""
     try:

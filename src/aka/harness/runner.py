@@ -34,7 +34,7 @@ from aka.harness.phases import Phases
 from aka.harness.remote import RemoteSide, make_undumpable
 from aka.harness.report import StepResult
 from aka.harness.sides import StepWorkers, load_side, set_up
-from aka.harness.task import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext
+from aka.harness.task import NO_GPU_MESSAGE, HarnessError, KernelTask, StepContext, exact_float32
 from aka.harness.turns import (
     CaseMemory,
     MemoryShortfall,
@@ -213,6 +213,7 @@ def _judge(task: KernelTask, argv: Sequence[str] | None, environ: Mapping[str, s
             level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s +%(relativeCreated).0fms: %(message)s"
         )
     phases = Phases.claim()  # before any worker starts, and out of the environment they get
+    exact_float32()  # the references the judge computes
     args = list(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ if environ is None else environ)
     workers: StepWorkers | None = None

@@ -192,3 +192,12 @@ def expected_output(task: KernelTask, inputs: tuple[torch.Tensor, ...], device: 
     expected = task.reference(*(t.clone() for t in inputs))
     sync(device)
     return expected
+
+
+def exact_float32() -> None:
+    """float32 convolutions and matmuls in float32, in the judge and in both workers: torch lets
+    cuDNN use TF32 by default, so a convolution reference was off from an exact float32 kernel by
+    up to 6e-4 against KernelBench's 1e-4 tolerance (a red team's emulation, session 52), and a
+    baseline timed in TF32 is not the one the check holds to float32."""
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False

@@ -45,7 +45,7 @@ from aka.harness.guard import (
 from aka.harness.link import Link, LinkClosed
 from aka.harness.report import describe_exception
 from aka.harness.shared import OpenedArena
-from aka.harness.task import KernelTask
+from aka.harness.task import KernelTask, exact_float32
 
 CandidateError: tuple[type[BaseException], ...] = (Exception, SystemExit)
 POLICY, NO_LAUNCH, PERSISTING_L2 = "policy_violation", "no_launch", "persisting_l2"
@@ -162,6 +162,7 @@ class Worker:
         self.directory = Path(request["directory"])
         os.chdir(self.directory)
         self.device = torch.device(request["device"])
+        exact_float32()
         self.side = request["side"]
         self.policy, self.allowed = str(request["policy"]), frozenset(request["allowed_ops"])
         if self.policy not in (ENFORCE, OBSERVE, OFF):

@@ -149,7 +149,7 @@ def test_constant_would_pass_agrees_with_the_comparison() -> None:
 
     near = 3.0 + torch.randn(1000) * 1e-6
     spread = torch.randn(1000)
-    for expected, passes in [
+    cases: list[tuple[torch.Tensor | tuple[torch.Tensor, ...], bool]] = [
         (near, True),
         (spread, False),
         (torch.full((5,), 7, dtype=torch.int64), True),
@@ -158,7 +158,8 @@ def test_constant_would_pass_agrees_with_the_comparison() -> None:
         (torch.tensor(2.5), False),  # one value: the answer itself
         ((torch.tensor(1.0), near), True),
         ((near, spread), False),
-    ]:
+    ]
+    for expected, passes in cases:
         assert constant_would_pass(expected) is passes, expected
     middle = float((near.max() + near.min()) / 2)
     assert compare_outputs(torch.full_like(near, middle), near).correct

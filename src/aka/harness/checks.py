@@ -9,7 +9,8 @@ the task (`HarnessError`), unless the task declares it (`nonfinite_reference`); 
 reference an all-zeros output, or one value everywhere, matches on every check (`zeros_would_pass`,
 `constant_would_pass`): there a "correct" verdict says nothing, and a zeros or constant kernel
 would earn a reward. Before any candidate (the baseline's measurement) the reference must also
-give the same output twice on the same inputs.
+give the same output twice on the same inputs (asked on each case's first check in every
+evaluation too: a task whose baseline is the reference is not checked before its first one).
 """
 
 from __future__ import annotations
@@ -93,9 +94,16 @@ def _reference_problem(task: KernelTask, ctx: StepContext, case: Case, plan: lis
         raise zeros_defect(case)
     if constant:
         raise constant_defect(case)
-    first = reference_for(task, ctx, case, *plan[0])[1]
-    if not compare_outputs(reference_for(task, ctx, case, *plan[0])[1], first, task.tolerances).correct:
-        raise random_reference(case, plan[0][0])
+    _deterministic(task, ctx, case, plan[0], reference_for(task, ctx, case, *plan[0])[1])
+
+
+def _deterministic(
+    task: KernelTask, ctx: StepContext, case: Case, check: tuple[int, Distribution], expected: Output
+) -> None:
+    """The reference again on the check's inputs must give `expected`: no candidate can match one
+    that does not, so it is the task's defect (`HarnessError`), never the candidate's `incorrect`."""
+    if not compare_outputs(reference_for(task, ctx, case, *check)[1], expected, task.tolerances).correct:
+        raise random_reference(case, check[0])
 
 
 def _check_case(task: KernelTask, ctx: StepContext, side: RemoteSide, case: Case, eval_seed: int) -> CaseResult:
@@ -103,8 +111,10 @@ def _check_case(task: KernelTask, ctx: StepContext, side: RemoteSide, case: Case
     memory: CaseMemory | None = None
     zeros_pass = constant_pass = True
     try:
-        for seed, distribution in check_plan(case, eval_seed):
+        for at, (seed, distribution) in enumerate(check_plan(case, eval_seed)):
             inputs, expected = reference_for(task, ctx, case, seed, distribution)
+            if at == 0:
+                _deterministic(task, ctx, case, (seed, distribution), expected)
             zeros_pass = zeros_pass and zeros_would_pass(expected, task.tolerances)
             constant_pass = constant_pass and constant_would_pass(expected, task.tolerances)
             memory = memory or CaseMemory(side, ctx.device, inputs, expected, f"check-{case.id}")

@@ -8,9 +8,9 @@ worker gets the inputs in the judge's memory, and the judge compares what it cop
 the task (`HarnessError`), unless the task declares it (`nonfinite_reference`); so is a case whose
 reference an all-zeros output, or one value everywhere, matches on every check (`zeros_would_pass`,
 `constant_would_pass`): there a "correct" verdict says nothing, and a zeros or constant kernel
-would earn a reward. Before any candidate (the baseline's measurement) the reference must also
-give the same output twice on the same inputs (asked on each case's first check in every
-evaluation too: a task whose baseline is the reference is not checked before its first one).
+would earn a reward. The reference must also give the same output twice on the same inputs
+(asked on each case's first check, in every evaluation and in `aka task check`: a task whose
+baseline is the reference has no correctness step before its first candidate).
 """
 
 from __future__ import annotations
@@ -82,9 +82,9 @@ def random_reference(case: Case, seed: int) -> HarnessError:
 
 
 def _reference_problem(task: KernelTask, ctx: StepContext, case: Case, plan: list[tuple[int, Distribution]]) -> None:
-    """The reference as a judge of the case, before any candidate: not matched by zeros or by one
-    value on every check, and the same output twice on the same inputs (a red team found a
-    KernelBench problem whose reference is random on every call, session 52)."""
+    """The reference as a judge of the case, with no candidate (`aka task check`): not matched by
+    zeros or by one value on every check, and the same output twice on the same inputs (a red
+    team found a KernelBench problem whose reference is random on every call, session 52)."""
     zeros = constant = True
     for check in plan:  # every check runs (each must be finite), one alive at a time
         expected = reference_for(task, ctx, case, *check)[1]

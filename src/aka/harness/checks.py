@@ -82,8 +82,8 @@ def random_reference(case: Case, seed: int) -> HarnessError:
 
 
 def _reference_problem(task: KernelTask, ctx: StepContext, case: Case, plan: list[tuple[int, Distribution]]) -> None:
-    """The reference as a judge of the case, with no candidate (`aka task check`): not matched by
-    zeros or by one value on every check, and the same output twice on the same inputs (a red
+    """The reference as a judge of the case, in a correctness step with no candidate (`AKA_TARGET`
+    the reference or the baseline): not matched by zeros or by one value on every check, and the same output twice on the same inputs (a red
     team found a KernelBench problem whose reference is random on every call, session 52)."""
     zeros = constant = True
     for check in plan:  # every check runs (each must be finite), one alive at a time

@@ -83,8 +83,9 @@ def random_reference(case: Case, seed: int) -> HarnessError:
 
 def _reference_problem(task: KernelTask, ctx: StepContext, case: Case, plan: list[tuple[int, Distribution]]) -> None:
     """The reference as a judge of the case, in a correctness step with no candidate (`AKA_TARGET`
-    the reference or the baseline): not matched by zeros or by one value on every check, and the same output twice on the same inputs (a red
-    team found a KernelBench problem whose reference is random on every call, session 52)."""
+    the reference or the baseline): not matched by zeros or by one value on every check, and the
+    same output twice on the same inputs (a red team found a KernelBench problem whose reference
+    is random on every call, session 52)."""
     zeros = constant = True
     for check in plan:  # every check runs (each must be finite), one alive at a time
         expected = reference_for(task, ctx, case, *check)[1]

@@ -165,6 +165,16 @@ def test_constant_would_pass_agrees_with_the_comparison() -> None:
     assert compare_outputs(torch.full_like(near, middle), near).correct
 
 
+def test_a_nan_in_a_later_chunk_of_a_float8_reference_is_never_matched() -> None:
+    """float8 has no aminmax: its extremes are read a chunk at a time, and a NaN in a chunk after
+    the first was dropped by Python's `max` (the order of NaN comparisons), so zeros matched it."""
+    from aka.harness.compare import CHUNK_ELEMENTS, constant_would_pass, zeros_would_pass
+
+    expected = torch.zeros(CHUNK_ELEMENTS + 10, dtype=torch.float8_e4m3fn)
+    expected[-1] = float("nan")
+    assert not zeros_would_pass(expected) and not constant_would_pass(expected)
+
+
 @pytest.mark.parametrize(
     "dtype, bits",
     [

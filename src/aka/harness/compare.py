@@ -212,17 +212,13 @@ def _extremes(t: torch.Tensor) -> tuple[float, float]:
     except (NotImplementedError, RuntimeError):
         flat = t.reshape(-1)
         pairs = [torch.aminmax(flat[at : at + CHUNK_ELEMENTS].float()) for at in range(0, flat.numel(), CHUNK_ELEMENTS)]
-        return min(float(lo) for lo, _ in pairs), max(float(hi) for _, hi in pairs)
+        lows, highs = [float(lo) for lo, _ in pairs], [float(hi) for _, hi in pairs]
+        if any(math.isnan(v) for v in lows + highs):  # a chunk's NaN, whatever the chunks' order
+            return math.nan, math.nan
+        return min(lows), max(highs)
 
 
 def _largest_magnitude(t: torch.Tensor) -> float:
-    """max |value|, from the extremes; float8 (no aminmax) through float32 copies of one chunk at a time."""
-    try:
-        low, high = torch.aminmax(t)
-        return max(abs(float(low)), abs(float(high)))
-    except NotImplementedError:
-        flat = t.reshape(-1)
-        return max(
-            float(flat[start : start + CHUNK_ELEMENTS].float().abs().max())
-            for start in range(0, flat.numel(), CHUNK_ELEMENTS)
-        )
+    """max |value|, from the extremes."""
+    low, high = _extremes(t)
+    return max(abs(low), abs(high))

@@ -116,13 +116,18 @@ def _chain_problem(chain: list[str], function: FunctionType) -> str | None:
     value: object = function.__globals__.get(chain[0])
     for depth, name in enumerate(chain[1:], start=2):
         value = getattr(value, name, None)
-        if isinstance(value, ModuleType) and not _reachable_module(value):
-            return f"{'.'.join(chain[:depth])} (module {value.__name__}: its code would run on the host)"
+        if isinstance(value, ModuleType) and (problem := _module_problem(".".join(chain[:depth]), value)):
+            return problem
     return None
 
 
 def _reachable_module(value: ModuleType) -> bool:
     return value.__name__ == "math" or value.__name__.split(".")[0] == "triton"
+
+
+def _module_problem(read: str, module: ModuleType) -> str | None:
+    """A kernel's read of `module` (as `read`): Triton's modules and math only."""
+    return None if _reachable_module(module) else f"{read} (module {module.__name__}: its code would run on the host)"
 
 
 def _problem(name: str, function: FunctionType) -> str | None:
@@ -133,7 +138,7 @@ def _problem(name: str, function: FunctionType) -> str | None:
         return None if not known or name in TRITON_BUILTINS else f"{name} (a builtin compiled Triton does not know)"
     value = scope[name]
     if isinstance(value, ModuleType):
-        return None if _reachable_module(value) else f"{name} (module {value.__name__}: its code would run on the host)"
+        return _module_problem(name, value)
     return None if _allowed(value) else name
 
 

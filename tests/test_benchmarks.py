@@ -249,6 +249,30 @@ def test_reward_throughput_reads_a_over_a_only_where_the_baseline_is_the_source(
     assert "9.3027" not in text
     assert "the others were done after 30 s, 360 per GPU-hour" in text
     assert "latency p50 9.8 s" in text
+    # latencies 10, 20, 30, 90: three more finished in the 80 s after the first
+    assert "Steady state (ramp-up left out): 3 finished in the 80 s after the first (10 s), 135 per GPU-hour" in text
+
+
+def test_reward_throughput_polls_never_past_the_deadline() -> None:
+    """A fixed 60 s long poll overshot --deadline by up to a minute: each poll asks for the time left."""
+    import importlib.util
+    import time
+
+    spec = importlib.util.spec_from_file_location("reward_throughput", REPO / "benchmarks" / "reward_throughput.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    asked: list[float] = []
+
+    class Client(module.Client):
+        def call(self, method: str, path: str, body: object = None, timeout: float = 900) -> tuple[int, object]:
+            asked.append(float(path.rsplit("wait=", 1)[1]))
+            time.sleep(asked[-1])  # the server holds a long poll for as long as asked when nothing finishes
+            return 202, {"state": "running"}
+
+    started = time.monotonic()
+    assert Client(0).wait("slow", 0.5) == {"state": "running"}
+    assert time.monotonic() - started < 1.5 and asked and max(asked) <= 0.5
 
 
 def test_reward_throughput_stops_waiting_at_its_deadline_and_says_so() -> None:

@@ -1,0 +1,4 @@
+# Whole-suite A/A, shard 1/2 less the two tasks session 52 finished; a cut leaves the unfinished evaluations' logs and stacks.
+export WORK=/tmp/work17 BATCH_SECONDS=545
+scripts/h200_batch.sh \
+ "0:python3 benchmarks/aa_noise.py --tasks cuda2cuda/basic/vector_add e2e/llm/mlp_swiglu_decode instruction2triton/llm/fp8_scaled_gemm instruction2triton/llm/moe_router_topk_softmax instruction2triton/llm/topk torch2cuda/llm/rmsnorm torch2cuda/llm/softmax torch2triton/basic/softmax torch2triton/llm/geglu torch2triton/llm/linear_bias_relu torch2triton/llm/rmsnorm triton2triton/basic/gelu triton2triton/llm/cross_entropy triton2triton/llm/depthwise_conv1d triton2triton/llm/gemm_bias_gelu triton2triton/llm/layernorm triton2triton/llm/rmsnorm_residual triton2triton/llm/silu_and_mul triton2triton/llm/transpose --repeats 2 --parallel 3 --do-bench-every 0 --keep-logs \$WORK/logs --json \$WORK/aa.json > \$WORK/aa_console.log 2>&1"

@@ -1,0 +1,5 @@
+# Session 53: features, isolation, exploit suite (first GPU run of session 52's guard changes), pause cost, throughput at the default yield.
+export WORK=/tmp/work20 BATCH_SECONDS=575
+TP="python3 benchmarks/reward_throughput.py --tasks triton2triton/basic/gelu triton2triton/llm/rmsnorm_residual triton2triton/llm/silu_and_mul --eval-timeout 60 --no-hanging --copies 2 --singles 0 --max-concurrent 4 --deadline 100"
+scripts/h200_batch.sh \
+ "0:python3 -c 'from aka.evaluation.sandbox import detect_sandbox, step_view; print(detect_sandbox().features); print(step_view())' > \$WORK/features.log 2>&1; python3 scripts/gpu_isolation_check.py --out \$WORK/isolation.md > \$WORK/isolation.log 2>&1; python3 scripts/gpu_exploit_suite.py --parallel 3 --skip stalls_forever --keep-logs \$WORK/exploit_logs --out \$WORK/exploits.md > \$WORK/exploits_console.log 2>&1; python3 benchmarks/pause_cost.py --device cuda --json \$WORK/pause_cost.json > \$WORK/pause_cost.log 2>&1; $TP --cache-dir \$WORK/c0 --logs-dir \$WORK/logs_default --out \$WORK/tp_default.md --json \$WORK/tp_default.json > \$WORK/tp_default.log 2>&1"

@@ -174,14 +174,22 @@ def test_the_static_check_takes_any_source_in_one_pass() -> None:
     assert parse_python("a;" * 300_000) is None
 
 
-def test_step_environment_contract(tasks_root, make_toy_task, tmp_path: Path) -> None:
+def test_step_environment_contract(tasks_root, make_toy_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_REWARD_TOKEN", "s3cr3t")  # the evaluator's secrets never reach a step
+    monkeypatch.setenv("CUDA_HOME", "/opt/cuda-test")
+    monkeypatch.setenv("MY_TOOL_HOME", "/opt/tool")
+    monkeypatch.setenv("AKA_STEP_ENV", "MY_TOOL_HOME,AKA_SERVE_TOKEN")  # AKA_ names only as passed through
+    monkeypatch.setenv("AKA_SERVE_TOKEN", "t0ken")
     dump = (
-        "python3 -c 'import json, os; json.dump({k: v for k, v in os.environ.items() "
-        'if k.startswith(("AKA_", "TRITON"))}, open("env.json", "w"))\'; exit 1'
+        'python3 -c \'import json, os; json.dump(dict(os.environ), open("env.json", "w")); '
+        'open("proc.txt", "wb").write(open("/proc/self/environ", "rb").read())\'; exit 1'
     )
     task = _task(tasks_root, make_toy_task, correctness_command=[dump])
     _run(task, tmp_path)
     env = json.loads((tmp_path / "eval" / "env.json").read_text())
+    assert "MY_REWARD_TOKEN" not in env and "AKA_SERVE_TOKEN" not in env and "AKA_STEP_ENV" not in env
+    assert b"s3cr3t" not in (tmp_path / "eval" / "proc.txt").read_bytes()
+    assert env["CUDA_HOME"] == "/opt/cuda-test" and env["MY_TOOL_HOME"] == "/opt/tool" and "PATH" in env
     assert env["AKA_STEP"] == "correctness" and env["AKA_DEVICE"] == "cpu" and env["AKA_TARGET"] == "candidate"
     assert env["AKA_CASE_PROFILE"] == "ci" and env["TRITON_INTERPRET"] == "1"
     assert env["AKA_TARGET_KERNELS"] == "toy_kernel" and env["AKA_TASK_FAMILY"] == "triton2triton"

@@ -22,6 +22,7 @@ from aka.evaluation.warm_parent import (
     ForkedProcess,
     StepSandbox,
     WarmParent,
+    parent_environment,
     script_argv,
     step_sandbox,
 )
@@ -32,6 +33,7 @@ import os, socket, sys
 out = os.fdopen(int(sys.argv[2]), "w")
 print("argv", sys.argv[1], file=out)
 print("env", os.environ.get("AKA_TEST_VALUE"), file=out)
+print("procenv", b"AKA_TEST_VALUE" in open("/proc/self/environ", "rb").read(), file=out)
 print("stdin", sys.stdin.read().strip(), file=out)
 print("torch", "torch" in sys.modules, file=out)
 print("pid", os.getpid(), file=out)
@@ -126,6 +128,9 @@ def test_a_forked_step_gets_its_arguments_environment_descriptors_and_exit_statu
     assert seen["locks"] == "['GPU-x.lock']", "unsandboxed, the machine's device locks are in reach"
     assert seen["heldout"] == repr("CASES = ['secret']\n")
     assert seen["argv"] == "first" and seen["env"] == "seen" and seen["stdin"] == "the-token"
+    # /proc/self/environ is the warm parent's, which never holds a step's own variables: started
+    # with the first step's, it showed later candidates that step's task and Triton cache
+    assert seen["procenv"] == "False"
     assert seen["torch"] == "True", "the warm parent imported torch before forking"
     assert "printed to the log" in log
 
@@ -199,6 +204,22 @@ def test_killing_aka_kills_its_warm_parent_and_every_step_it_forked(tmp_path: Pa
         time.sleep(0.1)
     assert not _alive(step), "the step outlived aka"
     assert not _alive(server), "the warm parent outlived aka"
+
+
+def test_the_warm_parent_starts_with_no_steps_own_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_REWARD_TOKEN", "s3cr3t")
+    step = {
+        **os.environ,
+        "AKA_STEP": "compile",
+        "AKA_TASK_FAMILY": "torch2triton",
+        "TRITON_CACHE_DIR": "/scratch/triton-0123456789abcdef",
+        "TMPDIR": "/scratch/tmp-compile-x",
+        "TRITON_INTERPRET": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    own = parent_environment(step)
+    assert not {"AKA_STEP", "AKA_TASK_FAMILY", "TRITON_CACHE_DIR", "TMPDIR", "MY_REWARD_TOKEN"} & set(own)
+    assert own["TRITON_INTERPRET"] == "1" and own["CUDA_VISIBLE_DEVICES"] == ""  # what imports read
 
 
 def test_which_steps_are_forked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

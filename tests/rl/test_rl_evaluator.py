@@ -86,7 +86,7 @@ def test_the_api_gives_the_verdict_aka_run_gives(
 
 
 def test_cache_hits_across_evaluators_and_keys_on_what_is_evaluated(
-    evaluator, tasks_root: Path, tmp_path: Path
+    evaluator, tasks_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = evaluator.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)})
     assert not first.cached and first.status is TaskStatus.PASS and first.speedup == pytest.approx(2.0)
@@ -101,16 +101,25 @@ def test_cache_hits_across_evaluators_and_keys_on_what_is_evaluated(
         assert again.cached and again.score == first.score and again.cache_key == first.cache_key
         assert not other.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=1.0)}).cached
     identity = task_identity(evaluator.task(TASK))
+    settings = {"scorer": "default"}
     assert (
-        rl_evaluator.cache_key(TASK, identity, first.candidate_sha256, "cpu|None", evaluator.platform)
+        rl_evaluator.cache_key(TASK, identity, first.candidate_sha256, "cpu|None", evaluator.platform, settings)
         == first.cache_key
     )
-    for name, device, platform in [
-        (TASK, "NVIDIA H200|sm_90", evaluator.platform),
-        (TASK, "cpu|None", {**evaluator.platform, "triton": "0.0"}),
-        ("triton2triton/toy/copy", "cpu|None", evaluator.platform),
+    for name, device, platform, other_settings in [
+        (TASK, "NVIDIA H200|sm_90", evaluator.platform, settings),
+        (TASK, "cpu|None", {**evaluator.platform, "triton": "0.0"}, settings),
+        ("triton2triton/toy/copy", "cpu|None", evaluator.platform, settings),
+        # another scorer's numbers (a red team got the default scorer's record for its own)
+        (TASK, "cpu|None", evaluator.platform, {"scorer": "mine:flat"}),
+        (TASK, "cpu|None", evaluator.platform, {**settings, "AKA_NO_WORKER_SANDBOX": "1"}),
     ]:
-        assert rl_evaluator.cache_key(name, identity, first.candidate_sha256, device, platform) != first.cache_key
+        key = rl_evaluator.cache_key(name, identity, first.candidate_sha256, device, platform, other_settings)
+        assert key != first.cache_key
+    monkeypatch.setenv("AKA_TIMING_BUDGET_S", "1.5")  # an evaluator setting a step reads
+    with aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU) as tuned:
+        assert not tuned.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)}).cached
+    monkeypatch.delenv("AKA_TIMING_BUDGET_S")
 
     (tasks_root / TASK / "harness.py").write_text((tasks_root / TASK / "harness.py").read_text() + "\n# changed\n")
     with aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU) as changed:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import yaml
 from conftest import toy_kernel_source
 
 from aka.errors import ConfigError, PreflightError
+from aka.evaluation.sandbox import detect_sandbox
 from aka.results.task_result import FailureKind, TaskStatus, read_task_result
 from aka.run.layout import MANIFEST_NAME
 from aka.run.runner import run_experiment
@@ -242,6 +244,29 @@ def test_exports_run_only_for_accepted_candidates(make_toy_task, write_run_confi
     good_ws = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_good_"))
     assert (good_ws / "exports" / "kernel.py").read_text() == CASES["good"]
     assert not any(p.name == "exports" for p in outcome.run_dir.glob("triton2triton_toy_wrong_*/*"))
+
+
+@pytest.mark.skipif(not detect_sandbox().confines, reason="no read-only-filesystem sandbox here")
+def test_exports_run_confined_as_a_step(
+    make_toy_task, write_run_config, solutions: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An export runs the candidate's code: confined like a step, it cannot write the run's files
+    (a red team's export rewrote the frozen baseline and failed a later honest trial), see the
+    evaluator's secrets, or leave a process behind (one outlived `aka run`)."""
+    monkeypatch.setenv("MY_REWARD_TOKEN", "s3cr3t")
+    exports = [
+        'cp kernel.py "$AKA_EXPORT_DIR/kernel.py"',
+        "touch ../../escaped",
+        'test -z "$MY_REWARD_TOKEN" && ! grep -q s3cr3t /proc/self/environ',
+        'setsid sh -c "sleep 2; touch "$AKA_EXPORT_DIR/lingered"" > /dev/null 2>&1 &',
+    ]
+    make_toy_task("triton2triton/toy/good", export_command=exports)
+    outcome = run_experiment(write_run_config(agent={"template": "replay", "solutions_dir": str(solutions)}))
+    assert outcome.results[0].exports == {exports[0]: True, exports[1]: False, exports[2]: True, exports[3]: True}
+    assert not (outcome.run_dir / "escaped").exists()
+    good_ws = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_good_"))
+    time.sleep(3)
+    assert (good_ws / "exports" / "kernel.py").is_file() and not (good_ws / "exports" / "lingered").exists()
 
 
 def test_editing_the_harness_in_the_workspace_is_tampering(make_toy_task, write_run_config) -> None:

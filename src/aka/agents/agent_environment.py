@@ -7,8 +7,9 @@ activated), `aka.harness` is importable, and the device variables are the evalua
 (`TRITON_INTERPRET=1` on a CPU machine, `AKA_DEVICE`, `AKA_CUDA_ARCH`, the case profile, the
 baseline's pristine copies in the workspace's `.aka_baseline/`). The evaluator's own
 `step_environment` makes it, so the two cannot drift; only the step's name is left out (the
-command line names it), and the variable holding the agent's key is kept (the evaluator drops
-every other `AKA_` variable of this process).
+command line names it), every variable of this process but the `AKA_` ones is kept (an agent's
+CLI reads its own settings; a step sees only an allow-list), and the variable holding the agent's
+key is kept too.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ CLUSTER_PREFIXES = ("RAY_", "SLURM_", "MUNGE_")
 def agent_environment(task: Task, device: DeviceInfo, workspace: Path, keep: Iterable[str] = ()) -> dict[str, str]:
     """This process's environment as the evaluator gives it to a step on `workspace`, plus the
     variables named in `keep` (an API key's) as they are here."""
-    env = step_environment(task, device, Step.CORRECTNESS, Target.CANDIDATE, workspace)
+    env = step_environment(task, device, Step.CORRECTNESS, Target.CANDIDATE, workspace, every_name=True)
     del env[ENV_STEP]
     for name in [name for name in env if name.startswith(CLUSTER_PREFIXES)]:
         del env[name]  # a red team's agent used the run's Ray cluster to run code outside its guard

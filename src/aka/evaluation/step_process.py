@@ -17,7 +17,7 @@ from pathlib import Path
 from aka.config.tasks import Task
 from aka.device import DeviceInfo
 from aka.evaluation.channel import ResultPipe
-from aka.evaluation.device_lock import Turn
+from aka.evaluation.device_lock import Turn, device_turn
 from aka.evaluation.disk_quota import STEP_OUTPUT_LIMIT_BYTES, DiskQuota
 from aka.evaluation.phased_turn import phased_turns
 from aka.evaluation.pids_limit import PIDS_FEATURE, new_group, remove_group
@@ -25,7 +25,7 @@ from aka.evaluation.sandbox import ResourceLimits, detect_sandbox, heldout_files
 from aka.evaluation.step_spec import Step, Target, step_commands, step_environment, step_timeout
 from aka.evaluation.warm_parent import ForkedProcess, WarmParent, script_argv, step_sandbox
 from aka.evaluation.wire import ENV_RESULT_FD, ENV_SHARED_CACHE, ENV_TURN_FD
-from aka.process import CommandOutcome, StartedCommand
+from aka.process import CommandOutcome, StartedCommand, run_command
 from aka.trees import remove_tree
 
 
@@ -358,3 +358,42 @@ def append_log(own: Path, log_path: Path) -> None:
         with log_path.open("ab") as log, own.open("rb") as source:
             shutil.copyfileobj(source, log)
         own.unlink()
+
+
+def run_confined(
+    task: Task,
+    device: DeviceInfo,
+    command: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,
+    log_path: Path,
+    writable: Sequence[Path] = (),
+) -> CommandOutcome:
+    """A command that runs candidate code outside the judged steps (a task's exports) confined as
+    a step is: the sandbox with only `cwd`, `writable` and a private scratch and Triton cache
+    writable, the task's held-out files concealed, a step's limits, the device held shared. Run
+    as a plain subprocess, an export read the suite's held-out cases, rewrote the run's frozen
+    baseline (a later honest trial failed) and left a process behind (red team D, session 53)."""
+    sandbox = detect_sandbox()
+    scratch = Path(tempfile.mkdtemp(prefix="tmp-confined-", dir=cwd.parent))
+    cache = scratch / "triton"
+    cache.mkdir()
+    private = {
+        "TRITON_CACHE_DIR": str(cache),
+        "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+        "TMPDIR": str(scratch),
+        "TEMP": str(scratch),
+        "TMP": str(scratch),
+    }
+    concealed = heldout_files(task.directory, task.name) if sandbox.confines else []
+    prefix = tuple(sandbox.wrap([], [cwd, scratch, *writable], concealed=concealed))
+    group = new_group() if PIDS_FEATURE in sandbox.features else None
+    try:
+        with device_turn(device, exclusive=False):
+            limits = step_limits(timeout, device.is_gpu, group)
+            return run_command(command, cwd, {**env, **private}, timeout, log_path, prefix=prefix, preexec=limits.apply)
+    finally:
+        remove_tree(scratch)
+        if group is not None:
+            remove_group(group)

@@ -45,6 +45,47 @@ PASSED_THROUGH = frozenset(
 )
 
 
+# What of this process's environment a step may see: what compilers, CUDA, ROCm, Triton, torch and
+# the C library read, nothing else. A deny-list let every other variable through: a reward server's
+# bearer token, a trainer's API keys, cloud credentials, all readable by candidate code (red team D,
+# session 53). `AKA_STEP_ENV` (comma-separated names) adds names a machine's own tools need.
+STEP_ENV_NAMES = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ",
+        "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX",
+        "CC", "CXX", "CUDAHOSTCXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "CPATH", "LIBRARY_PATH",
+        "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "PKG_CONFIG_PATH", "MAX_JOBS",
+        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+    }
+)  # fmt: skip
+STEP_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NVCC_", "CUDNN_", "CUBLAS", "TRITON_", "TORCH_", "PYTORCH_",
+                     "ROCM_", "HIP_", "HSA_", "ROCR_", "AMD_")  # fmt: skip
+ENV_STEP_ENV = "AKA_STEP_ENV"
+
+
+def host_environment(environ: Mapping[str, str] | None = None, every_name: bool = False) -> dict[str, str]:
+    """The part of this process's environment a step gets (`STEP_ENV_NAMES`, `STEP_ENV_PREFIXES`,
+    the names in `$AKA_STEP_ENV`, the evaluator's settings in `PASSED_THROUGH`), with this
+    interpreter's folder first on `PATH` and aka's sources first on `PYTHONPATH`. `every_name`:
+    every variable but the `AKA_` ones (an agent's shell, which needs its CLI's settings)."""
+    environ = os.environ if environ is None else environ
+    extra = {name.strip() for name in environ.get(ENV_STEP_ENV, "").split(",") if name.strip()}
+    env = {
+        k: v
+        for k, v in environ.items()
+        if k != "TRITON_INTERPRET"
+        and (
+            k in PASSED_THROUGH
+            or (k in extra and not k.startswith("AKA_"))
+            or (not k.startswith("AKA_") and (every_name or k in STEP_ENV_NAMES or k.startswith(STEP_ENV_PREFIXES)))
+        )
+    }
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
 class Step(str, Enum):
     COMPILE = "compile"
     CORRECTNESS = "correctness"
@@ -86,18 +127,17 @@ def own_gpu(device: DeviceInfo, env: Mapping[str, str]) -> str | None:
 
 
 def step_environment(
-    task: Task, device: DeviceInfo, step: Step, target: Target, eval_dir: Path, extra: dict[str, str] | None = None
+    task: Task,
+    device: DeviceInfo,
+    step: Step,
+    target: Target,
+    eval_dir: Path,
+    extra: dict[str, str] | None = None,
+    every_name: bool = False,
 ) -> dict[str, str]:
-    """The contract of docs/result-format.md: who runs, on what, and what is being judged."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if (not k.startswith("AKA_") or k in PASSED_THROUGH) and k != "TRITON_INTERPRET"
-    }
-    python_dir = str(Path(sys.executable).parent)
-    env["PATH"] = python_dir + os.pathsep + env.get("PATH", "")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_ROOT), env.get("PYTHONPATH", "")) if p)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    """The contract of docs/result-format.md: who runs, on what, and what is being judged, over
+    `host_environment` (`every_name`: an agent's shell)."""
+    env = host_environment(every_name=every_name)
     env.update(
         {
             ENV_STEP: step.value,

@@ -315,6 +315,18 @@ class ForkedProcess:
             os.killpg(self.pid, signal.SIGKILL)
 
 
+def parent_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The warm parent's own environment: the host's part that steps get and the import-time
+    variables, never one step's own (its task, scratch folders, cache paths). A forked step sets its
+    environment in `os.environ`, but `/proc/self/environ` still shows the parent's: started with the
+    first step's, it told every later candidate that step's task and Triton cache (red team D)."""
+    from aka.evaluation.step_spec import host_environment
+
+    own = host_environment()
+    own.update({name: env[name] for name in IMPORT_TIME_ENV if name in env})
+    return own
+
+
 class WarmParent:
     """One warm parent (per import-time environment) of this aka process."""
 
@@ -354,7 +366,7 @@ class WarmParent:
         with cls._lock:
             if key not in cls._started or not (cls._started[key] and cls._started[key].alive):  # type: ignore[union-attr]
                 try:
-                    cls._started[key] = cls(env)
+                    cls._started[key] = cls(parent_environment(env))
                 except OSError as exc:
                     logger.warning("steps are exec'd: the warm parent did not start (%s)", exc)
                     cls._started[key] = None

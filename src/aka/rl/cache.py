@@ -28,9 +28,18 @@ def candidate_sha256(files: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def cache_key(task_name: str, task_identity: str, sources: str, device: str, platform: dict[str, str]) -> str:
+def cache_key(
+    task_name: str,
+    task_identity: str,
+    sources: str,
+    device: str,
+    platform: dict[str, str],
+    settings: dict[str, str] | None = None,
+) -> str:
     """The key: what decides a verdict (the task's files, the candidate's, the device, the versions
-    of aka, torch, triton, pydantic and Python), and the task's name, which the record carries."""
+    of aka, torch, triton, pydantic and Python), what decides the record's numbers (`settings`: the
+    scorer, the evaluator's settings from the environment), and the task's name, which the record
+    carries. Without the scorer a second scorer on the same cache was served the first's score."""
     material = json.dumps(
         {
             "name": task_name,
@@ -38,6 +47,7 @@ def cache_key(task_name: str, task_identity: str, sources: str, device: str, pla
             "sources": sources,
             "device": device,
             "platform": platform,
+            "settings": settings or {},
             "schema": RL_RESULT_SCHEMA_VERSION,
         },
         sort_keys=True,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import shutil
 import tempfile
@@ -37,7 +38,7 @@ from aka.config.tasks import Task, gate_tasks, load_task, task_identity
 from aka.device import DeviceInfo, detect_device
 from aka.evaluation.baseline import BaselineRecord, baseline_builds, load_frozen_baseline, measure_baseline
 from aka.evaluation.step_process import RunningTime
-from aka.evaluation.step_spec import check_step_settings
+from aka.evaluation.step_spec import PASSED_THROUGH, check_step_settings
 from aka.evaluation.steps import INFRA_ATTEMPTS, INFRA_RETRY_WAIT_S, evaluate_candidate
 from aka.results.scoring import finite_score, resolve_scorer
 from aka.results.task_result import AgentOutcome, FailureKind, TaskResult, TaskStatus
@@ -254,7 +255,12 @@ class KernelEvaluator:
         }
         sources = candidate_sha256(files)
         key = cache_key(
-            loaded.task.name, loaded.identity, sources, f"{self.device.name}|{self.device.arch}", self.platform
+            loaded.task.name,
+            loaded.identity,
+            sources,
+            f"{self.device.name}|{self.device.arch}",
+            self.platform,
+            {"scorer": self.scorer_name, **{k: os.environ[k] for k in sorted(PASSED_THROUGH) if k in os.environ}},
         )
         return loaded, files, key
 

@@ -20,11 +20,11 @@ from aka.device import DeviceInfo
 from aka.evaluation.baseline import BaselineRecord, baseline_builds, frozen_or_measured
 from aka.evaluation.eval_dir import build_eval_dir, copy_original_sources
 from aka.evaluation.speedup import BASELINE_SLOWDOWN_LIMIT, apply_timings, slowed_baselines
+from aka.evaluation.step_process import run_confined
 from aka.evaluation.step_report import CaseReport
 from aka.evaluation.step_spec import Step, Target, step_environment
 from aka.evaluation.steps import StepOutcome, evaluate_candidate
 from aka.evaluation.wire import HELDOUT_FILE
-from aka.process import run_command
 from aka.progress import Phase, phase
 from aka.results.scoring import Scorer, finite_score
 from aka.results.task_result import (
@@ -153,7 +153,8 @@ def edited_sources(task: Task, work: Path) -> list[str]:
 
 
 def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, bool]:
-    """Run the task's exports for an accepted candidate; each command's exit status is recorded."""
+    """Run the task's exports for an accepted candidate, confined as a step (they run its code);
+    each command's exit status is recorded."""
     export_dir = workspace / "exports"
     export_dir.mkdir(exist_ok=True)
     build_eval_dir(task, workspace / EVALUATION_DIR, workspace / AGENT_WORK_DIR)
@@ -161,8 +162,15 @@ def _run_exports(task: Task, workspace: Path, device: DeviceInfo) -> dict[str, b
         task, device, Step.EXPORT, Target.CANDIDATE, workspace / EVALUATION_DIR, {"AKA_EXPORT_DIR": str(export_dir)}
     )
     return {
-        command: run_command(
-            command, workspace / EVALUATION_DIR, env, task.config.export_timeout, workspace / "exports.log"
+        command: run_confined(
+            task,
+            device,
+            command,
+            workspace / EVALUATION_DIR,
+            env,
+            task.config.export_timeout,
+            workspace / "exports.log",
+            [export_dir],
         ).ok
         for command in task.config.export_command
     }

@@ -535,6 +535,12 @@ def serve_command(
         Optional[Path],
         typer.Option("--log-dir", help="Keep each evaluation's log here (what ran, its turns on the device)."),
     ] = None,
+    preset: Annotated[
+        str,
+        typer.Option(
+            "--preset", help="The reward preset /get_reward answers with (score, log_speedup, kevin, kernelgym)."
+        ),
+    ] = "score",
 ) -> None:
     """Serve rewards over HTTP: submit/poll/result/batch and OpenRLHF's /get_reward (docs/rl.md)."""
     import os
@@ -542,6 +548,7 @@ def serve_command(
     import uvicorn
 
     from aka.rl.evaluator import KernelEvaluator
+    from aka.rl.presets import floor
     from aka.rl.server import check_binding, make_app
 
     token = os.environ.get(token_env) if token_env else None
@@ -549,6 +556,7 @@ def serve_command(
         raise fail(AkaError(f"--token-env {token_env}: the variable is not set (export it with the token)"))
     try:
         check_binding(host, token)
+        floor(preset)  # an unknown preset: one line naming the ones there are
         devices = chosen_devices(gpus, "--gpus")
         per_device = max_concurrent or (4 if devices[0].is_gpu else 1)
         evaluator = KernelEvaluator(
@@ -568,6 +576,7 @@ def serve_command(
         workers=per_device * len(devices),
         request_timeout=request_timeout,
         eval_timeout=eval_timeout,
+        preset=preset,
     )
     try:
         uvicorn.run(app_, host=host, port=port, log_level="info")

@@ -230,11 +230,14 @@ def test_binding_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 2 and "only with a bearer token" in done.stderr
+    argv = [sys.executable, "-m", "aka.cli", "serve", "--preset", "best", "--cache-dir", str(tmp_path)]
+    done = subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "unknown reward preset 'best' (use one of score, log_speedup" in done.stderr
 
 
 @pytest.mark.parametrize(
     "limits",
-    [("--request-timeout", "6"), ("--request-timeout", "600", "--eval-timeout", "6")],
+    [("--request-timeout", "6", "--preset", "log_speedup"), ("--request-timeout", "600", "--eval-timeout", "6")],
     ids=["request-deadline", "evaluation-deadline"],
 )
 def test_a_job_past_its_deadline_is_killed_and_frees_the_device(
@@ -259,3 +262,7 @@ def test_a_job_past_its_deadline_is_killed_and_frees_the_device(
         assert status == 202 and hit["state"] == "done" and hit["result"]["cached"], "a cache hit never queues"
         hung_again = _result(server, waiting)
         assert (hung_again.get("result") or {}).get("cached") is not True  # a deadline never gives a final word
+        if "--eval-timeout" not in limits:  # no verdict: /get_reward's preset's least, never above a wrong answer
+            query = f"```python kernel.py\n{hung}```"
+            status, body = server.call("POST", "/get_reward", {"query": [query], "labels": [TASK]})
+            assert status == 200 and body["rewards"] == [-2.0] and body["extra_logs"]["applicable"] == [0.0], body

@@ -8,7 +8,7 @@ import pytest
 
 from aka.errors import AkaError
 from aka.results.task_result import FailureKind, TaskResult, TaskStatus
-from aka.rl.presets import PRESETS, reward
+from aka.rl.presets import PRESETS, floor, reward
 from aka.rl.result import CandidateResult
 
 
@@ -67,7 +67,10 @@ def test_every_preset_carries_the_raw_metrics_and_flags_infra() -> None:
         assert chosen.applicable and chosen.metrics["speedup"] == 2.0 and chosen.metrics["correct"] is True
         assert chosen.metrics["score"] == 320.0 and chosen.metrics["failure_kind"] == "none"
         infra = reward(INFRA, preset)
-        assert not infra.applicable and infra.value == 0.0 and infra.metrics["failure_kind"] == "infra_error"
+        assert not infra.applicable and infra.metrics["failure_kind"] == "infra_error"
+        # a verdict that is not the candidate's is worth the preset's least, never more than a wrong answer
+        assert infra.value == floor(preset) == reward(BROKEN, preset).value <= reward(WRONG, preset).value
+    assert floor("log_speedup") == -2.0 and floor("score") == 0.0
 
 
 def test_unknown_preset_is_a_one_line_error() -> None:

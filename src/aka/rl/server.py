@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from aka.errors import AkaError
 from aka.results.task_result import FailureKind
-from aka.rl.presets import PRESETS, reward
+from aka.rl.presets import PRESETS, floor, reward
 from aka.rl.result import CandidateResult
 
 MAX_REQUEST_BYTES = 4 * 2**20
@@ -158,10 +158,12 @@ def make_app(
     max_request_bytes: int = MAX_REQUEST_BYTES,
     keep_jobs: int = 100_000,
     eval_timeout: float | None = None,
+    preset: str = "score",
 ) -> FastAPI:
     """The reward server's app around `evaluator` (a `KernelEvaluator`). A job's evaluation is
     cut at its request deadline (from submission) or once it has run `eval_timeout` seconds
-    (waits for the device not counted), whichever comes first."""
+    (waits for the device not counted), whichever comes first. `preset`: what `/get_reward`
+    answers with (OpenRLHF's request names none)."""
     queue: asyncio.Queue[Job] = asyncio.Queue(maxsize=max_queue)
     jobs: dict[str, Job] = {}
     counters = Counters()
@@ -298,7 +300,9 @@ def make_app(
             raise HTTPException(422, "query, prompts and labels (the task ids) must be as long as each other")
         prompts = body.prompts or [""] * len(body.query)
         subs = [
-            Submission(task_id=label, completion=query[len(prompt) :] if query.startswith(prompt) else query)
+            Submission(
+                task_id=label, completion=query[len(prompt) :] if query.startswith(prompt) else query, preset=preset
+            )
             for query, prompt, label in zip(body.query, prompts, body.labels, strict=True)
         ]
         made = enqueue(subs)
@@ -306,8 +310,8 @@ def make_app(
         values: list[float] = []
         logs: dict[str, list[float]] = {"compiled": [], "correct": [], "speedup": [], "applicable": []}
         for job in made:
-            if job.result is None:
-                values.append(0.0)
+            if job.result is None:  # no verdict (its request's deadline, a server error): the preset's least
+                values.append(floor(job.submission.preset))
                 for key in logs:
                     logs[key].append(0.0)
                 continue

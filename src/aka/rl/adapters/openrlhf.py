@@ -4,7 +4,8 @@ path makes OpenRLHF call `reward_func(queries, prompts, labels)`.
 `queries` are prompt + response; the response is what follows the prompt. `labels` (from
 `--label_key`) are the task ids. Returns OpenRLHF's dict: `rewards` (the preset's value, the
 training signal), `scores` (the same, for dynamic filtering) and `extra_logs` (compiled,
-correct, speedup). A verdict that is not the candidate's scores 0.
+correct, speedup). A verdict that is not the candidate's scores the preset's least value
+(`aka.rl.presets.floor`: 0, or -2 under `log_speedup`), `applicable` 0.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 The task id is `sample.label` (or `sample.metadata["task_id"]`); the completion is
 `sample.response`. `reward` returns the preset's value (a float); `reward_with_metrics` returns
 a dict with `reward` and the raw metrics, for `--reward-key reward`. A verdict that is not the
-candidate's scores 0.
+candidate's scores the preset's least value (`aka.rl.presets.floor`).
 """
 
 from __future__ import annotations

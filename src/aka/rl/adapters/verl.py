@@ -3,8 +3,8 @@
 
 The task id travels in `extra_info["task_id"]` (else `ground_truth` is the task id). Each returns
 verl's dict: `score` (the preset's value) and numeric metrics verl logs. `reward_kwargs` may set
-`preset`. A verdict that is not the candidate's (an infrastructure error) scores 0 with
-`applicable` 0, logged.
+`preset`. A verdict that is not the candidate's (an infrastructure error) scores the preset's
+least value (`aka.rl.presets.floor`) with `applicable` 0, logged.
 """
 
 from __future__ import annotations

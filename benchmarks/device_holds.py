@@ -70,6 +70,11 @@ ORIGINAL = re.compile(r"^# aka: original (\w+) command held the device ([0-9.]+)
 PHASED = re.compile(r"^# aka: (\w+) held the device alone ([0-9.]+) s in \d+ phase\(s\), waited ([0-9.]+) s between")
 TIMELINE = re.compile(r"^# aka: \w+ turns alone \(asked\+waited\+held, Unix s\): (.*)$")
 FIRST_CALLS = re.compile(r"^(baseline|candidate)'s first calls made in ([0-9.]+) s")
+# each case's pairs in parts (since session 53): the source's calls, the live pair's release
+PAIR_PARTS = re.compile(
+    r"^\d+ pairs in ([0-9.]+) s: prepare ([0-9.]+), baseline ([0-9.]+), candidate ([0-9.]+), release ([0-9.]+)$"
+)
+PAIR_PART_NAMES = ("pairs", "pairs: prepare", "pairs: baseline calls", "pairs: candidate calls", "pairs: release")
 
 
 @dataclass
@@ -84,6 +89,7 @@ class StepTimes:
     cases: list[int] = field(default_factory=list)  # when each timed case finished (ms)
     finer: dict[str, float] = field(default_factory=dict)  # FINER_PARTS, where the judge logged them (s)
     set_ups: list[float] = field(default_factory=list)  # each timed case's set-up before its pairs (s)
+    pairs: dict[str, float] = field(default_factory=dict)  # PAIR_PART_NAMES summed over its cases (s)
     alone_s: float | None = None  # a phased turn: how long it held the device alone
     phase_wait_ms: int = 0  # a phased turn: waits between its phases (it held nothing then)
 
@@ -169,6 +175,10 @@ def read_log(path: Path) -> Trial:
                 times.finer["calibrate: calls"] = float(calibrated.group(2))
             if set_up:
                 times.set_ups.append(float(set_up.group(1)))
+            pair_parts = PAIR_PARTS.match(message)
+            if pair_parts:
+                for name, value in zip(PAIR_PART_NAMES, pair_parts.groups(), strict=True):
+                    times.pairs[name] = times.pairs.get(name, 0.0) + float(value)
     return trial
 
 
@@ -194,6 +204,7 @@ def turn_parts(times: StepTimes) -> dict[str, float] | None:
     if times.set_ups:
         parts["first case: set-up"] = times.set_ups[0]
         parts["other cases: set-up"] = sum(times.set_ups[1:])
+    parts.update(times.pairs)
     return parts
 
 
@@ -293,7 +304,7 @@ def summarize(trials: list[Trial]) -> dict[str, object]:
     turns = [parts for t in trials if "performance" in t.steps and (parts := turn_parts(t.steps["performance"]))]
     timed_turn = {
         part: values
-        for part in TURN_PARTS + FINER_PARTS + PHASED_PARTS
+        for part in TURN_PARTS + FINER_PARTS + PHASED_PARTS + PAIR_PART_NAMES
         if (values := stats([parts[part] for parts in turns if part in parts]))
     }
     return {

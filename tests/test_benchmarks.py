@@ -264,14 +264,15 @@ def test_reward_throughput_polls_never_past_the_deadline() -> None:
     spec.loader.exec_module(module)
     asked: list[float] = []
 
-    class Client(module.Client):
-        def call(self, method: str, path: str, body: object = None, timeout: float = 900) -> tuple[int, object]:
-            asked.append(float(path.rsplit("wait=", 1)[1]))
-            time.sleep(asked[-1])  # the server holds a long poll for as long as asked when nothing finishes
-            return 202, {"state": "running"}
+    def call(method: str, path: str, body: object = None, timeout: float = 900) -> tuple[int, object]:
+        asked.append(float(path.rsplit("wait=", 1)[1]))
+        time.sleep(asked[-1])  # the server holds a long poll for as long as asked when nothing finishes
+        return 202, {"state": "running"}
 
+    client = module.Client(0)
+    client.call = call
     started = time.monotonic()
-    assert Client(0).wait("slow", 0.5) == {"state": "running"}
+    assert client.wait("slow", 0.5) == {"state": "running"}
     assert time.monotonic() - started < 1.5 and asked and max(asked) <= 0.5
 
 
@@ -422,6 +423,8 @@ def test_device_holds_splits_the_timed_turn_into_its_parts(tmp_path: Path) -> No
         "INFO aka.harness.perf +3300ms: candidate loaded 3 time(s)",
         "INFO aka.harness.perf +3900ms: small: set up in 0.600 s",
         "INFO aka.harness.paired +4200ms: unexplained us: baseline alone 346.1 (sd 1.3), in pairs 348.7",
+        "INFO aka.harness.paired +4200ms: 66 pairs in 0.290 s: "
+        "prepare 0.010, baseline 0.120, candidate 0.150, release 0.005",
         "INFO aka.harness.perf +4200ms: small: 1.0012x (66 pairs)",
         "INFO aka.harness.perf +4250ms: large: set up in 0.050 s",
         "INFO aka.harness.perf +4550ms: large: [incorrect] wrong values (None pairs)",
@@ -442,11 +445,20 @@ def test_device_holds_splits_the_timed_turn_into_its_parts(tmp_path: Path) -> No
             "calibrate: calls": 0.48,
             "first case: set-up": 0.6,
             "other cases: set-up": 0.05,
+            "pairs": 0.29,
+            "pairs: prepare": 0.01,
+            "pairs: baseline calls": 0.12,
+            "pairs: candidate calls": 0.15,
+            "pairs: release": 0.005,
         }
     )
     old = tmp_path / "old.log"
     old.write_text(
-        "\n".join(line.replace(": set-up 0.700 s, calls 0.480 s", "") for line in perf if "set up in" not in line)
+        "\n".join(
+            line.replace(": set-up 0.700 s, calls 0.480 s", "")
+            for line in perf
+            if "set up in" not in line and "pairs in" not in line
+        )
     )
     coarse = module.turn_parts(module.read_log(old).steps["performance"])
     assert coarse is not None and set(coarse) == set(module.TURN_PARTS) and coarse["first case"] == pytest.approx(0.9)
@@ -467,6 +479,9 @@ def test_device_holds_splits_the_timed_turn_into_its_parts(tmp_path: Path) -> No
     source = (REPO / "src" / "aka" / "harness" / "perf.py").read_text()
     assert '"baseline calibrated on %d case(s): set-up %.3f s, calls %.3f s"' in source
     assert '"%s: set up in %.3f s"' in source and '"%s: %s (%s pairs)"' in source
+    paired = (REPO / "src" / "aka" / "harness" / "paired.py").read_text()
+    assert '"%d pairs in %.3f s: %s"' in paired and 'f"{name} {seconds:.3f}"' in paired
+    assert '{"prepare": 0.0, "baseline": 0.0, "candidate": 0.0, "release": 0.0}' in paired
 
 
 def test_device_holds_reads_the_original_tasks_notes(tmp_path: Path) -> None:

@@ -212,14 +212,20 @@ def _throughput_row(kind: str, task: str, speedup: float | None, failure: str, l
     }
 
 
-def test_reward_throughput_reads_a_over_a_only_where_the_baseline_is_the_source() -> None:
-    """An unchanged torch2* source is timed against PyTorch (9x on the H200): not an A/A reading."""
+def _reward_throughput():
+    """benchmarks/reward_throughput.py as a module (it is a script, not a package's)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("reward_throughput", REPO / "benchmarks" / "reward_throughput.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_reward_throughput_reads_a_over_a_only_where_the_baseline_is_the_source() -> None:
+    """An unchanged torch2* source is timed against PyTorch (9x on the H200): not an A/A reading."""
+    module = _reward_throughput()
     report = {
         "date": "2026-12-03T00:00:00+00:00",
         "device": "NVIDIA H200",
@@ -255,13 +261,9 @@ def test_reward_throughput_reads_a_over_a_only_where_the_baseline_is_the_source(
 
 def test_reward_throughput_polls_never_past_the_deadline() -> None:
     """A fixed 60 s long poll overshot --deadline by up to a minute: each poll asks for the time left."""
-    import importlib.util
     import time
 
-    spec = importlib.util.spec_from_file_location("reward_throughput", REPO / "benchmarks" / "reward_throughput.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _reward_throughput()
     asked: list[float] = []
 
     def call(method: str, path: str, body: object = None, timeout: float = 900) -> tuple[int, object]:
@@ -280,13 +282,9 @@ def test_reward_throughput_stops_waiting_at_its_deadline_and_says_so() -> None:
     """A device call's limit cut session 41's run inside its mix and only the warm-up came back:
     with --deadline the benchmark stops waiting, counts what finished and renders that."""
     import argparse
-    import importlib.util
     import time
 
-    spec = importlib.util.spec_from_file_location("reward_throughput", REPO / "benchmarks" / "reward_throughput.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _reward_throughput()
     limits: dict[str, float] = {}
 
     class Client:
@@ -320,14 +318,10 @@ def test_reward_throughput_stops_waiting_at_its_deadline_and_says_so() -> None:
 
 def test_reward_throughput_mix_leaves_hanging_candidates_out_when_asked() -> None:
     """Settings are compared without hangs, whose timeout would be most of the mix's wall time."""
-    import importlib.util
 
     from aka.config.tasks import select_tasks
 
-    spec = importlib.util.spec_from_file_location("reward_throughput", REPO / "benchmarks" / "reward_throughput.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _reward_throughput()
     tasks = select_tasks(REPO / "tasks", ["triton2triton/basic/gelu", "triton2triton/llm/rmsnorm_residual"])
     kinds = [kind for kind, _, _ in module.mix(tasks, 7)]
     assert kinds.count("hanging") == 1 and kinds.count("unchanged") == 4

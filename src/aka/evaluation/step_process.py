@@ -151,6 +151,17 @@ class StepProcess:
             remove_group(self.pids_group)
 
 
+def _private_folders(cache: Path, scratch: Path) -> dict[str, str]:
+    """A step's own build cache (Triton's, torch extensions') and temporary folder."""
+    return {
+        "TRITON_CACHE_DIR": str(cache),
+        "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+        "TMPDIR": str(scratch),
+        "TEMP": str(scratch),
+        "TMP": str(scratch),
+    }
+
+
 def start_isolated(
     setup: StepSetup, command: str, step: Step, target: Target, log_path: Path | None = None
 ) -> StepProcess:
@@ -171,14 +182,7 @@ def start_isolated(
     scratch = Path(tempfile.mkdtemp(prefix=f"tmp-{step.value}-", dir=eval_dir.parent))
     pipe = ResultPipe()
     timeout = step_timeout(setup.task, step)
-    private = {
-        "TRITON_CACHE_DIR": str(cache),
-        "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
-        "TMPDIR": str(scratch),
-        "TEMP": str(scratch),
-        "TMP": str(scratch),
-        ENV_RESULT_FD: str(pipe.write_fd),
-    }
+    private = {**_private_folders(cache, scratch), ENV_RESULT_FD: str(pipe.write_fd)}
     judge = is_harness_script(command, eval_dir)  # starts its workers in namespaces of their own
     phased = judge and step is Step.PERFORMANCE and phased_turns(setup.device.is_gpu)
     ours, theirs = socket.socketpair() if phased else (None, None)
@@ -379,13 +383,7 @@ def run_confined(
     scratch = Path(tempfile.mkdtemp(prefix="tmp-confined-", dir=cwd.parent))
     cache = scratch / "triton"
     cache.mkdir()
-    private = {
-        "TRITON_CACHE_DIR": str(cache),
-        "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
-        "TMPDIR": str(scratch),
-        "TEMP": str(scratch),
-        "TMP": str(scratch),
-    }
+    private = _private_folders(cache, scratch)
     concealed = heldout_files(task.directory, task.name) if sandbox.confines else []
     prefix = tuple(sandbox.wrap([], [cwd, scratch, *writable], concealed=concealed))
     group = new_group() if PIDS_FEATURE in sandbox.features else None

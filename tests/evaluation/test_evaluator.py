@@ -176,6 +176,8 @@ def test_the_static_check_takes_any_source_in_one_pass() -> None:
 
 def test_step_environment_contract(tasks_root, make_toy_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_REWARD_TOKEN", "s3cr3t")  # the evaluator's secrets never reach a step
+    monkeypatch.setenv("NVIDIA_API_KEY", "s3cr3t")  # nor under a prefix a step needs (red team E)
+    monkeypatch.setenv("TORCH_HUB_TOKEN", "s3cr3t")
     monkeypatch.setenv("CUDA_HOME", "/opt/cuda-test")
     monkeypatch.setenv("MY_TOOL_HOME", "/opt/tool")
     monkeypatch.setenv("AKA_STEP_ENV", "MY_TOOL_HOME,AKA_SERVE_TOKEN")  # AKA_ names only as passed through
@@ -187,7 +189,7 @@ def test_step_environment_contract(tasks_root, make_toy_task, tmp_path: Path, mo
     task = _task(tasks_root, make_toy_task, correctness_command=[dump])
     _run(task, tmp_path)
     env = json.loads((tmp_path / "eval" / "env.json").read_text())
-    assert "MY_REWARD_TOKEN" not in env and "AKA_SERVE_TOKEN" not in env and "AKA_STEP_ENV" not in env
+    assert not {"MY_REWARD_TOKEN", "NVIDIA_API_KEY", "TORCH_HUB_TOKEN", "AKA_SERVE_TOKEN", "AKA_STEP_ENV"} & set(env)
     assert b"s3cr3t" not in (tmp_path / "eval" / "proc.txt").read_bytes()
     assert env["CUDA_HOME"] == "/opt/cuda-test" and env["MY_TOOL_HOME"] == "/opt/tool" and "PATH" in env
     assert env["AKA_STEP"] == "correctness" and env["AKA_DEVICE"] == "cpu" and env["AKA_TARGET"] == "candidate"

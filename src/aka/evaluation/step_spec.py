@@ -61,13 +61,23 @@ STEP_ENV_NAMES = frozenset(
 STEP_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NVCC_", "CUDNN_", "CUBLAS", "TRITON_", "TORCH_", "PYTORCH_",
                      "ROCM_", "HIP_", "HSA_", "ROCR_", "AMD_")  # fmt: skip
 ENV_STEP_ENV = "AKA_STEP_ENV"
+# ...and never, under those names and prefixes, what reads as a credential (NVIDIA_API_KEY for
+# NVIDIA's model endpoints, a TORCH_HUB_TOKEN: red team E, session 53) unless `AKA_STEP_ENV` names it
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
+
+
+def _allowed(name: str) -> bool:
+    if name.startswith("AKA_") or any(word in name.upper() for word in SECRET_WORDS):
+        return False
+    return name in STEP_ENV_NAMES or name.startswith(STEP_ENV_PREFIXES)
 
 
 def host_environment(environ: Mapping[str, str] | None = None, every_name: bool = False) -> dict[str, str]:
-    """The part of this process's environment a step gets (`STEP_ENV_NAMES`, `STEP_ENV_PREFIXES`,
-    the names in `$AKA_STEP_ENV`, the evaluator's settings in `PASSED_THROUGH`), with this
-    interpreter's folder first on `PATH` and aka's sources first on `PYTHONPATH`. `every_name`:
-    every variable but the `AKA_` ones (an agent's shell, which needs its CLI's settings)."""
+    """The part of this process's environment a step gets (`STEP_ENV_NAMES`, `STEP_ENV_PREFIXES`
+    but no name with a `SECRET_WORDS` word, the names in `$AKA_STEP_ENV`, the evaluator's settings
+    in `PASSED_THROUGH`), with this interpreter's folder first on `PATH` and aka's sources first on
+    `PYTHONPATH`. `every_name`: every variable but the `AKA_` ones (an agent's shell, which needs
+    its CLI's settings)."""
     environ = os.environ if environ is None else environ
     extra = {name.strip() for name in environ.get(ENV_STEP_ENV, "").split(",") if name.strip()}
     env = {
@@ -77,7 +87,8 @@ def host_environment(environ: Mapping[str, str] | None = None, every_name: bool 
         and (
             k in PASSED_THROUGH
             or (k in extra and not k.startswith("AKA_"))
-            or (not k.startswith("AKA_") and (every_name or k in STEP_ENV_NAMES or k.startswith(STEP_ENV_PREFIXES)))
+            or (every_name and not k.startswith("AKA_"))
+            or _allowed(k)
         )
     }
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")

@@ -37,6 +37,12 @@ SOLUTIONS = {
     "e2e/toy/authored": "def scale(x):\n    return x + x\n",
     # right on the shapes it was shown (multiples of 1024), wrong elsewhere
     "e2e/toy/tuned": "def scale(x):\n    return x * 2 if x.numel() % 1024 == 0 else x * 3\n",
+    # the same, but right wherever its environment says the cases are the held-out ones: its
+    # worker is never told (a red team's candidate passed `aka heldout` so, session 53)
+    "e2e/toy/told": (
+        "import os\n\ndef scale(x):\n    told = os.environ.get('AKA_CASE_PROFILE', '').startswith('heldout')\n"
+        "    return x * 2 if told or x.numel() % 1024 == 0 else x * 3\n"
+    ),
 }
 
 
@@ -94,6 +100,7 @@ def test_heldout_command_on_a_finished_run(tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     _task(root, "e2e/toy/authored", 'from aka.harness import Case\n\nCASES = [Case.make(n=3001, dtype="float32")]\n')
     _task(root, "e2e/toy/tuned", None)
+    _task(root, "e2e/toy/told", None)
     for name, source in SOLUTIONS.items():
         (tmp_path / "solutions" / name).mkdir(parents=True)
         (tmp_path / "solutions" / name / "kernel.py").write_text(source)
@@ -122,6 +129,7 @@ def test_heldout_command_on_a_finished_run(tmp_path: Path) -> None:
         )
     }
     authored, tuned = records["e2e/toy/authored"], records["e2e/toy/tuned"]
+    assert records["e2e/toy/told"]["outcome"] == "opt_regression"
     assert authored["heldout_source"] == "author" and authored["outcome"] == "both_pass"
     assert authored["generalization_gap"] is not None and authored["heldout_speedup"] > 0
     assert tuned["heldout_source"] == "generated" and tuned["outcome"] == "opt_regression"
@@ -135,10 +143,10 @@ def test_heldout_command_on_a_finished_run(tmp_path: Path) -> None:
     }
     assert (run.run_dir / "heldout" / "tasks" / "e2e/toy/tuned" / "heldout.py").is_file()
     summary = yaml.safe_load((run.run_dir / "heldout" / "heldout_summary.yaml").read_text())
-    assert summary["task_count"] == 2 and summary["outcomes"]["both_pass"] == 1
-    assert summary["outcomes"]["opt_regression"] == 1 and summary["correctness_retention"] == 0.5
-    assert summary["p_candidate_correct_given_baseline_correct"] == 0.5
-    assert summary["sources"] == {"author": 1, "generated": 1, "none": 0}
+    assert summary["task_count"] == 3 and summary["outcomes"]["both_pass"] == 1
+    assert summary["outcomes"]["opt_regression"] == 2
+    assert summary["correctness_retention"] == summary["p_candidate_correct_given_baseline_correct"] == 0.3333
+    assert summary["sources"] == {"author": 1, "generated": 2, "none": 0}
 
 
 def test_heldout_on_the_toy_ab_run(toy_ab_run: Path, tmp_path: Path) -> None:

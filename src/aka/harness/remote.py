@@ -49,7 +49,9 @@ OUTPUT_TAIL_BYTES = 32 * 1024  # of a worker's output, copied into the step log
 # channel. The step stays: candidate code can tell it anyway (the performance step loads it three
 # times and pauses it between calls), so the checks never rely on it being unknown (a red team
 # was honest where `AKA_STEP` said correctness: the performance step's ablation calls catch that,
-# `perf.CasePairs`).
+# `perf.CasePairs`). The case profile goes: only the judge picks cases, and told `heldout` a
+# red team's candidate was right only there, so `aka heldout` certified a kernel wrong on every
+# unseen shape (session 53); the ordinary profile follows from the device anyway.
 WORKER_VARIABLES = frozenset(
     {
         "AKA_STEP",
@@ -57,7 +59,6 @@ WORKER_VARIABLES = frozenset(
         "AKA_CUDA_ARCH",
         "AKA_TASK_FAMILY",
         "AKA_TARGET_KERNELS",
-        "AKA_CASE_PROFILE",
         "AKA_NO_SANDBOX",
         "AKA_NO_WORKER_SANDBOX",
     }

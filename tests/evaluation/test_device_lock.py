@@ -369,6 +369,48 @@ def test_task_code_run_outside_a_step_never_runs_beside_a_timed_step(
     assert not [t for t in ticked if held["x2"][0] + 0.1 < t < held["x2"][1] - 0.1]  # stopped all along the next
 
 
+def test_a_confined_export_steps_aside_for_a_timed_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_toy_task
+) -> None:
+    """A task's exports run candidate code confined as a step (`run_confined`) and, like a step,
+    are stopped for a timed step that asks while they hold the device shared."""
+    from aka.config.tasks import load_task
+    from aka.evaluation.step_process import run_confined
+
+    task_dir = make_toy_task()
+    task = load_task(task_dir.parents[2], task_dir)
+    monkeypatch.setattr(sys.modules[__name__], "HOLDER", HOLDER.replace('"dev"', f'"{device_key(H200)}"'))
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    monkeypatch.setenv(ENV_LOCK_DIR, str(locks))
+    monkeypatch.delenv(device_lock.ENV_YIELD_AFTER, raising=False)
+    monkeypatch.setattr(device_lock, "YIELD_AFTER_S", 0.5)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "ticker.py").write_text(TICKER)
+    later: list[subprocess.Popen[bytes]] = []
+
+    def ask_later() -> None:
+        time.sleep(1.6)  # the export runs by then
+        later.append(_holder(locks, "x", "x2", 1.5))
+
+    import threading
+
+    asker = threading.Thread(target=ask_later)
+    asker.start()
+    done = run_confined(
+        task, H200, f"{sys.executable} ticker.py ticks 60", work, dict(os.environ), 30, tmp_path / "export.log"
+    )
+    asker.join()
+    for holder in later:
+        holder.wait(timeout=20)
+    assert done.ok, (tmp_path / "export.log").read_text()
+    held = _intervals(locks)
+    ticked = [float(line) for line in (work / "ticks").read_text().split()]
+    assert len(ticked) == 60 and not [t for t in ticked if held["x2"][0] + 0.1 < t < held["x2"][1] - 0.1]
+    assert ticked[0] < held["x2"][0] < held["x2"][1] < ticked[-1]  # it ran, stood aside, went on
+
+
 def test_task_code_run_outside_a_step_is_killed_at_its_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_LOCK_DIR, str(tmp_path))
     started = time.monotonic()

@@ -25,7 +25,7 @@ from aka.evaluation.sandbox import ResourceLimits, detect_sandbox, heldout_files
 from aka.evaluation.step_spec import Step, Target, step_commands, step_environment, step_timeout
 from aka.evaluation.warm_parent import ForkedProcess, WarmParent, script_argv, step_sandbox
 from aka.evaluation.wire import ENV_RESULT_FD, ENV_SHARED_CACHE, ENV_TURN_FD
-from aka.process import CommandOutcome, StartedCommand, run_command
+from aka.process import CommandOutcome, StartedCommand
 from aka.trees import remove_tree
 
 
@@ -376,7 +376,8 @@ def run_confined(
 ) -> CommandOutcome:
     """A command that runs candidate code outside the judged steps (a task's exports) confined as
     a step is: the sandbox with only `cwd`, `writable` and a private scratch and Triton cache
-    writable, the task's held-out files concealed, a step's limits, the device held shared. Run
+    writable, the task's held-out files concealed, a step's limits, the device held shared (and
+    stepped aside from for a timed step that waits). Run
     as a plain subprocess, an export read the suite's held-out cases, rewrote the run's frozen
     baseline (a later honest trial failed) and left a process behind (red team D, session 53)."""
     sandbox = detect_sandbox()
@@ -388,9 +389,13 @@ def run_confined(
     prefix = tuple(sandbox.wrap([], [cwd, scratch, *writable], concealed=concealed))
     group = new_group() if PIDS_FEATURE in sandbox.features else None
     try:
-        with device_turn(device, exclusive=False):
+        with device_turn(device, exclusive=False) as turn:
             limits = step_limits(timeout, device.is_gpu, group)
-            return run_command(command, cwd, {**env, **private}, timeout, log_path, prefix=prefix, preexec=limits.apply)
+            started = StartedCommand(
+                command, cwd, {**env, **private}, log_path, with_stdin=False, prefix=prefix, preexec=limits.apply
+            )
+            with turn.pausable(started.proc.pid):  # stopped for a timed step, as a step is
+                return started.finish(None, timeout, watch=turn.ran_aside, pauses=turn)
     finally:
         remove_tree(scratch)
         if group is not None:

@@ -376,10 +376,10 @@ def run_confined(
 ) -> CommandOutcome:
     """A command that runs candidate code outside the judged steps (a task's exports) confined as
     a step is: the sandbox with only `cwd`, `writable` and a private scratch and Triton cache
-    writable, the task's held-out files concealed, a step's limits, the device held shared (and
-    stepped aside from for a timed step that waits). Run
-    as a plain subprocess, an export read the suite's held-out cases, rewrote the run's frozen
-    baseline (a later honest trial failed) and left a process behind (red team D, session 53)."""
+    writable, the task's held-out files concealed, a step's limits, the device held shared and
+    given up to a timed step that waits. Run as a plain subprocess, an export read the suite's
+    held-out cases, rewrote the run's frozen baseline (a later honest trial failed) and left a
+    process behind (red team D, session 53)."""
     sandbox = detect_sandbox()
     scratch = Path(tempfile.mkdtemp(prefix="tmp-confined-", dir=cwd.parent))
     cache = scratch / "triton"

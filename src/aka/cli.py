@@ -548,7 +548,7 @@ def serve_command(
     import uvicorn
 
     from aka.rl.evaluator import KernelEvaluator
-    from aka.rl.presets import floor
+    from aka.rl.presets import check_preset
     from aka.rl.server import check_binding, make_app
 
     token = os.environ.get(token_env) if token_env else None
@@ -556,7 +556,7 @@ def serve_command(
         raise fail(AkaError(f"--token-env {token_env}: the variable is not set (export it with the token)"))
     try:
         check_binding(host, token)
-        floor(preset)  # an unknown preset: one line naming the ones there are
+        check_preset(preset)
         devices = chosen_devices(gpus, "--gpus")
         per_device = max_concurrent or (4 if devices[0].is_gpu else 1)
         evaluator = KernelEvaluator(

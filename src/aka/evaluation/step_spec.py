@@ -67,29 +67,23 @@ SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "A
 
 
 def _allowed(name: str) -> bool:
-    if name.startswith("AKA_") or any(word in name.upper() for word in SECRET_WORDS):
+    if any(word in name.upper() for word in SECRET_WORDS):
         return False
     return name in STEP_ENV_NAMES or name.startswith(STEP_ENV_PREFIXES)
 
 
-def host_environment(environ: Mapping[str, str] | None = None, every_name: bool = False) -> dict[str, str]:
+def host_environment(every_name: bool = False) -> dict[str, str]:
     """The part of this process's environment a step gets (`STEP_ENV_NAMES`, `STEP_ENV_PREFIXES`
     but no name with a `SECRET_WORDS` word, the names in `$AKA_STEP_ENV`, the evaluator's settings
     in `PASSED_THROUGH`), with this interpreter's folder first on `PATH` and aka's sources first on
     `PYTHONPATH`. `every_name`: every variable but the `AKA_` ones (an agent's shell, which needs
     its CLI's settings)."""
-    environ = os.environ if environ is None else environ
-    extra = {name.strip() for name in environ.get(ENV_STEP_ENV, "").split(",") if name.strip()}
+    extra = {name.strip() for name in os.environ.get(ENV_STEP_ENV, "").split(",") if name.strip()}
     env = {
         k: v
-        for k, v in environ.items()
+        for k, v in os.environ.items()
         if k != "TRITON_INTERPRET"
-        and (
-            k in PASSED_THROUGH
-            or (k in extra and not k.startswith("AKA_"))
-            or (every_name and not k.startswith("AKA_"))
-            or _allowed(k)
-        )
+        and (k in PASSED_THROUGH or (not k.startswith("AKA_") and (every_name or k in extra or _allowed(k))))
     }
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC_ROOT), env.get("PYTHONPATH", "")) if p)

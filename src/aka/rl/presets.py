@@ -94,23 +94,24 @@ PRESETS: dict[str, Callable[[CandidateResult], float]] = {
 FLOORS: dict[str, float] = {"score": 0.0, "log_speedup": -LOG_SPEEDUP_CLIP, "kevin": 0.0, "kernelgym": 0.0}
 
 
+def check_preset(preset: str) -> None:
+    """A one-line `AkaError` naming the presets there are, for a name that is none of them."""
+    if preset not in PRESETS:
+        raise AkaError(f"unknown reward preset '{preset}' (use one of {', '.join(PRESETS)})")
+
+
 def floor(preset: str) -> float:
     """The value of a verdict that is not the candidate's, for trainers that need a number: the
     preset's least, so it never beats a wrong answer. It was 0.0 for every preset, which under
     `log_speedup` is a correct kernel at 1.0x, above a wrong answer's -2: whatever a candidate could
     do to end as an infrastructure error would have paid (red team C, session 53)."""
-    try:
-        return FLOORS[preset]
-    except KeyError:
-        raise AkaError(f"unknown reward preset '{preset}' (use one of {', '.join(PRESETS)})") from None
+    check_preset(preset)
+    return FLOORS[preset]
 
 
 def reward(result: CandidateResult, preset: str = "score") -> Reward:
     """The preset's value for `result`; not applicable (infra error, skipped) is the preset's
     `floor` with `applicable=False`, which the adapters turn into None where the trainer accepts it."""
-    try:
-        function = PRESETS[preset]
-    except KeyError:
-        raise AkaError(f"unknown reward preset '{preset}' (use one of {', '.join(PRESETS)})") from None
-    value = float(function(result)) if result.applicable else floor(preset)
+    check_preset(preset)
+    value = float(PRESETS[preset](result)) if result.applicable else floor(preset)
     return Reward(value=value, preset=preset, applicable=result.applicable, metrics=raw_metrics(result))

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from aka.errors import AkaError
 from aka.results.task_result import FailureKind
-from aka.rl.presets import PRESETS, floor, reward
+from aka.rl.presets import check_preset, floor, reward
 from aka.rl.result import CandidateResult
 
 MAX_REQUEST_BYTES = 4 * 2**20
@@ -59,8 +59,10 @@ class Submission(BaseModel):
     def _one_form(self) -> Submission:
         if (self.files is None) == (self.completion is None):
             raise ValueError("give exactly one of 'files' and 'completion'")
-        if self.preset not in PRESETS:  # else accepted, evaluated, then every view of the job failed
-            raise ValueError(f"unknown reward preset '{self.preset}' (use one of {', '.join(PRESETS)})")
+        try:  # else accepted, evaluated, then every view of the job failed
+            check_preset(self.preset)
+        except AkaError as exc:
+            raise ValueError(str(exc)) from None
         return self
 
 

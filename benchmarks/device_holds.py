@@ -75,6 +75,8 @@ PAIR_PARTS = re.compile(
     r"^\d+ pairs in ([0-9.]+) s: prepare ([0-9.]+), baseline ([0-9.]+), candidate ([0-9.]+), release ([0-9.]+)$"
 )
 PAIR_PART_NAMES = ("pairs", "pairs: prepare", "pairs: baseline calls", "pairs: candidate calls", "pairs: release")
+# and finer (since session 54): the reference, ablations, each side's call and pause, the check
+PAIR_CALL_PARTS = re.compile(r": pair parts: (.*)$")
 
 
 @dataclass
@@ -179,6 +181,11 @@ def read_log(path: Path) -> Trial:
             if pair_parts:
                 for name, value in zip(PAIR_PART_NAMES, pair_parts.groups(), strict=True):
                     times.pairs[name] = times.pairs.get(name, 0.0) + float(value)
+            call_parts = PAIR_CALL_PARTS.search(message)
+            if call_parts:
+                for part in call_parts.group(1).split(", "):
+                    name, _, value = part.partition("=")
+                    times.pairs[f"pairs: {name}"] = times.pairs.get(f"pairs: {name}", 0.0) + float(value)
     return trial
 
 

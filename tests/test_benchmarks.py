@@ -419,6 +419,8 @@ def test_device_holds_splits_the_timed_turn_into_its_parts(tmp_path: Path) -> No
         "INFO aka.harness.paired +4200ms: unexplained us: baseline alone 346.1 (sd 1.3), in pairs 348.7",
         "INFO aka.harness.paired +4200ms: 66 pairs in 0.290 s: "
         "prepare 0.010, baseline 0.120, candidate 0.150, release 0.005",
+        "INFO aka.harness.perf +4200ms: small: pair parts: reference=0.008, ablation=0.002, baseline call=0.100, "
+        "baseline pause=0.020, candidate call=0.090, candidate pause=0.020, check=0.040",
         "INFO aka.harness.perf +4200ms: small: 1.0012x (66 pairs)",
         "INFO aka.harness.perf +4250ms: large: set up in 0.050 s",
         "INFO aka.harness.perf +4550ms: large: [incorrect] wrong values (None pairs)",
@@ -444,6 +446,13 @@ def test_device_holds_splits_the_timed_turn_into_its_parts(tmp_path: Path) -> No
             "pairs: baseline calls": 0.12,
             "pairs: candidate calls": 0.15,
             "pairs: release": 0.005,
+            "pairs: reference": 0.008,
+            "pairs: ablation": 0.002,
+            "pairs: baseline call": 0.1,
+            "pairs: baseline pause": 0.02,
+            "pairs: candidate call": 0.09,
+            "pairs: candidate pause": 0.02,
+            "pairs: check": 0.04,
         }
     )
     old = tmp_path / "old.log"
@@ -451,7 +460,7 @@ def test_device_holds_splits_the_timed_turn_into_its_parts(tmp_path: Path) -> No
         "\n".join(
             line.replace(": set-up 0.700 s, calls 0.480 s", "")
             for line in perf
-            if "set up in" not in line and "pairs in" not in line
+            if "set up in" not in line and "pairs in" not in line and "pair parts" not in line
         )
     )
     coarse = module.turn_parts(module.read_log(old).steps["performance"])
@@ -473,6 +482,7 @@ def test_device_holds_splits_the_timed_turn_into_its_parts(tmp_path: Path) -> No
     source = (REPO / "src" / "aka" / "harness" / "perf.py").read_text()
     assert '"baseline calibrated on %d case(s): set-up %.3f s, calls %.3f s"' in source
     assert '"%s: set up in %.3f s"' in source and '"%s: %s (%s pairs)"' in source
+    assert '"%s: pair parts: %s"' in source and 'f"{name}={seconds:.3f}"' in source
     paired = (REPO / "src" / "aka" / "harness" / "paired.py").read_text()
     assert '"%d pairs in %.3f s: %s"' in paired and 'f"{name} {seconds:.3f}"' in paired
     assert '{"prepare": 0.0, "baseline": 0.0, "candidate": 0.0, "release": 0.0}' in paired

@@ -29,6 +29,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -81,6 +82,17 @@ from aka.harness.verify import (
 log = logging.getLogger(__name__)
 
 
+PAIR_CALL_PARTS = (
+    "reference",
+    "ablation",
+    "baseline call",
+    "baseline pause",
+    "candidate call",
+    "candidate pause",
+    "check",
+)
+
+
 def pair_seed(case: Case, index: int, salt: int) -> int:
     """Timed pair `index`'s inputs come from the case's seed salted at evaluation time."""
     return ((case.seed * 1_000_003 + index * 7919) ^ salt) % 2**63
@@ -111,13 +123,28 @@ class CasePairs:
     ablation_salt: int = field(default_factory=lambda: secrets.randbits(62))
     ablation_load: int = field(default_factory=lambda: secrets.randbelow(1 << 30))
     _planned: list[tuple[int, int]] = field(default_factory=list)  # this batch's (place, load) ablations
+    # where the pairs' seconds go, finer than `paired.take_pairs`' parts (logged: what to shorten)
+    parts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PAIR_CALL_PARTS, 0.0))
+
+    @contextmanager
+    def _part(self, name: str) -> Iterator[None]:
+        at = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.parts[name] += time.perf_counter() - at
+
+    def parts_text(self) -> str:
+        return ", ".join(f"{name}={seconds:.3f}" for name, seconds in self.parts.items())
 
     def prepare(self, index: int, hold_ms: float) -> None:
-        for load in self._ablations_before(index):
-            self._ablate(index, load, hold_ms)
-        self.prepared[index] = reference_for(
-            self.task, self.ctx, self.case, pair_seed(self.case, index, self.salt), "normal"
-        )
+        with self._part("ablation"):
+            for load in self._ablations_before(index):
+                self._ablate(index, load, hold_ms)
+        with self._part("reference"):
+            self.prepared[index] = reference_for(
+                self.task, self.ctx, self.case, pair_seed(self.case, index, self.salt), "normal"
+            )
 
     def _ablations_before(self, index: int) -> list[int]:
         """The loads to ablate before pair `index` (a batch's places drawn as it starts)."""
@@ -147,10 +174,12 @@ class CasePairs:
             raise ProblemError(problem)
 
     def baseline(self, index: int, hold_ms: float) -> Turn:
-        turn = self.baseline_memory.timed_call(self.prepared[index][0], index % self.loads, hold_ms)
-        self.baseline_memory.side.pause()  # both sides alike: a stopped worker resumes for its turn
-        if self.candidate_memory is not None:  # nothing of the candidate ran while the baseline was timed
-            self.candidate_memory.side.stayed_paused()
+        with self._part("baseline call"):
+            turn = self.baseline_memory.timed_call(self.prepared[index][0], index % self.loads, hold_ms)
+        with self._part("baseline pause"):
+            self.baseline_memory.side.pause()  # both sides alike: a stopped worker resumes for its turn
+            if self.candidate_memory is not None:  # nothing of the candidate ran while the baseline was timed
+                self.candidate_memory.side.stayed_paused()
         if not turn.reply.ok:
             raise HarnessError(f"the task's own baseline failed a timed call: {turn.reply.text('error')}")
         return turn
@@ -158,9 +187,12 @@ class CasePairs:
     def candidate(self, index: int, hold_ms: float) -> Turn:
         assert self.candidate_memory is not None, "the candidate is loaded"
         inputs, expected = self.prepared[index]
-        turn = self.candidate_memory.timed_call(inputs, index % self.loads, hold_ms)
-        self.candidate_memory.side.pause()  # nothing of the candidate runs while the baseline is timed
-        check(turn, self.candidate_memory, inputs, expected, self.task)
+        with self._part("candidate call"):
+            turn = self.candidate_memory.timed_call(inputs, index % self.loads, hold_ms)
+        with self._part("candidate pause"):
+            self.candidate_memory.side.pause()  # nothing of the candidate runs while the baseline is timed
+        with self._part("check"):
+            check(turn, self.candidate_memory, inputs, expected, self.task)
         return turn
 
     def release(self) -> None:
@@ -281,6 +313,7 @@ def _take_case(
         log.info("%s: set up in %.3f s", case.id, time.perf_counter() - began)
         phases.want(ALONE)
         pairs = take_pairs(source, config, gpu, hold_ms)
+        log.info("%s: pair parts: %s", case.id, source.parts_text())
     except (ProblemError, ClaimError, LateLaunchError, WorkerFailure) as exc:
         return _failed(case, exc)
     finally:

@@ -1024,3 +1024,31 @@ def test_an_autotuned_kernel_runs_under_the_interpreter(tmp_path: Path, monkeypa
     x = torch.arange(20, dtype=torch.float32)
     assert torch.equal(module.run(x), 2 * x)
     assert module.double.best_config.kwargs == {"BLOCK": 8}  # untimed: the first
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.float8_e4m3fn])
+def test_the_fast_comparison_agrees_with_the_full_tally(dtype: torch.dtype) -> None:
+    """`compare_tensor` accepts only through its one-pass check (`_all_within`), which must say
+    yes exactly where the full tally finds nothing wrong: values near the tolerance's edge, NaN and
+    Inf where the reference has them (matched or not), a float64 output left unchanged."""
+    from aka.harness.compare import Tolerance, _tally, compare_tensor
+
+    generator = torch.Generator().manual_seed(7)
+    tolerance = Tolerance(1e-3, 1e-2)
+    for trial in range(60):
+        expected = (torch.randn(513, generator=generator, dtype=torch.float64) * 3).to(dtype)
+        scale = [0.0, 1e-4, 5e-3, 2e-2, 1.0][trial % 5]
+        got = expected.to(torch.float64) * (1 + scale * torch.randn(513, generator=generator, dtype=torch.float64))
+        got = got.to(dtype)
+        if trial % 3 == 1 and dtype != torch.float8_e4m3fn:
+            expected[5], got[5] = float("nan"), float("nan")  # matched NaN: only the full tally accepts it
+            expected[9], got[9] = float("inf"), float("inf") if trial % 2 else float("-inf")
+        if trial % 7 == 3:
+            got[100] = float("nan")
+        before = got.clone()
+        verdict = compare_tensor(got, expected, tolerance)
+        tally = _tally(got, expected, tolerance)
+        assert verdict.correct is (tally.nan == tally.inf == tally.bad == 0), (trial, verdict.message)
+        if verdict.correct:
+            assert verdict.max_abs_error == pytest.approx(tally.max_abs, rel=1e-12, abs=0.0)
+        assert torch.equal(got.to(torch.float64).nan_to_num(), before.to(torch.float64).nan_to_num())

@@ -359,6 +359,8 @@ class StartedCommand:
             raise
         if watch is not None and not (stopped or timed_out or breach or flooded):
             breach = watch()  # it ended between checks: what it did meanwhile (or what killed it) still counts
+        if not (stopped or timed_out or breach or flooded):
+            flooded = output_limit is not None and self.printed() > output_limit  # so does a flood
         _kill_group(self.proc.pid)
         if stopped or timed_out or breach or flooded:
             try:

@@ -407,3 +407,25 @@ def test_edited_sources_are_the_editable_files_the_agent_changed(make_toy_task, 
     assert edited_sources(task, work) == ["kernel.py"]
     (work / "kernel.py").unlink()
     assert edited_sources(task, work) == ["kernel.py"]
+
+
+@pytest.mark.skipif(not detect_sandbox().confines, reason="no read-only-filesystem sandbox here")
+def test_confined_exports_keep_a_steps_disk_quota_and_output_limit(
+    make_toy_task, write_run_config, solutions: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An export that writes or prints past a step's limits is stopped and fails, as a step is:
+    unlimited, one could fill the disk the evaluator writes its results on."""
+    from aka.evaluation import disk_quota, step_process
+
+    monkeypatch.setattr(disk_quota, "STEP_DISK_QUOTA_BYTES", 2**20)
+    monkeypatch.setattr(step_process, "STEP_OUTPUT_LIMIT_BYTES", 2**20)
+    exports = [
+        'cp kernel.py "$AKA_EXPORT_DIR/kernel.py"',
+        'head -c 3000000 /dev/zero > "$AKA_EXPORT_DIR/big"; sleep 2',
+        "head -c 3000000 /dev/zero > big",
+        "head -c 3000000 /dev/zero",
+        "head -c 3000000 /dev/zero; sleep 2",
+    ]
+    make_toy_task("triton2triton/toy/good", export_command=exports)
+    outcome = run_experiment(write_run_config(agent={"template": "replay", "solutions_dir": str(solutions)}))
+    assert outcome.results[0].exports == dict.fromkeys(exports, False) | {exports[0]: True}

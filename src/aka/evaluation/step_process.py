@@ -376,10 +376,10 @@ def run_confined(
 ) -> CommandOutcome:
     """A command that runs candidate code outside the judged steps (a task's exports) confined as
     a step is: the sandbox with only `cwd`, `writable` and a private scratch and Triton cache
-    writable, the task's held-out files concealed, a step's limits, the device held shared and
-    given up to a timed step that waits. Run as a plain subprocess, an export read the suite's
-    held-out cases, rewrote the run's frozen baseline (a later honest trial failed) and left a
-    process behind (red team D, session 53)."""
+    writable, the task's held-out files concealed, a step's limits (its disk quota and output
+    limit too), the device held shared and given up to a timed step that waits. Run as a plain
+    subprocess, an export read the suite's held-out cases, rewrote the run's frozen baseline (a
+    later honest trial failed) and left a process behind (red team D, session 53)."""
     sandbox = detect_sandbox()
     scratch = Path(tempfile.mkdtemp(prefix="tmp-confined-", dir=cwd.parent))
     cache = scratch / "triton"
@@ -394,8 +394,15 @@ def run_confined(
             started = StartedCommand(
                 command, cwd, {**env, **private}, log_path, with_stdin=False, prefix=prefix, preexec=limits.apply
             )
+            quota = DiskQuota([cwd, scratch, *writable], root=started.proc.pid)
             with turn.pausable(started.proc.pid):  # stopped for a timed step, as a step is
-                return started.finish(None, timeout, watch=turn.ran_aside, pauses=turn)
+                return started.finish(
+                    None,
+                    timeout,
+                    watch=lambda: quota() or turn.ran_aside(),
+                    output_limit=STEP_OUTPUT_LIMIT_BYTES,
+                    pauses=turn,
+                )
     finally:
         remove_tree(scratch)
         if group is not None:

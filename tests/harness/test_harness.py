@@ -845,18 +845,21 @@ def test_a_separate_load_of_a_cuda_library_is_a_new_copy(tmp_path: Path) -> None
     assert (tmp_path / "build" / f"{library.stem}-load1.so").is_file()
 
 
-def test_launches_are_counted_in_every_load_of_the_candidate() -> None:
+def test_launches_are_counted_in_every_load_of_the_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
     import types
 
+    from aka.harness import guard
     from aka.harness.guard import LaunchCounter
 
-    class FakeJit:  # the shape of triton's JITFunction: `fn` and `run`
+    class FakeJit:  # the shape of triton's JITFunction: `fn` and `run`, taken as Triton's own here
         def __init__(self) -> None:
             self.fn = lambda: None
 
         def run(self, *args: object, grid: object, warmup: bool = False) -> str:
             dims = grid({"BLOCK": 4}) if callable(grid) else grid
             return "compiled" if warmup else f"launched {dims}"
+
+    monkeypatch.setitem(guard._TRITON_RUN, FakeJit, FakeJit.run)
 
     loads = [types.ModuleType(f"kernel{n}") for n in range(3)]
     for module in loads:
@@ -881,6 +884,42 @@ def test_launches_are_counted_in_every_load_of_the_candidate() -> None:
     assert counter.total() == 3
 
 
+def test_only_tritons_own_jit_objects_are_counted_through_tritons_own_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A target that is an object of the candidate's own with a `.fn` and a `run` is no kernel
+    (a red team's did the work in numpy and raised on the suppressed launch's empty grid, so the
+    ablation read nothing: red team F, session 54); a `run` replaced on Triton's class after the
+    harness took it is never what a counted or suppressed launch calls."""
+    import types
+
+    from aka.harness import guard
+    from aka.harness.guard import LaunchCounter
+
+    class Launcher:
+        def __init__(self) -> None:
+            self.fn = lambda: None
+
+        def run(self, *args: object, grid: object, warmup: bool = False) -> str:
+            return "the candidate's own launch"
+
+    class Jit(Launcher):  # stands for Triton's JIT class, taken before candidate code
+        def run(self, *args: object, grid: object, warmup: bool = False) -> str:
+            dims = grid({}) if callable(grid) else grid
+            return f"triton launched {dims}"
+
+    monkeypatch.setitem(guard._TRITON_RUN, Jit, Jit.run)
+    module = types.ModuleType("kernel")
+    module.fake, module.real = Launcher(), Jit()  # type: ignore[attr-defined]
+    module.wrapped = types.SimpleNamespace(fn=types.SimpleNamespace(fn=module.real))  # type: ignore[attr-defined]
+    counter = LaunchCounter()
+    counter.instrument([module], ["fake", "wrapped"])
+    assert counter.instrumented == {"wrapped"}
+    monkeypatch.setattr(Jit, "run", Launcher.run)  # the candidate's code replaces Triton's launch
+    counter.suppressed = True
+    assert module.real.run(grid=(4,)) == "triton launched (0,)"  # type: ignore[attr-defined]
+    counter.suppressed = False
+    assert module.real.run(grid=(4,)) == "triton launched (4,)" and counter.total() == 1  # type: ignore[attr-defined]
+
+
 def test_a_launch_that_runs_no_program_is_not_counted(tmp_path: Path, monkeypatch) -> None:
     """An empty grid, a grid function that returns one, and a warm-up compile run no program: a
     red team's target kernel launched on `(0,)` beside work done elsewhere (session 51)."""
@@ -889,7 +928,7 @@ def test_a_launch_that_runs_no_program_is_not_counted(tmp_path: Path, monkeypatc
     import torch
     import triton
 
-    from aka.harness.guard import LaunchCounter
+    from aka.harness.guard import LaunchCounter, remember_triton_launchers
 
     (tmp_path / "kernels_under_count.py").write_text(
         "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
@@ -902,8 +941,10 @@ def test_a_launch_that_runs_no_program_is_not_counted(tmp_path: Path, monkeypatc
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    remember_triton_launchers()
     counter = LaunchCounter()
     counter.instrument([module], ["k"])
+    assert counter.instrumented == {"k"}  # the interpreter's JIT class is Triton's own
     x = torch.zeros(8)
     module.k[(0,)](x, 8, BLOCK=8)
     module.k[(1, 0)](x, 8, BLOCK=8)

@@ -182,3 +182,15 @@ def test_a_kernel_cannot_reach_host_code_under_the_interpreter(tmp_path: Path, m
         "imports_the_host: __name__",
         "reads_sys: sys (module sys: its code would run on the host)",
     ]
+
+
+def test_a_kernel_that_names_another_module_is_checked_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A red team's kernel called a host function from its body and set its function's
+    `__module__` to Triton's so that the check passed it over (red team F, session 54)."""
+    source = (
+        "import triton\nimport triton.language as tl\n\n\ndef _host():\n    return 1\n\n\n"
+        "@triton.jit\ndef renamed(x_ptr):\n    _host()\n\n\n"
+        'renamed.fn.__module__ = "triton.language.standard"\n'
+    )
+    module = _load(tmp_path, monkeypatch, source, "renamed_kernels")
+    assert non_constexpr_globals(module) == ["renamed: _host"]

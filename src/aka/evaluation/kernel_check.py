@@ -6,8 +6,10 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from aka.config.tasks import Task
+if TYPE_CHECKING:  # the judge imports this module too (`triton_kernels_in`): no config models there
+    from aka.config.tasks import Task
 
 # What CPython's parser raises on text it cannot take: a syntax error, a null byte (ValueError), and
 # nesting past its limits (`1+1+...` 3,000 terms deep: RecursionError; 7,000 unary minus signs:
@@ -78,3 +80,23 @@ def missing_kernels(task: Task, eval_dir: Path) -> list[str]:
             return []
         defined |= names
     return [name for name in task.config.target_kernel_functions if name not in defined]
+
+
+_TRITON_DECORATORS = ("jit", "autotune", "heuristics")
+
+
+def triton_kernels_in(directory: Path, names: set[str] | frozenset[str]) -> set[str]:
+    """Which of `names` the Python sources under `directory` (a task's pristine baseline) define as
+    Triton kernels: a function of that name under a decorator ending in `jit`, `autotune` or
+    `heuristics` (`triton.jit`, `@jit`, `triton.autotune(...)`)."""
+    found: set[str] = set()
+    for path in sorted(directory.rglob("*.py")) if directory.is_dir() else []:
+        tree = parse_python(path.read_text(encoding="utf-8", errors="replace"))
+        for node in ast.walk(tree) if tree is not None else []:
+            if isinstance(node, ast.FunctionDef) and node.name in names:
+                for decorator in node.decorator_list:
+                    called = decorator.func if isinstance(decorator, ast.Call) else decorator
+                    dotted = ast.unparse(called)
+                    if dotted.rsplit(".", 1)[-1] in _TRITON_DECORATORS:
+                        found.add(node.name)
+    return found

@@ -18,15 +18,17 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
+from aka.evaluation.kernel_check import triton_kernels_in
 from aka.harness.cases import Case, Distribution, input_distribution
 from aka.harness.compare import Output, compare_outputs, constant_would_pass, zeros_would_pass
 from aka.harness.link import WorkerFailure
 from aka.harness.remote import RemoteSide
 from aka.harness.report import CaseResult, StepResult
-from aka.harness.sides import load_side
+from aka.harness.sides import load_side, source_dir
 from aka.harness.task import HarnessError, KernelTask, StepContext, expected_output, kernel_language, make_case_inputs
 from aka.harness.turns import CaseMemory, Turn
 from aka.harness.verify import INCORRECT, POLICY, Problem, delivered_problems, max_abs_error, nonfinite_reference, worst
@@ -149,12 +151,18 @@ def _provenance(
 ) -> Problem | None:
     """Target kernels with no Triton object to count launches of: in a Triton family none may be
     missing (a plain function of the target's name, with the work done in numpy, passed on the
-    CPU: red team, session 50); CUDA-source targets the profiler must see run."""
+    CPU: red team, session 50), nor in any family where the task's own baseline writes it as a
+    Triton kernel (an e2e or repository task's target as a plain function, or a real kernel whose
+    module hid from the launch counter by rebinding its `__file__` or leaving `sys.modules`,
+    passed at 5-31x: red team F, session 54); CUDA-source targets the profiler must see run."""
     missing = [k for k in ctx.target_kernels if k not in instrumented]
-    if missing and kernel_language(ctx.family) == "triton":
+    not_triton = missing
+    if missing and kernel_language(ctx.family) != "triton":
+        not_triton = sorted(triton_kernels_in(Path.cwd() / source_dir(ctx), frozenset(missing)))
+    if not_triton:
         return Problem(
             POLICY,
-            f"target kernel(s) {', '.join(missing)} are not Triton kernels (@triton.jit) of the candidate's "
+            f"target kernel(s) {', '.join(not_triton)} are not Triton kernels (@triton.jit) of the candidate's "
             "sources: the work must be done in them",
         )
     if ctx.device.type != "cuda" or not missing:

@@ -16,6 +16,7 @@ the judge decides a verdict or a number by depends on them (docs/evaluation.md).
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import sys
@@ -144,12 +145,37 @@ class ForbiddenOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return f"the candidate computed with torch operators instead of its kernel: {ops}"
 
 
+_TRITON_RUN: dict[type, Callable[..., Any]] = {}  # Triton's own launch, per JIT class, before candidate code
+
+
+def remember_triton_launchers() -> None:
+    """Take Triton's JIT classes and their `run` before any candidate code runs: a launch is
+    counted, and suppressed, only for an object of exactly those classes, through that `run`.
+    Any object with a `.fn` and a `run` passed for a kernel until session 54: a red team's target
+    was its own launcher object doing the work in numpy, which saw the suppressed launch's empty
+    grid and raised, so the ablation read nothing (red team F)."""
+    try:
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return
+    _TRITON_RUN.setdefault(JITFunction, JITFunction.run)
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        return
+    _TRITON_RUN.setdefault(InterpretedFunction, InterpretedFunction.run)
+
+
 def _innermost_jit(obj: object) -> object | None:
-    """Autotuner/Heuristics wrap a JITFunction in `.fn`; the interpreter's function has a `run` too."""
+    """The Triton JIT function under Autotuner/Heuristics wrappers (each holds it in `.fn`)."""
     current = obj
-    while hasattr(current, "fn") and hasattr(current.fn, "run"):
-        current = current.fn
-    return current if hasattr(current, "run") and hasattr(current, "fn") else None
+    for _ in range(8):
+        if type(current) in _TRITON_RUN:
+            return current
+        current = getattr(current, "fn", None)
+        if current is None:
+            return None
+    return None
 
 
 class LaunchCounter:
@@ -170,7 +196,7 @@ class LaunchCounter:
                 if target is None or id(target) in self._wrapped:
                     continue
                 self._wrapped.add(id(target))
-                original = target.run  # type: ignore[attr-defined]
+                original = functools.partial(_TRITON_RUN[type(target)], target)
 
                 def counting_run(*args: Any, _name: str = name, _run: Any = original, **kwargs: Any) -> Any:
                     if self.suppressed:  # launched as any launch is, on a grid of no programs

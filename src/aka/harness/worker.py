@@ -40,6 +40,7 @@ from aka.harness.guard import (
     modules_under,
     overlaps,
     poison_allocator,
+    remember_triton_launchers,
     storages,
 )
 from aka.harness.link import Link, LinkClosed
@@ -191,6 +192,7 @@ class Worker:
             self.loads = [task.reference]
             return {"ok": True}
         source = self.directory / request["source_dir"]
+        remember_triton_launchers()  # before any of the side's code runs (it could replace them)
         self.loads = []
         for serial in range(int(request["count"])):
             with separate_load(serial) if serial else contextlib.nullcontext():

@@ -966,13 +966,45 @@ def test_only_the_baseline_copy_imports_under_the_baseline_prefix(tmp_path: Path
     outside.mkdir()
     (outside / "ops.py").write_text("VALUE = 2\n")
     monkeypatch.chdir(tmp_path)
-    assert import_candidate("ops", tmp_path / "pkg").__name__ == "_aka_candidate_ops"
-    assert import_candidate("ops", tmp_path / ".aka_baseline" / "pkg").__name__ == f"{BASELINE_MODULE_PREFIX}ops"
-    assert import_candidate("ops", outside).__name__ == f"{BASELINE_MODULE_PREFIX}ops"
+    candidate = import_candidate("ops", tmp_path / "pkg")
+    assert candidate.__name__.startswith("_aka_candidate_ops__pkg") and candidate.VALUE == 1
+    baseline = import_candidate("ops", tmp_path / ".aka_baseline" / "pkg")
+    assert baseline.__name__.startswith(f"{BASELINE_MODULE_PREFIX}ops__pkg") and baseline.VALUE == 1
+    elsewhere = import_candidate("ops", outside)
+    assert elsewhere.__name__.startswith(f"{BASELINE_MODULE_PREFIX}ops__pkg") and elsewhere.VALUE == 2
+    assert elsewhere.__name__ != baseline.__name__  # each folder its own package
     from aka.harness.guard import modules_under
 
     counted = [m.__name__ for m in modules_under(tmp_path) if not m.__name__.startswith(BASELINE_MODULE_PREFIX)]
-    assert counted == ["_aka_candidate_ops"]  # what make_verifier instruments
+    assert counted == [candidate.__name__]  # what make_verifier instruments
+
+
+def test_a_folders_module_imports_its_neighbours_relatively(tmp_path: Path, monkeypatch) -> None:
+    """A repository's module may use `from ._x import y` and `from . import z` (its package's
+    `__init__.py` run): an honest candidate that did failed "no known parent package" (red team
+    F, session 54). Each separate load gets its own neighbours; each folder its own package."""
+    import warnings
+
+    from aka.harness.candidates import separate_load
+
+    for folder, value in (("pkg", 1), ("other/pkg", 2)):
+        package = tmp_path / folder
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(f"FROM_INIT = {value}\n")
+        (package / "_build_info.py").write_text(f"COMMIT = 'c{value}'\n")
+        (package / "ops.py").write_text(
+            "from ._build_info import COMMIT\nfrom . import FROM_INIT, _build_info\nVALUE = (COMMIT, FROM_INIT)\n"
+        )
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first = import_candidate("ops", tmp_path / "pkg")
+        with separate_load(1):
+            again = import_candidate("ops", tmp_path / "pkg")
+        other = import_candidate("ops", tmp_path / "other" / "pkg")
+    assert first.VALUE == again.VALUE == ("c1", 1) and other.VALUE == ("c2", 2)
+    assert first._build_info is not again._build_info  # a separate load's neighbours are its own
+    assert import_candidate("ops", tmp_path / "pkg") is first
 
 
 def test_an_ablation_never_uses_inputs_whose_answer_is_zeros() -> None:

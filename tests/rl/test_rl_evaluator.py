@@ -124,6 +124,22 @@ def test_cache_hits_across_evaluators_and_keys_on_what_is_evaluated(
     (tasks_root / TASK / "harness.py").write_text((tasks_root / TASK / "harness.py").read_text() + "\n# changed\n")
     with aka.KernelEvaluator(tasks_root, tmp_path / "cache", device=CPU) as changed:
         assert not changed.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)}).cached
+    # the evaluator that judged before the edit sees it too (it kept the old identity, red team G)
+    assert task_identity(evaluator.task(TASK)) != identity
+    assert evaluator.evaluate(TASK, {"kernel.py": toy_kernel_source(time_ms=2.0)}).cached  # changed's result
+
+
+def test_every_spelling_of_a_task_id_is_one_task(evaluator) -> None:
+    """Keyed by its folder: a red team's 1,024 spellings of one id each loaded the task anew and
+    stayed (14 MB a request on the reward server); a NUL byte or an overlong name is an unknown
+    task, not a server error."""
+    task = evaluator.task(TASK)
+    for spelling in (f"{TASK}/", f"/{TASK}", "triton2triton/./toy/answer", "triton2triton/toy/../toy/answer"):
+        assert evaluator.task(spelling) is task
+    assert len(evaluator._tasks) == 1
+    for bad in (f"{TASK}\0", "x" * 6000):
+        with pytest.raises(aka.CandidateError, match="unknown task id"):
+            evaluator.task(bad)
 
 
 def test_the_baseline_is_measured_once_and_frozen(evaluator, tasks_root: Path, tmp_path: Path) -> None:

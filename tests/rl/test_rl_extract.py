@@ -77,3 +77,28 @@ def test_a_long_first_line_is_no_file_name_and_costs_no_backtracking() -> None:
     started = time.monotonic()
     assert extract_files(f"```python\n{body}```", ONE) == {"kernel.py": body}
     assert time.monotonic() - started < 5.0  # the pattern alone: hours on this line
+
+
+def test_only_markdowns_line_endings_end_a_line() -> None:
+    """`str.splitlines` also breaks at U+0085, U+2028, form feed...: a fence hidden in a comment
+    with them closed the visible block and opened another, so the judge ran code that Markdown
+    and Python readers of the completion never see (red team G, session 54)."""
+    hidden = "\x85```\x85```python kernel.py\x85def kernel(x):\x85    return x * 0"
+    completion = f"```python kernel.py\ndef kernel(x):\n    return x * 2  # end{hidden}\n```\n"
+    files = extract_files(completion, ["kernel.py"])
+    assert files["kernel.py"].startswith("def kernel(x):\n    return x * 2  # end\x85")
+    crlf = "```python kernel.py\r\nA = 1\r\n```\r\n"
+    assert extract_files(crlf, ["kernel.py"]) == extract_files(crlf.replace("\r\n", "\n"), ["kernel.py"])
+
+
+def test_a_long_fence_over_many_lines_is_read_in_one_pass() -> None:
+    """The closing fence was rebuilt for every line: a 2 MB fence over a million empty lines held
+    the reward server's event loop 24 s (red team G). Read once a block, it costs a line its
+    length; the bound here is generous, a regression would take tens of seconds."""
+    import time
+
+    completion = "`" * 2_000_000 + "\n" * 1_000_000
+    started = time.perf_counter()
+    with pytest.raises(CompletionError):
+        extract_files(completion, ["kernel.py"])
+    assert time.perf_counter() - started < 5.0

@@ -76,3 +76,13 @@ def test_every_preset_carries_the_raw_metrics_and_flags_infra() -> None:
 def test_unknown_preset_is_a_one_line_error() -> None:
     with pytest.raises(AkaError, match="unknown reward preset 'best' \\(use one of score, log_speedup"):
         reward(FAST, "best")
+
+
+@pytest.mark.parametrize("speedup", [float("nan"), float("inf"), -1.0, 0.0])
+def test_a_speedup_that_is_not_a_finite_positive_number_earns_no_more_than_none(speedup: float) -> None:
+    """A NaN speedup read +2 under log_speedup, the highest reward (red team G, session 54): no
+    report carries one, but a reward must not rest on that."""
+    result = _result(True, True, None)
+    odd = result.model_copy(update={"speedup": speedup})
+    for preset in ("log_speedup", "kevin", "kernelgym"):
+        assert reward(odd, preset).value == reward(result, preset).value, preset

@@ -55,14 +55,31 @@ def task_files(task_dir: Path) -> list[Path]:
     )
 
 
-JUDGE_MODULES = ("harness", "evaluation", "compat", "process.py")  # under aka/: the code that reaches a verdict
+# Under aka/: the code that reaches a verdict, a score or a reward. Until session 54 only the first
+# four: a fix to the verdict rules in run/task_pipeline.py, results/ or rl/ left every cached
+# reward and resumed result of the old rules in force (red team G).
+JUDGE_MODULES = (
+    "harness",
+    "evaluation",
+    "compat",
+    "config",
+    "results",
+    "run",
+    "rl",
+    "heldout",
+    "process.py",
+    "device.py",
+    "trees.py",
+    "stillness.py",
+)
 
 
 @functools.cache
 def judge_identity() -> str:
-    """SHA-256 over the platform's version and the code that reaches a verdict (aka.harness, the
-    evaluator and the step contract): a result or a frozen baseline judged by other code is not
-    reused on resume (`task_identity` includes this)."""
+    """SHA-256 over the platform's version and the code that reaches a verdict, a score or a
+    reward (`JUDGE_MODULES`): a result, a cached reward or a frozen baseline judged by other code
+    is not reused (`task_identity` includes this). Read once a process: a long-lived evaluator
+    (`aka serve`) keeps its code's identity until it restarts, as it keeps the code."""
     from aka import __version__
 
     package = Path(__file__).resolve().parents[1]

@@ -34,7 +34,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from aka.config.task_config import TASK_CONFIG_NAME
-from aka.config.tasks import Task, gate_tasks, load_task, task_identity
+from aka.config.tasks import Task, gate_tasks, load_task, task_files, task_identity
 from aka.device import DeviceInfo, detect_device
 from aka.evaluation.baseline import BaselineRecord, baseline_builds, load_frozen_baseline, measure_baseline
 from aka.evaluation.step_process import RunningTime
@@ -74,7 +74,18 @@ class _LoadedTask:
     task: Task
     identity: str
     skip_reason: str | None
+    stamp: tuple[tuple[str, int, int], ...] = ()  # its files when loaded (`_files_stamp`)
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False)
+
+
+def _files_stamp(directory: Path) -> tuple[tuple[str, int, int], ...]:
+    """Each task file's path, size and modification time: cheap to read at every request, and
+    changed by any edit (the task's identity, a hash of the contents, is read only when it is)."""
+    stamps = []
+    for path in task_files(directory):
+        info = path.stat()
+        stamps.append((path.relative_to(directory).as_posix(), info.st_size, info.st_mtime_ns))
+    return tuple(stamps)
 
 
 class KernelEvaluator:
@@ -121,7 +132,7 @@ class KernelEvaluator:
         self._busy = [0] * len(self.devices)
         self._slots = threading.Condition()
         self._executor = ThreadPoolExecutor(max_workers=max_concurrent * len(self.devices), thread_name_prefix="aka-rl")
-        self._tasks: dict[str, _LoadedTask] = {}
+        self._tasks: dict[Path, _LoadedTask] = {}
         self._lock = threading.Lock()
 
     def __enter__(self) -> KernelEvaluator:
@@ -136,23 +147,31 @@ class KernelEvaluator:
     # ---- tasks, prompts, completions -------------------------------------------------------
 
     def _loaded(self, task_id: str) -> _LoadedTask:
-        name = task_id.strip().strip("/")
+        """The task by its folder (every spelling of an id one entry: a red team's 1,024 spellings
+        of one id each loaded it anew and stayed, 14 MB a request), loaded again when a file of it
+        changed (an edited harness kept its old identity, so its old verdicts, until a restart)."""
+        try:
+            directory = (self.tasks_root / task_id.strip().strip("/")).resolve()
+            known = self.tasks_root in directory.parents and (directory / TASK_CONFIG_NAME).is_file()
+        except (OSError, ValueError):  # a NUL byte, a name too long for the file system
+            known = False
+        if not known:
+            raise CandidateError(
+                f"unknown task id '{task_id[:200]}' under {self.tasks_root} "
+                "(use `aka tasks list --tasks-root ROOT` to see the task names)"
+            )
+        stamp = _files_stamp(directory)
         with self._lock:
-            if name in self._tasks:
-                return self._tasks[name]
-            directory = (self.tasks_root / name).resolve()
-            if self.tasks_root not in directory.parents or not (directory / TASK_CONFIG_NAME).is_file():
-                raise CandidateError(
-                    f"unknown task id '{task_id}' under {self.tasks_root} "
-                    "(use `aka tasks list --tasks-root ROOT` to see the task names)"
-                )
+            loaded = self._tasks.get(directory)
+            if loaded is not None and loaded.stamp == stamp:
+                return loaded
             task = load_task(self.tasks_root, directory)
             identity = task_identity(task)
             _, dropped = gate_tasks([task], self.device.arch)
             skip_reason = dropped[0][1] if dropped else None
             if skip_reason is None:
                 task = materialize(task, self.cache_dir / REPOSITORIES_DIR)
-            loaded = self._tasks[name] = _LoadedTask(task, identity, skip_reason)
+            loaded = self._tasks[directory] = _LoadedTask(task, identity, skip_reason, stamp)
             return loaded
 
     def task(self, task_id: str) -> Task:
@@ -302,7 +321,7 @@ class KernelEvaluator:
         """`evaluate` in the evaluator's thread pool (`max_concurrent` threads per device); a cache
         hit returns without waiting for a slot."""
         limit = _checked_timeout(timeout_s)
-        hit = self.cached(task_id, files)
+        hit = await asyncio.to_thread(self.cached, task_id, files)  # it may load the task: not on the loop
         if hit is not None:
             return hit
         return await asyncio.get_running_loop().run_in_executor(
@@ -312,8 +331,8 @@ class KernelEvaluator:
     async def evaluate_completion_async(
         self, task_id: str, completion: str, timeout_s: float | None = None, not_after: float | None = None
     ) -> CandidateResult:
-        try:
-            files = self.extract(task_id, completion)
+        try:  # in a thread: a crafted completion's extraction held the server's event loop 24 s
+            files = await asyncio.to_thread(self.extract, task_id, completion)
         except CompletionError as exc:
             return self._no_candidate(task_id, str(exc))
         return await self.evaluate_async(task_id, files, timeout_s, not_after)

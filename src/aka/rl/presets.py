@@ -55,7 +55,11 @@ def raw_metrics(result: CandidateResult) -> dict[str, Metric]:
 
 
 def _speedup(result: CandidateResult) -> float:
-    return result.speedup or 0.0
+    """The speedup, 0 where there is none or it is not a finite positive number (a NaN read
+    +2 under `log_speedup`, the highest reward: red team G, session 54; a report never carries
+    one, but a reward must not rest on that)."""
+    speedup = result.speedup
+    return speedup if speedup is not None and math.isfinite(speedup) and speedup > 0 else 0.0
 
 
 def _accepted(result: CandidateResult) -> bool:

@@ -252,17 +252,28 @@ def test_exports_run_confined_as_a_step(
 ) -> None:
     """An export runs the candidate's code: confined like a step, it cannot write the run's files
     (a red team's export rewrote the frozen baseline and failed a later honest trial), see the
-    evaluator's secrets, or leave a process behind (one outlived `aka run`)."""
+    evaluator's secrets, leave a process behind (one outlived `aka run`), or write or print past
+    a step's limits (lowered here; unlimited, one could fill the disk the evaluator writes to)."""
+    from aka.evaluation import disk_quota, step_process
+
     monkeypatch.setenv("MY_REWARD_TOKEN", "s3cr3t")
-    exports = [
+    monkeypatch.setattr(disk_quota, "STEP_DISK_QUOTA_BYTES", 2**20)
+    monkeypatch.setattr(step_process, "STEP_OUTPUT_LIMIT_BYTES", 2**20)
+    allowed = [
         'cp kernel.py "$AKA_EXPORT_DIR/kernel.py"',
-        "touch ../../escaped",
         'test -z "$MY_REWARD_TOKEN" && ! grep -q s3cr3t /proc/self/environ',
         'setsid sh -c "sleep 2; touch "$AKA_EXPORT_DIR/lingered"" > /dev/null 2>&1 &',
     ]
-    make_toy_task("triton2triton/toy/good", export_command=exports)
+    refused = [
+        "touch ../../escaped",
+        'head -c 3000000 /dev/zero > "$AKA_EXPORT_DIR/big"; sleep 2',
+        "head -c 3000000 /dev/zero > big",
+        "head -c 3000000 /dev/zero",  # printed past the limit and ended before the first check
+        "head -c 3000000 /dev/zero; sleep 2",
+    ]
+    make_toy_task("triton2triton/toy/good", export_command=allowed + refused)
     outcome = run_experiment(write_run_config(agent={"template": "replay", "solutions_dir": str(solutions)}))
-    assert outcome.results[0].exports == {exports[0]: True, exports[1]: False, exports[2]: True, exports[3]: True}
+    assert outcome.results[0].exports == dict.fromkeys(allowed, True) | dict.fromkeys(refused, False)
     assert not (outcome.run_dir / "escaped").exists()
     good_ws = next(p for p in outcome.run_dir.iterdir() if p.name.startswith("triton2triton_toy_good_"))
     time.sleep(3)
@@ -407,25 +418,3 @@ def test_edited_sources_are_the_editable_files_the_agent_changed(make_toy_task, 
     assert edited_sources(task, work) == ["kernel.py"]
     (work / "kernel.py").unlink()
     assert edited_sources(task, work) == ["kernel.py"]
-
-
-@pytest.mark.skipif(not detect_sandbox().confines, reason="no read-only-filesystem sandbox here")
-def test_confined_exports_keep_a_steps_disk_quota_and_output_limit(
-    make_toy_task, write_run_config, solutions: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An export that writes or prints past a step's limits is stopped and fails, as a step is:
-    unlimited, one could fill the disk the evaluator writes its results on."""
-    from aka.evaluation import disk_quota, step_process
-
-    monkeypatch.setattr(disk_quota, "STEP_DISK_QUOTA_BYTES", 2**20)
-    monkeypatch.setattr(step_process, "STEP_OUTPUT_LIMIT_BYTES", 2**20)
-    exports = [
-        'cp kernel.py "$AKA_EXPORT_DIR/kernel.py"',
-        'head -c 3000000 /dev/zero > "$AKA_EXPORT_DIR/big"; sleep 2',
-        "head -c 3000000 /dev/zero > big",
-        "head -c 3000000 /dev/zero",
-        "head -c 3000000 /dev/zero; sleep 2",
-    ]
-    make_toy_task("triton2triton/toy/good", export_command=exports)
-    outcome = run_experiment(write_run_config(agent={"template": "replay", "solutions_dir": str(solutions)}))
-    assert outcome.results[0].exports == dict.fromkeys(exports, False) | {exports[0]: True}

@@ -1,4 +1,5 @@
 # Session 54: exploit suite after the one-pass comparison; reward-server throughput side by side, the comparison before (old_compare.py, a copy of the repository at /tmp/oldrepo) and after.
+# Before running: git show 2bf4546:src/aka/harness/compare.py > old_compare.py
 export WORK=/tmp/work27 BATCH_SECONDS=570
 rm -rf /tmp/oldrepo && cp -r "$PWD" /tmp/oldrepo && cp old_compare.py /tmp/oldrepo/src/aka/harness/compare.py
 TP="python3 benchmarks/reward_throughput.py --tasks triton2triton/basic/gelu triton2triton/llm/rmsnorm_residual triton2triton/llm/silu_and_mul --eval-timeout 60 --no-hanging --copies 2 --singles 0 --max-concurrent 4 --deadline 90"

@@ -269,22 +269,42 @@ def finish_isolated(
         if process.seed_cache is not None and process.seed_cache.is_dir():
             shutil.copytree(process.seed_cache, process.cache, dirs_exist_ok=True)
         process.cache.mkdir(mode=0o700, exist_ok=True)
-        turn = turn or Turn(0.0)
-        quota, turn_held = DiskQuota(process.writable, root=process.started.proc.pid), turn
-        with turn.pausable(process.started.proc.pid):
-            ran = process.started.finish(
-                f"{process.token}\n".encode(),
-                min(process.timeout, max(time_left, 0.0)),
-                watch=lambda: quota() or turn_held.ran_aside(),
-                output_limit=STEP_OUTPUT_LIMIT_BYTES,
-                pauses=turn,
-                not_after=not_after,
-            )
+        ran = finish_as_step(
+            process.started,
+            f"{process.token}\n".encode(),
+            min(process.timeout, max(time_left, 0.0)),
+            process.writable,
+            turn or Turn(0.0),
+            not_after,
+        )
         if process.keep_cache is not None and process.cache.is_dir():
             shutil.copytree(process.cache, process.keep_cache, dirs_exist_ok=True, symlinks=True)
     finally:
         process.remove_private_dirs()
     return ran, process.pipe.payload(), process.token
+
+
+def finish_as_step(
+    started: StartedCommand,
+    stdin: bytes | None,
+    timeout: float,
+    writable: Sequence[Path],
+    turn: Turn,
+    not_after: float | None = None,
+) -> CommandOutcome:
+    """Wait for a started command under a step's watch: its writable folders' disk quota, its
+    output limit, stopped while `turn` stands aside for a timed step (that time added to
+    `timeout`, never past `not_after`) and ended if it ran meanwhile."""
+    quota = DiskQuota(writable, root=started.proc.pid)
+    with turn.pausable(started.proc.pid):
+        return started.finish(
+            stdin,
+            timeout,
+            watch=lambda: quota() or turn.ran_aside(),
+            output_limit=STEP_OUTPUT_LIMIT_BYTES,
+            pauses=turn,
+            not_after=not_after,
+        )
 
 
 def run_isolated(setup: StepSetup, command: str, step: Step, target: Target) -> tuple[CommandOutcome, bytes, str]:
@@ -394,15 +414,7 @@ def run_confined(
             started = StartedCommand(
                 command, cwd, {**env, **private}, log_path, with_stdin=False, prefix=prefix, preexec=limits.apply
             )
-            quota = DiskQuota([cwd, scratch, *writable], root=started.proc.pid)
-            with turn.pausable(started.proc.pid):  # stopped for a timed step, as a step is
-                return started.finish(
-                    None,
-                    timeout,
-                    watch=lambda: quota() or turn.ran_aside(),
-                    output_limit=STEP_OUTPUT_LIMIT_BYTES,
-                    pauses=turn,
-                )
+            return finish_as_step(started, None, timeout, [cwd, scratch, *writable], turn)
     finally:
         remove_tree(scratch)
         if group is not None:

@@ -906,12 +906,16 @@ def test_only_tritons_own_jit_objects_are_counted_through_tritons_own_launch(mon
             dims = grid({}) if callable(grid) else grid
             return f"triton launched {dims}"
 
+    class Subclassed(Jit):  # Triton's class with the candidate's own launch: no kernel either
+        def run(self, *args: object, grid: object, warmup: bool = False) -> str:
+            return "the candidate's own launch"
+
     monkeypatch.setitem(guard._TRITON_RUN, Jit, Jit.run)
     module = types.ModuleType("kernel")
-    module.fake, module.real = Launcher(), Jit()  # type: ignore[attr-defined]
+    module.fake, module.real, module.sub = Launcher(), Jit(), Subclassed()  # type: ignore[attr-defined]
     module.wrapped = types.SimpleNamespace(fn=types.SimpleNamespace(fn=module.real))  # type: ignore[attr-defined]
     counter = LaunchCounter()
-    counter.instrument([module], ["fake", "wrapped"])
+    counter.instrument([module], ["fake", "sub", "wrapped"])
     assert counter.instrumented == {"wrapped"}
     monkeypatch.setattr(Jit, "run", Launcher.run)  # the candidate's code replaces Triton's launch
     counter.suppressed = True

@@ -15,6 +15,7 @@ baseline is the reference has no correctness step before its first candidate).
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from collections.abc import Sequence
@@ -146,6 +147,12 @@ def _check_case(task: KernelTask, ctx: StepContext, side: RemoteSide, case: Case
     return CaseResult(case, correct=True, max_abs_error=worst_error)
 
 
+@functools.cache
+def _baseline_triton_kernels(baseline: Path, names: frozenset[str]) -> frozenset[str]:
+    """`triton_kernels_in` the pristine baseline, parsed once a step (asked again for every case)."""
+    return frozenset(triton_kernels_in(baseline, names))
+
+
 def _provenance(
     task: KernelTask, ctx: StepContext, side: RemoteSide, instrumented: list[str], case: Case
 ) -> Problem | None:
@@ -158,7 +165,7 @@ def _provenance(
     missing = [k for k in ctx.target_kernels if k not in instrumented]
     not_triton = missing
     if missing and kernel_language(ctx.family) != "triton":
-        not_triton = sorted(triton_kernels_in(Path.cwd() / source_dir(ctx), frozenset(missing)))
+        not_triton = sorted(_baseline_triton_kernels(Path.cwd() / source_dir(ctx), frozenset(missing)))
     if not_triton:
         return Problem(
             POLICY,
